@@ -310,14 +310,7 @@ func ReduceScatterExpr(p, rank int, skips []int) (string, error) {
 	if rank < 0 || rank >= p {
 		return "", fmt.Errorf("%w: rank %d out of range [0, %d)", ErrInvalidArgument, rank, p)
 	}
-	// children[i] lists, in round order, the offsets whose partial results
-	// were reduced into R[i] (relative to the owner of R[i]).
-	children := make([][]int, p)
-	for _, rd := range pl.Rounds {
-		for j := 0; j < rd.Send.Len(); j++ {
-			children[rd.Recv.Lo+j] = append(children[rd.Recv.Lo+j], rd.Send.Lo+j)
-		}
-	}
+	children := reductionChildren(pl)
 	// R[i] of rank x is the tree rooted at offset i; its own leaf is the
 	// input of rank x (the holder), and a child c of i was held by rank
 	// x-(c-i). For the result at `rank`, the root is offset 0 at rank.
@@ -340,4 +333,20 @@ func ReduceScatterExpr(p, rank int, skips []int) (string, error) {
 	}
 	walk(0, rank)
 	return b.String(), nil
+}
+
+// reductionChildren returns, for every offset i, the offsets whose partial
+// results a reduce-scatter plan reduces into R[i], in round order: the
+// implicit reduction tree of [RS] Figure 1, the same for every rank.
+func reductionChildren(pl *Plan) [][]int {
+	children := make([][]int, pl.P)
+	for _, rd := range pl.Rounds {
+		if rd.Op != OpReduce {
+			continue
+		}
+		for j := 0; j < rd.Send.Len(); j++ {
+			children[rd.Recv.Lo+j] = append(children[rd.Recv.Lo+j], rd.Send.Lo+j)
+		}
+	}
+	return children
 }
