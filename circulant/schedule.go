@@ -20,7 +20,7 @@ const maxQ = 63
 // A Schedules value is immutable and safe for concurrent use.
 type Schedules struct {
 	p, q int
-	skip [maxQ + 2]int // skip[0..q] ascending; skip[q+1] unused
+	skip [64]int // skip[0..q] ascending
 }
 
 // NewSchedules returns the schedules of p >= 1 ranks.
@@ -93,11 +93,11 @@ func (s *Schedules) baseblock(r int) int {
 func (s *Schedules) RecvSchedule(r int, recv []int) []int {
 	s.checkRank(r)
 	recv = recv[:s.q]
-	var out [maxQ + 1]int8
-	s.recvSchedule(r, s.q, &out)
+	var d recvDFS
 	b := s.baseblock(r)
+	d.run(s, r, b, s.q)
 	for k := range recv {
-		recv[k] = s.recvEntry(int(out[k]), b)
+		recv[k] = s.recvEntry(int(d.out[k&63]), b)
 	}
 	return recv
 }
@@ -111,83 +111,79 @@ func (s *Schedules) recvEntry(e, b int) int {
 
 // recvDFS is the state of the depth-first search of [BC] Algorithms 4-5:
 // a doubly linked list of the skip indices still to be assigned, and the
-// target R = r + p.
+// target R = r + p. Indices are masked so that the compiler can drop
+// bounds checks: skip indices are at most q <= 63, the list end is q+1.
 type recvDFS struct {
-	skip     *[maxQ + 2]int
+	skip     *[64]int
 	q, limit int
 	target   int
-	nxt, prv [maxQ + 2]int8 // index q+1 is the list head and the end marker
-	out      *[maxQ + 1]int8
+	nxt, prv [128]uint8
+	out      [64]uint8 // out[k] = skip index e_k found for round k
 }
 
-// recvSchedule fills out[0..limit-1] with the skip indices e_k found by the
-// search (e_k == q stands for the baseblock, else the block is e_k - q).
-// The search assigns rounds in increasing order, so it stops as soon as
-// round limit-1 is assigned.
-func (s *Schedules) recvSchedule(r, limit int, out *[maxQ + 1]int8) {
-	if s.q == 0 {
+// run fills out[0..limit-1] with the skip indices e_k of rank r (baseblock
+// b) found by the search (e_k == q stands for the baseblock, else the
+// block is e_k - q). The search assigns rounds in increasing order, so it
+// stops as soon as round limit-1 is assigned.
+func (d *recvDFS) run(s *Schedules, r, b, limit int) {
+	q := s.q
+	if q == 0 {
 		return
 	}
-	d := recvDFS{skip: &s.skip, q: s.q, limit: limit, target: r + s.p, out: out}
-	end := int8(s.q + 1)
-	for e := 0; e <= s.q; e++ {
-		d.nxt[e] = int8(e - 1)
-		d.prv[e] = int8(e + 1)
+	d.skip, d.q, d.limit, d.target = &s.skip, q, limit, r+s.p
+	end := uint8(q + 1)
+	for e := 0; e <= q; e++ {
+		d.nxt[e&127] = uint8(e - 1)
+		d.prv[e&127] = uint8(e + 1)
 	}
 	d.nxt[0] = end
-	d.prv[s.q] = end
-	d.nxt[end] = int8(s.q)
-	d.prv[end] = 0
-	d.unlink(int8(s.baseblock(r)))
-	if k := d.search(0, 2*s.p, int8(s.q), 0); k < limit {
+	d.prv[q&127] = end
+	d.nxt[end&127] = uint8(q)
+	d.prv[end&127] = 0
+	d.unlink(uint8(b))
+	if k := d.search(0, 2*s.p, uint8(q), 0); k < limit {
 		panic(fmt.Sprintf("circulant: receive schedule search found %d of %d rounds (p = %d, r = %d)", k, limit, s.p, r))
 	}
 }
 
-func (d *recvDFS) unlink(e int8) {
-	d.nxt[d.prv[e]] = d.nxt[e]
-	d.prv[d.nxt[e]] = d.prv[e]
+func (d *recvDFS) unlink(e uint8) {
+	n, p := d.nxt[e&127], d.prv[e&127]
+	d.nxt[p&127] = n
+	d.prv[n&127] = p
 }
 
 // search looks for intermediate ranks c = rp + skip[e] on the way to
 // target, for rounds k, k+1, ...: the accepted rank for round k lies in
 // [target - skip[k+1], target - skip[k]] (closed at the bottom, see the
 // reference notes D1) and below the previously accepted one (bound).
-func (d *recvDFS) search(rp, bound int, e int8, k int) int {
-	end := int8(d.q + 1)
+func (d *recvDFS) search(rp, bound int, e uint8, k int) int {
+	end := uint8(d.q + 1)
 	for e != end {
 		if k == d.limit {
 			return k
 		}
-		c := rp + d.skip[e]
-		if c <= d.target-d.skip[k] && c < bound {
-			if c <= d.target-d.skip[k+1] {
+		c := rp + d.skip[e&63]
+		if c <= d.target-d.skip[k&63] && c < bound {
+			if c <= d.target-d.skip[(k+1)&63] {
 				// c is too far from the target for round k: go deeper.
-				k = d.search(c, bound, d.nxt[e], k)
+				k = d.search(c, bound, d.nxt[e&127], k)
 				if k == d.limit {
 					return k
 				}
 			}
-			if rp > d.target-d.skip[k+1] {
+			if rp > d.target-d.skip[(k+1)&63] {
 				// k advanced in the recursion; the caller's candidate is the
 				// one for the new round.
 				return k
 			}
 			bound = c
-			d.out[k] = e
+			d.out[k&63] = e
 			k++
 			d.unlink(e)
 		}
-		e = d.nxt[e]
+		e = d.nxt[e&127]
 	}
 	return k
-}
-
-// recvBlock returns recv[k] of rank r, searching only up to round k.
-func (s *Schedules) recvBlock(r, k int) int {
-	var out [maxQ + 1]int8
-	s.recvSchedule(r, k+1, &out)
-	return s.recvEntry(int(out[k]), s.baseblock(r))
 }
 
 // SendSchedule writes the send schedule of rank r, send[k] for
@@ -217,13 +213,20 @@ func (s *Schedules) sendSchedule(r int, send []int) (violations int) {
 	}
 	sk := &s.skip
 	b := s.baseblock(r)
+	var d recvDFS // reused by the look-ups
+	lookup := func(k int) int {
+		t := (r + sk[k]) % s.p
+		tb := s.baseblock(t)
+		d.run(s, t, tb, k+1)
+		return s.recvEntry(int(d.out[k&63]), tb)
+	}
 	rv, c, e := r, b, s.p
 	for k := q - 1; k > 0; k-- {
 		if rv < sk[k] { // lower part
 			if rv+sk[k] < e || e < sk[k-1] || (k == 1 && b > 0) {
 				send[k] = c
 			} else {
-				send[k] = s.recvBlock((r+sk[k])%s.p, k)
+				send[k] = lookup(k)
 				violations++
 			}
 			if e > sk[k] {
@@ -235,7 +238,7 @@ func (s *Schedules) sendSchedule(r int, send []int) (violations int) {
 			if rv > sk[k] || rv <= e || k == 1 || e < sk[k-1] {
 				send[k] = c
 			} else {
-				send[k] = s.recvBlock((r+sk[k])%s.p, k)
+				send[k] = lookup(k)
 				violations++
 			}
 			rv -= sk[k]

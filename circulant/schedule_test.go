@@ -58,7 +58,7 @@ func TestPaperTables(t *testing.T) {
 		if s.Q() != tab.Q {
 			t.Errorf("p=%d: q = %d, want %d", p, s.Q(), tab.Q)
 		}
-		var rb, sb [maxQ + 1]int
+		var rb, sb [64]int
 		entries := 0
 		for r := 0; r < p; r++ {
 			if b := s.Baseblock(r); b != tab.Baseblock[r] {
@@ -216,4 +216,29 @@ func recvMatchesPeers(s *Schedules, r int, recv []int) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkSchedules measures the receive plus send schedule computation
+// averaged over all ranks of p: one op computes both schedules of every
+// rank; the ns/rank metric is the figure to compare with [BC] Table 4.
+func BenchmarkSchedules(b *testing.B) {
+	for _, p := range []int{1 << 10, 1 << 16, 1 << 20, 1<<20 + 1} {
+		b.Run(fmt.Sprintf("p=%d", p), func(b *testing.B) {
+			s, _ := NewSchedules(p)
+			var rb, sb [64]int
+			b.ReportAllocs()
+			sink := 0
+			for b.Loop() {
+				for r := 0; r < p; r++ {
+					s.RecvSchedule(r, rb[:])
+					s.SendSchedule(r, sb[:])
+					sink += rb[0] + sb[0]
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(p), "ns/rank")
+			if sink == 1 {
+				b.Log(sink)
+			}
+		})
+	}
 }
