@@ -1,0 +1,15 @@
+//go:build !amd64 || noasm || purego
+
+package simd
+
+// Without assembly only the pure-Go path exists.
+
+func implAvailable(i impl) bool { return i == implGeneric }
+
+func asmFor(impl, Type, Op) (id, gran int) { return 0, 0 }
+
+func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {
+	panic("simd: no vector kernels in this build")
+}
+
+func copyNonTemporal(dst, src []byte) bool { return false }
