@@ -1,0 +1,839 @@
+//go:build mpi
+
+package mpi
+
+/*
+#include <mpi.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+// A communicator handle as an integer: Open MPI's MPI_Comm is a pointer and
+// MPICH's an int; both convert to and from intptr_t without loss.
+typedef intptr_t sc_comm;
+#define SC_COMM(h) ((MPI_Comm)(h))
+
+// These numbers are the Go enums of types.go.
+static MPI_Datatype sc_dtype(int t) {
+	switch (t) {
+	case 1: return MPI_BYTE;
+	case 2: return MPI_INT8_T;
+	case 3: return MPI_INT16_T;
+	case 4: return MPI_INT32_T;
+	case 5: return MPI_INT64_T;
+	case 6: return MPI_UINT8_T;
+	case 7: return MPI_UINT16_T;
+	case 8: return MPI_UINT32_T;
+	case 9: return MPI_UINT64_T;
+	case 10: return MPI_FLOAT;
+	case 11: return MPI_DOUBLE;
+	case 12: return MPI_C_FLOAT_COMPLEX;
+	case 13: return MPI_C_DOUBLE_COMPLEX;
+	}
+	return MPI_DATATYPE_NULL;
+}
+
+static MPI_Op sc_op(int o) {
+	switch (o) {
+	case 1: return MPI_SUM;
+	case 2: return MPI_PROD;
+	case 3: return MPI_MIN;
+	case 4: return MPI_MAX;
+	case 5: return MPI_BAND;
+	case 6: return MPI_BOR;
+	case 7: return MPI_BXOR;
+	}
+	return MPI_OP_NULL;
+}
+
+static int sc_level_to_mpi(int l) {
+	switch (l) {
+	case 0: return MPI_THREAD_SINGLE;
+	case 1: return MPI_THREAD_FUNNELED;
+	case 2: return MPI_THREAD_SERIALIZED;
+	}
+	return MPI_THREAD_MULTIPLE;
+}
+
+static int sc_level_from_mpi(int l) {
+	if (l == MPI_THREAD_MULTIPLE) return 3;
+	if (l == MPI_THREAD_SERIALIZED) return 2;
+	if (l == MPI_THREAD_FUNNELED) return 1;
+	return 0;
+}
+
+static sc_comm sc_comm_world(void) { return (sc_comm)MPI_COMM_WORLD; }
+static sc_comm sc_comm_null(void) { return (sc_comm)MPI_COMM_NULL; }
+static int sc_max_error_string(void) { return MPI_MAX_ERROR_STRING; }
+
+static int sc_initialized(void) {
+	int a = 0, b = 0;
+	MPI_Initialized(&a);
+	MPI_Finalized(&b);
+	return a || b;
+}
+
+static int sc_init(int required, int *provided) {
+	int p = MPI_THREAD_SINGLE;
+	int rc = MPI_Init_thread(NULL, NULL, sc_level_to_mpi(required), &p);
+	*provided = sc_level_from_mpi(p);
+	if (rc != MPI_SUCCESS) return rc;
+	rc = MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	if (rc != MPI_SUCCESS) return rc;
+	return MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+}
+
+static int sc_finalize(void) { return MPI_Finalize(); }
+
+static void sc_error(int code, char *buf, int *len, int *cls) {
+	*cls = -1;
+	*len = 0;
+	MPI_Error_class(code, cls);
+	if (MPI_Error_string(code, buf, len) != MPI_SUCCESS) *len = 0;
+}
+
+static int sc_type_size(int t, int *size) { return MPI_Type_size(sc_dtype(t), size); }
+
+static int sc_comm_rank_size(sc_comm c, int *rank, int *size) {
+	int rc = MPI_Comm_rank(SC_COMM(c), rank);
+	if (rc != MPI_SUCCESS) return rc;
+	return MPI_Comm_size(SC_COMM(c), size);
+}
+
+static int sc_comm_split(sc_comm c, int color, int key, sc_comm *out) {
+	MPI_Comm n = MPI_COMM_NULL;
+	int rc = MPI_Comm_split(SC_COMM(c), color < 0 ? MPI_UNDEFINED : color, key, &n);
+	*out = (sc_comm)n;
+	return rc;
+}
+
+static int sc_comm_split_shared(sc_comm c, int key, sc_comm *out) {
+	MPI_Comm n = MPI_COMM_NULL;
+	int rc = MPI_Comm_split_type(SC_COMM(c), MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, &n);
+	*out = (sc_comm)n;
+	return rc;
+}
+
+static int sc_comm_dup(sc_comm c, sc_comm *out) {
+	MPI_Comm n = MPI_COMM_NULL;
+	int rc = MPI_Comm_dup(SC_COMM(c), &n);
+	*out = (sc_comm)n;
+	return rc;
+}
+
+static int sc_comm_free(sc_comm c) {
+	MPI_Comm n = SC_COMM(c);
+	return MPI_Comm_free(&n);
+}
+
+static int sc_abort(sc_comm c, int code) { return MPI_Abort(SC_COMM(c), code); }
+
+static int sc_barrier(sc_comm c) { return MPI_Barrier(SC_COMM(c)); }
+
+static int sc_bcast(void *buf, int n, int t, int root, sc_comm c) {
+	return MPI_Bcast(buf, n, sc_dtype(t), root, SC_COMM(c));
+}
+
+// A NULL send buffer means MPI_IN_PLACE.
+static int sc_allreduce(void *s, void *r, int n, int t, int op, sc_comm c) {
+	return MPI_Allreduce(s ? s : MPI_IN_PLACE, r, n, sc_dtype(t), sc_op(op), SC_COMM(c));
+}
+
+static int sc_reduce(void *s, void *r, int n, int t, int op, int root, sc_comm c) {
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
+	// MPICH before 4.1.2 reads MPI_IN_PLACE as an address at a non-zero root
+	// and crashes (pmodels/mpich#6540): give it a copy of the input instead.
+	if (!s && root != 0) {
+		int size = 0, rc = MPI_Type_size(sc_dtype(t), &size);
+		if (rc != MPI_SUCCESS) return rc;
+		size_t bytes = (size_t)n * (size_t)size;
+		void *tmp = malloc(bytes ? bytes : 1);
+		if (!tmp) return MPI_ERR_NO_MEM;
+		memcpy(tmp, r, bytes);
+		rc = MPI_Reduce(tmp, r, n, sc_dtype(t), sc_op(op), root, SC_COMM(c));
+		free(tmp);
+		return rc;
+	}
+#endif
+	return MPI_Reduce(s ? s : MPI_IN_PLACE, r, n, sc_dtype(t), sc_op(op), root, SC_COMM(c));
+}
+
+static int sc_reduce_scatter_block(void *s, void *r, int n, int t, int op, sc_comm c) {
+	return MPI_Reduce_scatter_block(s ? s : MPI_IN_PLACE, r, n, sc_dtype(t), sc_op(op), SC_COMM(c));
+}
+
+static int sc_allgather(void *s, void *r, int n, int t, sc_comm c) {
+	if (!s) return MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, sc_dtype(t), SC_COMM(c));
+	return MPI_Allgather(s, n, sc_dtype(t), r, n, sc_dtype(t), SC_COMM(c));
+}
+
+static int sc_allgatherv(void *s, int n, void *r, int *counts, int *displs, int t, sc_comm c) {
+	if (!s) return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, counts, displs, sc_dtype(t), SC_COMM(c));
+	return MPI_Allgatherv(s, n, sc_dtype(t), r, counts, displs, sc_dtype(t), SC_COMM(c));
+}
+
+static int sc_send(void *buf, int n, int t, int dest, int tag, sc_comm c) {
+	return MPI_Send(buf, n, sc_dtype(t), dest, tag, SC_COMM(c));
+}
+
+static int sc_recv(void *buf, int n, int t, int src, int tag, sc_comm c, int *got) {
+	MPI_Status st;
+	int rc = MPI_Recv(buf, n, sc_dtype(t), src, tag, SC_COMM(c), &st);
+	if (rc != MPI_SUCCESS) return rc;
+	return MPI_Get_count(&st, sc_dtype(t), got);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options configure [Init].
+type Options struct {
+	// Funnel forces every MPI call through the initializing thread even when
+	// the library grants MPI_THREAD_MULTIPLE (only MPI_THREAD_FUNNELED is then
+	// requested). SHMCOLL_MPI_FUNNEL=1 in the environment does the same.
+	Funnel bool
+}
+
+const (
+	stateNone int32 = iota
+	stateRunning
+	stateFinalized
+)
+
+// request is one MPI call handed to the initializing thread.
+type request struct {
+	fn   func() C.int
+	done chan C.int
+	last bool // the loop ends after this call (MPI_Finalize)
+}
+
+var reqPool = sync.Pool{New: func() any { return &request{done: make(chan C.int, 1)} }}
+
+// rt is the process-wide MPI state. Fields other than state are written
+// before state becomes stateRunning and only read afterwards.
+var rt struct {
+	initMu   sync.Mutex
+	state    atomic.Int32
+	direct   bool // calls go straight to MPI from any thread
+	provided ThreadLevel
+	reqs     chan *request
+	world    Comm
+	tid      int // OS thread that initialized MPI
+}
+
+// Init initializes MPI (see the package documentation for the thread model).
+// It must be called once per process, before any other function of this
+// package except [Find] and friends.
+func Init(opt Options) error {
+	rt.initMu.Lock()
+	defer rt.initMu.Unlock()
+	if rt.state.Load() != stateNone || C.sc_initialized() != 0 {
+		return ErrInitialized
+	}
+	funnel := opt.Funnel || os.Getenv("SHMCOLL_MPI_FUNNEL") == "1"
+	required := ThreadMultiple
+	if funnel {
+		required = ThreadFunneled
+	}
+	type result struct {
+		rc       C.int
+		provided C.int
+		tid      int
+	}
+	started := make(chan result)
+	rt.reqs = make(chan *request)
+	go func() {
+		// MPI's notion of the main thread is this OS thread from now on; the
+		// goroutine never unlocks it, so after MPI_Finalize the thread exits
+		// with the goroutine instead of returning to the scheduler.
+		runtime.LockOSThread()
+		var res result
+		res.tid = unix.Gettid()
+		res.rc = C.sc_init(C.int(required), &res.provided)
+		started <- res
+		if res.rc != C.MPI_SUCCESS {
+			return
+		}
+		for r := range rt.reqs {
+			r.done <- r.fn()
+			if r.last {
+				return
+			}
+		}
+	}()
+	res := <-started
+	if err := check("MPI_Init_thread", res.rc); err != nil {
+		return err
+	}
+	rt.provided = ThreadLevel(res.provided)
+	rt.direct = !funnel && rt.provided == ThreadMultiple
+	rt.tid = res.tid
+	rt.state.Store(stateRunning)
+	w, err := newComm(C.sc_comm_world())
+	if err != nil {
+		return err
+	}
+	rt.world = w
+	return nil
+}
+
+// Finalize shuts MPI down on the initializing thread. No MPI call may be in
+// flight or follow it.
+func Finalize() error {
+	rt.initMu.Lock()
+	defer rt.initMu.Unlock()
+	if !rt.state.CompareAndSwap(stateRunning, stateFinalized) {
+		return ErrNotInitialized
+	}
+	r := &request{fn: func() C.int { return C.sc_finalize() }, done: make(chan C.int, 1), last: true}
+	rt.reqs <- r
+	return check("MPI_Finalize", <-r.done)
+}
+
+// Provided is the thread support level the MPI library granted.
+func Provided() ThreadLevel { return rt.provided }
+
+// Funneled reports whether MPI calls are funnelled through the initializing
+// thread (MPI_THREAD_MULTIPLE was not granted, or funnelling was forced).
+func Funneled() bool { return !rt.direct }
+
+// Linked names the MPI implementation this binary was built against.
+func Linked() Impl { return linked }
+
+// World is MPI_COMM_WORLD (the zero Comm before Init).
+func World() Comm { return rt.world }
+
+// funnel runs fn on the initializing thread and returns its result.
+func funnel(fn func() C.int) C.int {
+	r := reqPool.Get().(*request)
+	r.fn = fn
+	rt.reqs <- r
+	rc := <-r.done
+	r.fn = nil
+	reqPool.Put(r)
+	return rc
+}
+
+// onMPIThread runs fn where MPI calls run: on the caller's thread in direct
+// mode, on the initializing thread when funnelled. Tests use it to see which
+// thread MPI calls land on.
+func onMPIThread(fn func()) {
+	if rt.direct {
+		fn()
+		return
+	}
+	funnel(func() C.int { fn(); return 0 })
+}
+
+func check(call string, rc C.int) error {
+	if rc == C.MPI_SUCCESS {
+		return nil
+	}
+	buf := make([]byte, int(C.sc_max_error_string())+1)
+	var n, cls C.int
+	C.sc_error(rc, (*C.char)(unsafe.Pointer(&buf[0])), &n, &cls)
+	msg := string(buf[:max(0, min(int(n), len(buf)))])
+	if msg == "" {
+		msg = fmt.Sprintf("error code %d", int(rc))
+	}
+	return &Error{Call: call, Code: int(rc), Class: int(cls), Message: msg}
+}
+
+// typeSize is MPI_Type_size of d's MPI datatype (tests use it to check the
+// C-side mapping of the Datatype enum).
+func typeSize(d Datatype) (int, error) {
+	if rt.state.Load() != stateRunning {
+		return 0, ErrNotInitialized
+	}
+	var sz C.int
+	var rc C.int
+	if rt.direct {
+		rc = C.sc_type_size(C.int(d), &sz)
+	} else {
+		p := &sz
+		rc = funnel(func() C.int { return C.sc_type_size(C.int(d), p) })
+	}
+	return int(sz), check("MPI_Type_size", rc)
+}
+
+// Comm is an MPI communicator. The zero value is MPI_COMM_NULL; a Comm is a
+// small value, copy it freely. Rank and Size are cached.
+type Comm struct {
+	h          C.sc_comm
+	rank, size int
+}
+
+func newComm(h C.sc_comm) (Comm, error) {
+	if h == C.sc_comm_null() {
+		return Comm{}, nil
+	}
+	var r, s C.int
+	var rc C.int
+	if rt.direct {
+		rc = C.sc_comm_rank_size(h, &r, &s)
+	} else {
+		pr, ps := &r, &s
+		rc = funnel(func() C.int { return C.sc_comm_rank_size(h, pr, ps) })
+	}
+	if err := check("MPI_Comm_rank", rc); err != nil {
+		return Comm{}, err
+	}
+	return Comm{h: h, rank: int(r), size: int(s)}, nil
+}
+
+// IsNull reports whether c is MPI_COMM_NULL (for example the result of a
+// Split with a negative color).
+func (c Comm) IsNull() bool { return c.size == 0 }
+
+// Rank is the calling process's rank in c (0 for a null communicator).
+func (c Comm) Rank() int { return c.rank }
+
+// Size is the number of processes in c (0 for a null communicator).
+func (c Comm) Size() int { return c.size }
+
+// ready checks that MPI is running and c is not null.
+func (c Comm) ready(call string) error {
+	if rt.state.Load() != stateRunning {
+		return fmt.Errorf("%s: %w", call, ErrNotInitialized)
+	}
+	if c.size == 0 {
+		return fmt.Errorf("%w: %s on a null communicator", ErrArgument, call)
+	}
+	return nil
+}
+
+func (c Comm) checkRank(call, what string, r int) error {
+	if r < 0 || r >= c.size {
+		return fmt.Errorf("%w: %s: %s %d out of range [0, %d)", ErrArgument, call, what, r, c.size)
+	}
+	return nil
+}
+
+// Split is MPI_Comm_split: processes with the same color form a new
+// communicator, ordered by key then by rank in c. A negative color
+// (MPI_UNDEFINED) yields the null communicator. Collective over c.
+func (c Comm) Split(color, key int) (Comm, error) {
+	const call = "MPI_Comm_split"
+	if err := c.ready(call); err != nil {
+		return Comm{}, err
+	}
+	if color > math.MaxInt32 || key > math.MaxInt32 || key < math.MinInt32 {
+		return Comm{}, fmt.Errorf("%w: %s: color %d or key %d does not fit an int", ErrArgument, call, color, key)
+	}
+	out := new(C.sc_comm)
+	var rc C.int
+	if rt.direct {
+		rc = C.sc_comm_split(c.h, C.int(max(color, -1)), C.int(key), out)
+	} else {
+		rc = funnel(func() C.int { return C.sc_comm_split(c.h, C.int(max(color, -1)), C.int(key), out) })
+	}
+	if err := check(call, rc); err != nil {
+		return Comm{}, err
+	}
+	return newComm(*out)
+}
+
+// SplitTypeShared is MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): the processes
+// of c that can share memory (those on this node), ordered by key then by rank
+// in c. Collective over c.
+func (c Comm) SplitTypeShared(key int) (Comm, error) {
+	const call = "MPI_Comm_split_type"
+	if err := c.ready(call); err != nil {
+		return Comm{}, err
+	}
+	if key > math.MaxInt32 || key < math.MinInt32 {
+		return Comm{}, fmt.Errorf("%w: %s: key %d does not fit an int", ErrArgument, call, key)
+	}
+	out := new(C.sc_comm)
+	var rc C.int
+	if rt.direct {
+		rc = C.sc_comm_split_shared(c.h, C.int(key), out)
+	} else {
+		rc = funnel(func() C.int { return C.sc_comm_split_shared(c.h, C.int(key), out) })
+	}
+	if err := check(call, rc); err != nil {
+		return Comm{}, err
+	}
+	return newComm(*out)
+}
+
+// Dup is MPI_Comm_dup: a communicator with the same group and a separate
+// context, so its traffic never matches c's. Collective over c.
+func (c Comm) Dup() (Comm, error) {
+	const call = "MPI_Comm_dup"
+	if err := c.ready(call); err != nil {
+		return Comm{}, err
+	}
+	out := new(C.sc_comm)
+	var rc C.int
+	if rt.direct {
+		rc = C.sc_comm_dup(c.h, out)
+	} else {
+		rc = funnel(func() C.int { return C.sc_comm_dup(c.h, out) })
+	}
+	if err := check(call, rc); err != nil {
+		return Comm{}, err
+	}
+	return newComm(*out)
+}
+
+// Free is MPI_Comm_free. Freeing the null communicator does nothing; World
+// must not be freed. Collective over c.
+func (c Comm) Free() error {
+	const call = "MPI_Comm_free"
+	if c.size == 0 {
+		return nil
+	}
+	if err := c.ready(call); err != nil {
+		return err
+	}
+	if c.h == C.sc_comm_world() {
+		return fmt.Errorf("%w: %s of the world communicator", ErrArgument, call)
+	}
+	if rt.direct {
+		return check(call, C.sc_comm_free(c.h))
+	}
+	return check(call, funnel(func() C.int { return C.sc_comm_free(c.h) }))
+}
+
+// Abort is MPI_Abort: it ends every process of c's job with code. It is
+// called from the caller's thread even when funnelled (the initializing
+// thread may be blocked in a collective) and does not return.
+func (c Comm) Abort(code int) {
+	h := c.h
+	if c.size == 0 {
+		h = C.sc_comm_world()
+	}
+	C.sc_abort(h, C.int(code))
+	os.Exit(code) // MPI_Abort does not return; this is for a library that does
+}
+
+// Barrier is MPI_Barrier.
+func (c Comm) Barrier() error {
+	const call = "MPI_Barrier"
+	if err := c.ready(call); err != nil {
+		return err
+	}
+	if rt.direct {
+		return check(call, C.sc_barrier(c.h))
+	}
+	return check(call, funnel(func() C.int { return C.sc_barrier(c.h) }))
+}
+
+// count converts a length to MPI's int count.
+func count(call, what string, n int) (C.int, error) {
+	if n < 0 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %s: %s %d does not fit MPI's int count", ErrArgument, call, what, n)
+	}
+	return C.int(n), nil
+}
+
+func checkOp(call string, op Op, t Datatype) error {
+	if !op.Applies(t) {
+		return fmt.Errorf("%w: %s: operator %v does not apply to %v", ErrArgument, call, op, t)
+	}
+	return nil
+}
+
+func ptr[T Elem](s []T) unsafe.Pointer {
+	if s == nil {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(s))
+}
+
+// sendPtr returns the send buffer for C: nil (MPI_IN_PLACE) when send is nil
+// or is recv itself. Any other overlap is an error, as MPI forbids aliasing.
+func sendPtr[T Elem](call string, send, recv []T) (unsafe.Pointer, error) {
+	if len(send) == 0 || len(recv) == 0 {
+		return ptr(send), nil
+	}
+	size := unsafe.Sizeof(send[0])
+	s0 := uintptr(unsafe.Pointer(unsafe.SliceData(send)))
+	r0 := uintptr(unsafe.Pointer(unsafe.SliceData(recv)))
+	if s0 == r0 {
+		return nil, nil
+	}
+	s1, r1 := s0+uintptr(len(send))*size, r0+uintptr(len(recv))*size
+	if s0 < r1 && r0 < s1 {
+		return nil, fmt.Errorf("%w: %s: send and recv overlap (pass a nil send for in place)", ErrArgument, call)
+	}
+	return ptr(send), nil
+}
+
+// Bcast is MPI_Bcast of buf from root.
+func Bcast[T Elem](c Comm, buf []T, root int) error {
+	const call = "MPI_Bcast"
+	if err := c.ready(call); err != nil {
+		return err
+	}
+	if err := c.checkRank(call, "root", root); err != nil {
+		return err
+	}
+	n, err := count(call, "len(buf)", len(buf))
+	if err != nil {
+		return err
+	}
+	t, b := C.int(TypeOf[T]()), ptr(buf)
+	if rt.direct {
+		return check(call, C.sc_bcast(b, n, t, C.int(root), c.h))
+	}
+	return check(call, funnel(func() C.int { return C.sc_bcast(b, n, t, C.int(root), c.h) }))
+}
+
+// Allreduce is MPI_Allreduce: recv = op over all ranks' send. A nil send (or
+// send == recv) reduces in place, with the input in recv.
+func Allreduce[T Elem](c Comm, send, recv []T, op Op) error {
+	const call = "MPI_Allreduce"
+	if err := c.ready(call); err != nil {
+		return err
+	}
+	dt := TypeOf[T]()
+	if err := checkOp(call, op, dt); err != nil {
+		return err
+	}
+	if send != nil && len(send) != len(recv) {
+		return fmt.Errorf("%w: %s: len(send) %d != len(recv) %d", ErrArgument, call, len(send), len(recv))
+	}
+	n, err := count(call, "len(recv)", len(recv))
+	if err != nil {
+		return err
+	}
+	s, err := sendPtr(call, send, recv)
+	if err != nil {
+		return err
+	}
+	r, t, o := ptr(recv), C.int(dt), C.int(op)
+	if rt.direct {
+		return check(call, C.sc_allreduce(s, r, n, t, o, c.h))
+	}
+	return check(call, funnel(func() C.int { return C.sc_allreduce(s, r, n, t, o, c.h) }))
+}
+
+// Reduce is MPI_Reduce: recv on root = op over all ranks' send; recv is
+// ignored elsewhere (may be nil). At the root a nil send (or send == recv)
+// reduces in place.
+func Reduce[T Elem](c Comm, send, recv []T, op Op, root int) error {
+	const call = "MPI_Reduce"
+	if err := c.ready(call); err != nil {
+		return err
+	}
+	if err := c.checkRank(call, "root", root); err != nil {
+		return err
+	}
+	dt := TypeOf[T]()
+	if err := checkOp(call, op, dt); err != nil {
+		return err
+	}
+	var s, r unsafe.Pointer
+	var length int
+	if c.rank == root {
+		if send != nil && len(send) != len(recv) {
+			return fmt.Errorf("%w: %s: len(send) %d != len(recv) %d at the root", ErrArgument, call, len(send), len(recv))
+		}
+		var err error
+		if s, err = sendPtr(call, send, recv); err != nil {
+			return err
+		}
+		r, length = ptr(recv), len(recv)
+	} else {
+		if send == nil {
+			return fmt.Errorf("%w: %s: nil send on rank %d, not the root", ErrArgument, call, c.rank)
+		}
+		s, length = ptr(send), len(send)
+	}
+	n, err := count(call, "length", length)
+	if err != nil {
+		return err
+	}
+	t, o := C.int(dt), C.int(op)
+	if rt.direct {
+		return check(call, C.sc_reduce(s, r, n, t, o, C.int(root), c.h))
+	}
+	return check(call, funnel(func() C.int { return C.sc_reduce(s, r, n, t, o, C.int(root), c.h) }))
+}
+
+// ReduceScatterBlock is MPI_Reduce_scatter_block: rank i receives block i
+// (len(recv) elements) of op over all ranks' send (Size()*len(recv)
+// elements). With a nil send the input is recv itself (Size() blocks) and the
+// result lands in its first block.
+func ReduceScatterBlock[T Elem](c Comm, send, recv []T, op Op) error {
+	const call = "MPI_Reduce_scatter_block"
+	if err := c.ready(call); err != nil {
+		return err
+	}
+	dt := TypeOf[T]()
+	if err := checkOp(call, op, dt); err != nil {
+		return err
+	}
+	block := len(recv)
+	if send == nil {
+		if len(recv)%c.size != 0 {
+			return fmt.Errorf("%w: %s in place: len(recv) %d is not a multiple of size %d", ErrArgument, call, len(recv), c.size)
+		}
+		block = len(recv) / c.size
+	} else if len(send) != c.size*len(recv) {
+		return fmt.Errorf("%w: %s: len(send) %d != size %d * len(recv) %d", ErrArgument, call, len(send), c.size, len(recv))
+	}
+	n, err := count(call, "block", block)
+	if err != nil {
+		return err
+	}
+	s, err := sendPtr(call, send, recv)
+	if err != nil {
+		return err
+	}
+	if s == nil && send != nil {
+		return fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
+	}
+	r, t, o := ptr(recv), C.int(dt), C.int(op)
+	if rt.direct {
+		return check(call, C.sc_reduce_scatter_block(s, r, n, t, o, c.h))
+	}
+	return check(call, funnel(func() C.int { return C.sc_reduce_scatter_block(s, r, n, t, o, c.h) }))
+}
+
+// Allgather is MPI_Allgather: recv = every rank's send, in rank order
+// (len(recv) == Size()*len(send)). With a nil send each rank's contribution
+// is already in its own block of recv.
+func Allgather[T Elem](c Comm, send, recv []T) error {
+	const call = "MPI_Allgather"
+	if err := c.ready(call); err != nil {
+		return err
+	}
+	block := len(send)
+	if send == nil {
+		if len(recv)%c.size != 0 {
+			return fmt.Errorf("%w: %s in place: len(recv) %d is not a multiple of size %d", ErrArgument, call, len(recv), c.size)
+		}
+		block = len(recv) / c.size
+	} else if len(recv) != c.size*len(send) {
+		return fmt.Errorf("%w: %s: len(recv) %d != size %d * len(send) %d", ErrArgument, call, len(recv), c.size, len(send))
+	}
+	n, err := count(call, "block", block)
+	if err != nil {
+		return err
+	}
+	s, err := sendPtr(call, send, recv)
+	if err != nil {
+		return err
+	}
+	if s == nil && send != nil {
+		return fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
+	}
+	r, t := ptr(recv), C.int(TypeOf[T]())
+	if rt.direct {
+		return check(call, C.sc_allgather(s, r, n, t, c.h))
+	}
+	return check(call, funnel(func() C.int { return C.sc_allgather(s, r, n, t, c.h) }))
+}
+
+// Allgatherv is MPI_Allgatherv: rank i's counts[i] elements land at
+// recv[displs[i]:]. A nil displs packs the blocks in rank order. With a nil
+// send each rank's contribution is already in place in recv.
+func Allgatherv[T Elem](c Comm, send, recv []T, counts, displs []int) error {
+	const call = "MPI_Allgatherv"
+	if err := c.ready(call); err != nil {
+		return err
+	}
+	if len(counts) != c.size || (displs != nil && len(displs) != c.size) {
+		return fmt.Errorf("%w: %s: len(counts) %d and len(displs) %d must equal size %d", ErrArgument, call, len(counts), len(displs), c.size)
+	}
+	cc := make([]C.int, 2*c.size)
+	cd := cc[c.size:]
+	off := 0
+	for i, k := range counts {
+		d := off
+		if displs != nil {
+			d = displs[i]
+		}
+		if k < 0 || d < 0 || d > len(recv) || k > len(recv)-d {
+			return fmt.Errorf("%w: %s: block %d (count %d at %d) outside recv of %d", ErrArgument, call, i, k, d, len(recv))
+		}
+		if k > math.MaxInt32 || d > math.MaxInt32 {
+			return fmt.Errorf("%w: %s: block %d (count %d at %d) does not fit MPI's int", ErrArgument, call, i, k, d)
+		}
+		cc[i], cd[i] = C.int(k), C.int(d)
+		off = d + k
+	}
+	if send != nil && len(send) != counts[c.rank] {
+		return fmt.Errorf("%w: %s: len(send) %d != counts[%d] %d", ErrArgument, call, len(send), c.rank, counts[c.rank])
+	}
+	s, err := sendPtr(call, send, recv)
+	if err != nil {
+		return err
+	}
+	if s == nil && send != nil {
+		return fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
+	}
+	n, r, t := C.int(len(send)), ptr(recv), C.int(TypeOf[T]())
+	pc, pd := &cc[0], &cd[0]
+	if rt.direct {
+		return check(call, C.sc_allgatherv(s, n, r, pc, pd, t, c.h))
+	}
+	return check(call, funnel(func() C.int { return C.sc_allgatherv(s, n, r, pc, pd, t, c.h) }))
+}
+
+// Send is MPI_Send of buf to rank dest with tag (>= 0).
+func Send[T Elem](c Comm, buf []T, dest, tag int) error {
+	const call = "MPI_Send"
+	if err := c.ready(call); err != nil {
+		return err
+	}
+	if err := c.checkRank(call, "dest", dest); err != nil {
+		return err
+	}
+	if tag < 0 || tag > math.MaxInt32 {
+		return fmt.Errorf("%w: %s: tag %d", ErrArgument, call, tag)
+	}
+	n, err := count(call, "len(buf)", len(buf))
+	if err != nil {
+		return err
+	}
+	b, t := ptr(buf), C.int(TypeOf[T]())
+	if rt.direct {
+		return check(call, C.sc_send(b, n, t, C.int(dest), C.int(tag), c.h))
+	}
+	return check(call, funnel(func() C.int { return C.sc_send(b, n, t, C.int(dest), C.int(tag), c.h) }))
+}
+
+// Recv is MPI_Recv into buf from rank src with tag (>= 0); it returns the
+// number of elements received. A longer message is an MPI error
+// (MPI_ERR_TRUNCATE).
+func Recv[T Elem](c Comm, buf []T, src, tag int) (int, error) {
+	const call = "MPI_Recv"
+	if err := c.ready(call); err != nil {
+		return 0, err
+	}
+	if err := c.checkRank(call, "src", src); err != nil {
+		return 0, err
+	}
+	if tag < 0 || tag > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %s: tag %d", ErrArgument, call, tag)
+	}
+	n, err := count(call, "len(buf)", len(buf))
+	if err != nil {
+		return 0, err
+	}
+	b, t := ptr(buf), C.int(TypeOf[T]())
+	got := new(C.int)
+	var rc C.int
+	if rt.direct {
+		rc = C.sc_recv(b, n, t, C.int(src), C.int(tag), c.h, got)
+	} else {
+		rc = funnel(func() C.int { return C.sc_recv(b, n, t, C.int(src), C.int(tag), c.h, got) })
+	}
+	return int(*got), check(call, rc)
+}
