@@ -1,6 +1,7 @@
 package circulant
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 )
@@ -173,6 +174,138 @@ func (s *Schedules) checkLocal(r, b int, recv, send []int) error {
 		}
 		if !ok {
 			return verifyErr("p = %d r = %d: condition 4: round %d sends %d before receiving it", p, r, k, v)
+		}
+	}
+	return nil
+}
+
+// VerifyBroadcast runs the n-block broadcast from root among all p ranks
+// and then the reduction to root (the broadcast reversed), tracking block
+// indices and contributor sets, and checks: every transfer is matched by
+// the peer's (same round, same block), a rank sends only blocks it holds,
+// no block is received twice, every rank ends with all n blocks after
+// NumRounds(n) rounds with (p-1)n transfers; in the reduction every
+// non-root sends each partial block exactly once, after every
+// contribution to it arrived, no contribution is counted twice, and the
+// root ends with every rank's contribution to every block. Time and
+// memory O(p n (q + p/64)).
+func VerifyBroadcast(p, n, root int) error {
+	s, err := NewSchedules(p)
+	if err != nil {
+		return err
+	}
+	if n < 1 || root < 0 || root >= p {
+		return fmt.Errorf("%w: n = %d, root = %d for p = %d", ErrInvalidArgument, n, root, p)
+	}
+	ranks := make([]*RankSchedule, p)
+	for r := range ranks {
+		if ranks[r], err = s.ForRank(r, root); err != nil {
+			return err
+		}
+	}
+	nr := s.NumRounds(n)
+	have := make([]bool, p*n)
+	for j := 0; j < n; j++ {
+		have[root*n+j] = true
+	}
+	moved := 0
+	for i := 0; i < nr; i++ {
+		for r := 0; r < p; r++ {
+			br := ranks[r].BroadcastRound(n, i)
+			if br.SendBlock >= 0 {
+				if !have[r*n+br.SendBlock] {
+					return verifyErr("broadcast p = %d n = %d root = %d round %d: rank %d sends block %d it does not hold", p, n, root, i, r, br.SendBlock)
+				}
+				if pr := ranks[br.To].BroadcastRound(n, i); pr.From != r || pr.RecvBlock != br.SendBlock {
+					return verifyErr("broadcast p = %d n = %d round %d: rank %d sends block %d to %d, which expects block %d from %d", p, n, i, r, br.SendBlock, br.To, pr.RecvBlock, pr.From)
+				}
+			}
+			if br.RecvBlock >= 0 {
+				if pr := ranks[br.From].BroadcastRound(n, i); pr.To != r || pr.SendBlock != br.RecvBlock {
+					return verifyErr("broadcast p = %d n = %d round %d: rank %d expects block %d from %d, which sends %d", p, n, i, r, br.RecvBlock, br.From, pr.SendBlock)
+				}
+			}
+		}
+		for r := 0; r < p; r++ {
+			if b := ranks[r].BroadcastRound(n, i).RecvBlock; b >= 0 {
+				if have[r*n+b] {
+					return verifyErr("broadcast p = %d n = %d round %d: rank %d receives block %d twice", p, n, i, r, b)
+				}
+				have[r*n+b] = true
+				moved++
+			}
+		}
+	}
+	for i, h := range have {
+		if !h {
+			return verifyErr("broadcast p = %d n = %d root = %d: rank %d lacks block %d", p, n, root, i/n, i%n)
+		}
+	}
+	if moved != (p-1)*n {
+		return verifyErr("broadcast p = %d n = %d: %d transfers, want %d", p, n, moved, (p-1)*n)
+	}
+	// The reduction, with contributor sets.
+	w := (p + 63) / 64
+	part := make([]uint64, p*n*w)
+	for r := 0; r < p; r++ {
+		for j := 0; j < n; j++ {
+			part[(r*n+j)*w+r/64] |= 1 << (r % 64)
+		}
+	}
+	done := make([]bool, p*n)
+	for i := 0; i < nr; i++ {
+		// First every send of the round, so that a contribution arriving in
+		// the round in which its receiver sends that block is caught.
+		for r := 0; r < p; r++ {
+			rr := ranks[r].ReduceRound(n, i)
+			if rr.SendBlock < 0 {
+				continue
+			}
+			if r == root {
+				return verifyErr("reduce p = %d n = %d round %d: the root sends block %d", p, n, i, rr.SendBlock)
+			}
+			if done[r*n+rr.SendBlock] {
+				return verifyErr("reduce p = %d n = %d round %d: rank %d sends block %d twice", p, n, i, r, rr.SendBlock)
+			}
+			done[r*n+rr.SendBlock] = true
+		}
+		for r := 0; r < p; r++ {
+			rr := ranks[r].ReduceRound(n, i)
+			if rr.RecvBlock >= 0 {
+				if pr := ranks[rr.From].ReduceRound(n, i); pr.To != r || pr.SendBlock != rr.RecvBlock {
+					return verifyErr("reduce p = %d n = %d round %d: rank %d expects block %d from %d, which sends %d", p, n, i, r, rr.RecvBlock, rr.From, pr.SendBlock)
+				}
+			}
+			if rr.SendBlock < 0 {
+				continue
+			}
+			pr := ranks[rr.To].ReduceRound(n, i)
+			if pr.From != r || pr.RecvBlock != rr.SendBlock {
+				return verifyErr("reduce p = %d n = %d round %d: rank %d sends block %d to %d, which expects %d from %d", p, n, i, r, rr.SendBlock, rr.To, pr.RecvBlock, pr.From)
+			}
+			if done[rr.To*n+pr.RecvBlock] {
+				return verifyErr("reduce p = %d n = %d round %d: rank %d gets a contribution to block %d after sending it", p, n, i, rr.To, pr.RecvBlock)
+			}
+			src := part[(r*n+rr.SendBlock)*w : (r*n+rr.SendBlock+1)*w]
+			dst := part[(rr.To*n+pr.RecvBlock)*w : (rr.To*n+pr.RecvBlock+1)*w]
+			for x := range dst {
+				if dst[x]&src[x] != 0 {
+					return verifyErr("reduce p = %d n = %d round %d: contribution counted twice at rank %d", p, n, i, rr.To)
+				}
+				dst[x] |= src[x]
+			}
+		}
+	}
+	for r := 0; r < p; r++ {
+		for j := 0; j < n; j++ {
+			if r != root && !done[r*n+j] {
+				return verifyErr("reduce p = %d n = %d: rank %d never sends block %d", p, n, r, j)
+			}
+		}
+	}
+	for j := 0; j < n; j++ {
+		if !isAll(part[(root*n+j)*w:(root*n+j+1)*w], p) {
+			return verifyErr("reduce p = %d n = %d root = %d: block %d incomplete", p, n, root, j)
 		}
 	}
 	return nil
