@@ -34,3 +34,23 @@ type asmKernel struct {
 	id   int
 	gran int
 }
+
+// copyNonTemporal copies src to dst (equal lengths, not overlapping) with non-temporal
+// stores: the head up to dst's vector alignment and the tail with memmove.
+func copyNonTemporal(dst, src []byte) bool {
+	vb, nt := 64, copyNTAVX512
+	switch current {
+	case implAVX2:
+		vb, nt = 32, copyNTAVX2
+	case implGeneric:
+		return false
+	}
+	head := int(-uintptrOf(dst)) & (vb - 1)
+	copy(dst[:head], src)
+	body := (len(dst) - head) &^ (4*vb - 1)
+	if body > 0 {
+		nt(&dst[head], &src[head], body)
+	}
+	copy(dst[head+body:], src[head+body:])
+	return true
+}

@@ -1,0 +1,495 @@
+// Command gen writes simd's amd64 vector kernels: kernels_amd64.s, their Go declarations
+// kernels_amd64_stub.go, and the dispatch table dispatch_amd64.go. Run it with
+// `go generate` in simd/ (see gen_amd64.go there).
+//
+// Every kernel has the signature func(dst *byte, srcs *[8]*byte, k, n int) and computes
+// dst = srcs[0] op srcs[1] op ... op srcs[k-1] over n bytes (n a multiple of the kernel's
+// granule, the input bytes of one vector), in the operand order and with the NaN,
+// signed-zero and rounding rules of simd's pure-Go loops. The loop loads the first
+// source into accumulators, folds the other sources in one after another, and stores:
+// one pass over memory for up to 8 sources.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/format"
+	"log"
+	"os"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+var dispatch = flag.String("dispatch", "dispatch_amd64.go", "file for the Go dispatch table")
+
+// isa is a vector instruction set: AVX2 with 32-byte vectors, AVX-512 with 64.
+type isa struct {
+	name string // as in Go identifiers: AVX2, AVX512
+	impl string // simd's impl constant
+	vb   int    // vector bytes
+}
+
+var (
+	avx2   = isa{"AVX2", "implAVX2", 32}
+	avx512 = isa{"AVX512", "implAVX512", 64}
+)
+
+func (is isa) z() bool { return is.vb == 64 }
+
+// vec allocates a full-width vector register.
+func (is isa) vec() VecVirtual {
+	if is.z() {
+		return ZMM()
+	}
+	return YMM()
+}
+
+// conv says how elements are loaded and stored: as they are, or bfloat16/float16 widened
+// to float32 in the accumulators.
+type conv int
+
+const (
+	plain conv = iota
+	bf16
+	fp16
+)
+
+// kernel is one generated function.
+type kernel struct {
+	name  string
+	isa   isa
+	types []string // simd Type constants the kernel serves
+	op    string   // simd Op constant
+	conv  conv
+	// setup broadcasts constants before the loop; combine emits acc = acc op x, with x a
+	// register or (when memOK) a memory operand.
+	setup   func()
+	combine func(acc VecVirtual, x Op)
+	memOK   bool
+}
+
+// inBytes is the number of source bytes one accumulator holds.
+func (k *kernel) inBytes() int {
+	if k.conv != plain {
+		return k.isa.vb / 2
+	}
+	return k.isa.vb
+}
+
+var kernels []*kernel
+
+func add(k *kernel) { kernels = append(kernels, k) }
+
+// broadcast32 returns a vector register with v in every 32-bit element.
+func broadcast32(is isa, v uint32) VecVirtual {
+	r := GP32()
+	MOVL(U32(v), r)
+	x := XMM()
+	MOVD(r, x)
+	z := is.vec()
+	VPBROADCASTD(x, z)
+	return z
+}
+
+// broadcast64 returns a vector register with v in every 64-bit element.
+func broadcast64(is isa, v uint64) VecVirtual {
+	r := GP64()
+	MOVQ(U64(v), r)
+	x := XMM()
+	MOVQ(r, x)
+	z := is.vec()
+	VPBROADCASTQ(x, z)
+	return z
+}
+
+// v3 adapts a three-operand instruction to the variadic form.
+func v3(f func(a, b, c Op)) func(...Op) { return func(o ...Op) { f(o[0], o[1], o[2]) } }
+
+// simple is an operator that is one instruction acc = acc op x (x may be in memory).
+func simple(is isa, name string, types []string, op string, inst func(...Op)) {
+	add(&kernel{
+		name: name + is.name, isa: is, types: types, op: op, memOK: true,
+		combine: func(acc VecVirtual, x Op) { inst(x, acc, acc) },
+	})
+}
+
+// floatMinMax emits acc = min(acc, x) (or max) with simd's rules: a NaN operand wins (acc
+// first), ties give acc|x for min and acc&x for max (so -0 beats +0 in min).
+func floatMinMax(is isa, isMax bool, f64 bool) func(acc VecVirtual, x Op) {
+	minmax, cmp := VMINPS, VCMPPS
+	or := VPORD
+	if is.z() && f64 {
+		or = VPORQ
+	}
+	if !is.z() {
+		or = v3(VPOR)
+	}
+	blend := VBLENDVPS
+	mov := VMOVAPS
+	if f64 {
+		minmax, cmp, blend, mov = VMINPD, VCMPPD, VBLENDVPD, VMOVAPD
+	}
+	if isMax {
+		minmax = VMAXPS
+		or = VPANDD
+		if f64 {
+			minmax = VMAXPD
+			or = VPANDQ
+		}
+		if !is.z() {
+			or = v3(VPAND)
+		}
+	}
+	return func(acc VecVirtual, xo Op) {
+		x := xo.(VecVirtual)
+		if is.z() {
+			// t = x < acc ? x : acc (acc also when either is NaN or they are equal)
+			t := is.vec()
+			minmax(acc, x, t)
+			keq, kx, k := K(), K(), K()
+			cmp(Imm(0), x, t, keq) // t == x (ordered): take t|x, the tie rule
+			or(x, t, keq, t)
+			cmp(Imm(3), x, x, kx)       // x is NaN
+			cmp(Imm(7), acc, acc, kx, k) // ... and acc is not: take x
+			mov(x, k, t)
+			mov(t, acc)
+			return
+		}
+		t, eq, o, xn, an := is.vec(), is.vec(), is.vec(), is.vec(), is.vec()
+		minmax(acc, x, t)
+		cmp(Imm(0), x, t, eq)
+		or(x, t, o)
+		blend(eq, o, t, t)
+		cmp(Imm(3), x, x, xn)
+		cmp(Imm(3), acc, acc, an)
+		VPANDN(xn, an, xn) // x NaN and acc not
+		blend(xn, x, t, acc)
+	}
+}
+
+// int64MinMaxAVX2 emulates VPMIN/MAX[SU]Q, which AVX2 lacks, with compares and blends.
+func int64MinMaxAVX2(isMax, unsigned bool) (setup func(), combine func(acc VecVirtual, x Op)) {
+	var bias VecVirtual
+	setup = func() {
+		if unsigned {
+			bias = broadcast64(avx2, 1<<63)
+		}
+	}
+	combine = func(acc VecVirtual, xo Op) {
+		x := xo.(VecVirtual)
+		a, b := acc, x
+		if unsigned {
+			a, b = YMM(), YMM()
+			VPXOR(bias, acc, a)
+			VPXOR(bias, x, b)
+		}
+		gt := YMM()
+		if isMax {
+			VPCMPGTQ(a, b, gt) // x > acc
+		} else {
+			VPCMPGTQ(b, a, gt) // acc > x
+		}
+		VBLENDVPD(gt, x, acc, acc)
+	}
+	return
+}
+
+func intKernels(is isa) {
+	types := []string{"Int8", "Int16", "Int32", "Int64", "Uint8", "Uint16", "Uint32", "Uint64"}
+	short := []string{"8", "16", "32", "64"}
+	sum := []func(...Op){VPADDB, VPADDW, VPADDD, VPADDQ}
+	for i, s := range short {
+		simple(is, "sumInt"+s, []string{types[i], types[i+4]}, "Sum", sum[i])
+	}
+	simple(is, "prodInt16", []string{"Int16", "Uint16"}, "Prod", VPMULLW)
+	simple(is, "prodInt32", []string{"Int32", "Uint32"}, "Prod", VPMULLD)
+	if is.z() {
+		simple(is, "prodInt64", []string{"Int64", "Uint64"}, "Prod", VPMULLQ)
+	}
+	mins := []func(...Op){VPMINSB, VPMINSW, VPMINSD, VPMINSQ}
+	maxs := []func(...Op){VPMAXSB, VPMAXSW, VPMAXSD, VPMAXSQ}
+	minu := []func(...Op){VPMINUB, VPMINUW, VPMINUD, VPMINUQ}
+	maxu := []func(...Op){VPMAXUB, VPMAXUW, VPMAXUD, VPMAXUQ}
+	for i, s := range short {
+		if i == 3 && !is.z() {
+			for _, u := range []bool{false, true} {
+				for _, mx := range []bool{false, true} {
+					setup, combine := int64MinMaxAVX2(mx, u)
+					name, t, op := "minInt64", "Int64", "Min"
+					if u {
+						name, t = "minUint64", "Uint64"
+					}
+					if mx {
+						name, op = "max"+name[3:], "Max"
+					}
+					add(&kernel{name: name + is.name, isa: is, types: []string{t}, op: op, setup: setup, combine: combine})
+				}
+			}
+			continue
+		}
+		simple(is, "minInt"+s, []string{types[i]}, "Min", mins[i])
+		simple(is, "maxInt"+s, []string{types[i]}, "Max", maxs[i])
+		simple(is, "minUint"+s, []string{types[i+4]}, "Min", minu[i])
+		simple(is, "maxUint"+s, []string{types[i+4]}, "Max", maxu[i])
+	}
+	and, or, xor := v3(VPAND), v3(VPOR), v3(VPXOR)
+	if is.z() {
+		and, or, xor = VPANDQ, VPORQ, VPXORQ
+	}
+	simple(is, "band", types, "Band", and)
+	simple(is, "bor", types, "Bor", or)
+	simple(is, "bxor", types, "Bxor", xor)
+}
+
+func floatKernels(is isa) {
+	simple(is, "sumFloat32", []string{"Float32", "Complex64"}, "Sum", VADDPS)
+	simple(is, "sumFloat64", []string{"Float64", "Complex128"}, "Sum", VADDPD)
+	simple(is, "prodFloat32", []string{"Float32"}, "Prod", VMULPS)
+	simple(is, "prodFloat64", []string{"Float64"}, "Prod", VMULPD)
+	for _, f64 := range []bool{false, true} {
+		t, s := "Float32", "Float32"
+		if f64 {
+			t, s = "Float64", "Float64"
+		}
+		add(&kernel{name: "min" + s + is.name, isa: is, types: []string{t}, op: "Min", combine: floatMinMax(is, false, f64)})
+		add(&kernel{name: "max" + s + is.name, isa: is, types: []string{t}, op: "Max", combine: floatMinMax(is, true, f64)})
+	}
+	for _, c := range []conv{bf16, fp16} {
+		t, s := "BFloat16T", "BFloat16"
+		if c == fp16 {
+			t, s = "Float16T", "Float16"
+		}
+		add(&kernel{name: "sum" + s + is.name, isa: is, types: []string{t}, op: "Sum", conv: c,
+			combine: func(acc VecVirtual, x Op) { VADDPS(x, acc, acc) }})
+		add(&kernel{name: "prod" + s + is.name, isa: is, types: []string{t}, op: "Prod", conv: c,
+			combine: func(acc VecVirtual, x Op) { VMULPS(x, acc, acc) }})
+		add(&kernel{name: "min" + s + is.name, isa: is, types: []string{t}, op: "Min", conv: c, combine: floatMinMax(is, false, false)})
+		add(&kernel{name: "max" + s + is.name, isa: is, types: []string{t}, op: "Max", conv: c, combine: floatMinMax(is, true, false)})
+	}
+}
+
+// Constants of the bfloat16 rounding, set up per function.
+var bfOne, bf7fff, bfQuiet VecVirtual
+
+// load returns the accumulator-format value of the vector at m.
+func (k *kernel) load(m Mem) VecVirtual {
+	r := k.isa.vec()
+	switch k.conv {
+	case plain:
+		if k.isa.z() {
+			VMOVDQU64(m, r)
+		} else {
+			VMOVDQU(m, r)
+		}
+	case bf16:
+		VPMOVZXWD(m, r)
+		VPSLLD(Imm(16), r, r)
+	case fp16:
+		VCVTPH2PS(m, r)
+	}
+	return r
+}
+
+// operand returns the vector at m as an operand for combine: m itself when the
+// instruction can take memory, else a register.
+func (k *kernel) operand(m Mem) Op {
+	if k.memOK && k.conv == plain {
+		return m
+	}
+	return k.load(m)
+}
+
+// store writes acc to m, rounding to bfloat16/float16 to nearest even.
+func (k *kernel) store(acc VecVirtual, m Mem) {
+	z := k.isa.z()
+	switch k.conv {
+	case plain:
+		if z {
+			VMOVDQU64(acc, m)
+		} else {
+			VMOVDQU(acc, m)
+		}
+	case fp16:
+		VCVTPS2PH(Imm(0), acc, m)
+	case bf16:
+		// t = acc + 0x7fff + ((acc >> 16) & 1); a NaN becomes acc | 0x400000 (quiet)
+		t := k.isa.vec()
+		VPSRLD(Imm(16), acc, t)
+		if z {
+			VPANDD(bfOne, t, t)
+		} else {
+			VPAND(bfOne, t, t)
+		}
+		VPADDD(bf7fff, t, t)
+		VPADDD(acc, t, t)
+		if z {
+			kn := K()
+			VCMPPS(Imm(3), acc, acc, kn)
+			VPORD(bfQuiet, acc, kn, t)
+			VPSRLD(Imm(16), t, t)
+			VPMOVDW(t, m)
+			return
+		}
+		n, q := YMM(), YMM()
+		VCMPPS(Imm(3), acc, acc, n)
+		VPOR(bfQuiet, acc, q)
+		VBLENDVPS(n, q, t, t)
+		VPSRLD(Imm(16), t, t)
+		hi := XMM()
+		VEXTRACTI128(Imm(1), t, hi)
+		VPACKUSDW(hi, t.AsX(), hi)
+		VMOVDQU(hi, m)
+	}
+}
+
+const unroll = 4
+
+func (k *kernel) generate() {
+	TEXT(k.name, NOSPLIT, "func(dst *byte, srcs *[8]*byte, k, n int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes dst = srcs[0] %s ... %s srcs[k-1] over n bytes of %v (n a multiple of %d).",
+		k.name, k.op, k.op, k.types, k.inBytes()))
+	dst := Load(Param("dst"), GP64())
+	srcs := Load(Param("srcs"), GP64())
+	kk := Load(Param("k"), GP64())
+	n := Load(Param("n"), GP64())
+	off := GP64()
+	XORQ(off, off)
+	if k.setup != nil {
+		k.setup()
+	}
+	if k.conv == bf16 {
+		bfOne = broadcast32(k.isa, 1)
+		bf7fff = broadcast32(k.isa, 0x7fff)
+		bfQuiet = broadcast32(k.isa, 0x400000)
+	}
+	ib := k.inBytes()
+	body := func(u int, tag string) {
+		p := GP64()
+		MOVQ(Mem{Base: srcs}, p)
+		accs := make([]VecVirtual, u)
+		for i := range accs {
+			accs[i] = k.load(Mem{Base: p, Index: off, Scale: 1, Disp: i * ib})
+		}
+		j := GP64()
+		MOVQ(U64(1), j)
+		Label(k.name + "_src" + tag)
+		CMPQ(j, kk)
+		JAE(LabelRef(k.name + "_store" + tag))
+		MOVQ(Mem{Base: srcs, Index: j, Scale: 8}, p)
+		for i := range accs {
+			k.combine(accs[i], k.operand(Mem{Base: p, Index: off, Scale: 1, Disp: i * ib}))
+		}
+		INCQ(j)
+		JMP(LabelRef(k.name + "_src" + tag))
+		Label(k.name + "_store" + tag)
+		for i := range accs {
+			k.store(accs[i], Mem{Base: dst, Index: off, Scale: 1, Disp: i * ib})
+		}
+	}
+	Label(k.name + "_blocks")
+	CMPQ(n, U32(unroll*ib))
+	JB(LabelRef(k.name + "_vectors"))
+	body(unroll, "U")
+	ADDQ(U32(unroll*ib), off)
+	SUBQ(U32(unroll*ib), n)
+	JMP(LabelRef(k.name + "_blocks"))
+	Label(k.name + "_vectors")
+	CMPQ(n, U32(ib))
+	JB(LabelRef(k.name + "_done"))
+	body(1, "1")
+	ADDQ(U32(ib), off)
+	SUBQ(U32(ib), n)
+	JMP(LabelRef(k.name + "_vectors"))
+	Label(k.name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// copyNT generates a non-temporal copy: n bytes (a multiple of 4 vectors) from src to
+// dst, dst aligned to the vector size.
+func copyNT(is isa) {
+	name := "copyNT" + is.name
+	TEXT(name, NOSPLIT, "func(dst, src *byte, n int)")
+	Pragma("noescape")
+	Doc(name+" copies n bytes from src to dst with non-temporal stores; dst is aligned to", fmt.Sprintf("%d bytes and n is a multiple of %d.", is.vb, unroll*is.vb))
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("n"), GP64())
+	Label(name + "_loop")
+	CMPQ(n, U32(unroll*is.vb))
+	JB(LabelRef(name + "_done"))
+	r := make([]VecVirtual, unroll)
+	for i := range r {
+		r[i] = is.vec()
+		if is.z() {
+			VMOVDQU64(Mem{Base: src, Disp: i * is.vb}, r[i])
+		} else {
+			VMOVDQU(Mem{Base: src, Disp: i * is.vb}, r[i])
+		}
+	}
+	for i := range r {
+		VMOVNTDQ(r[i], Mem{Base: dst, Disp: i * is.vb})
+	}
+	ADDQ(U32(unroll*is.vb), src)
+	ADDQ(U32(unroll*is.vb), dst)
+	SUBQ(U32(unroll*is.vb), n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	SFENCE()
+	VZEROUPPER()
+	RET()
+}
+
+func main() {
+	flag.Parse()
+	ConstraintExpr("amd64,!noasm,!purego")
+	for _, is := range []isa{avx2, avx512} {
+		intKernels(is)
+		floatKernels(is)
+	}
+	for _, k := range kernels {
+		k.generate()
+	}
+	copyNT(avx2)
+	copyNT(avx512)
+	Generate()
+	writeDispatch()
+}
+
+func writeDispatch() {
+	var b bytes.Buffer
+	fmt.Fprintln(&b, "// Code generated by command: go run gen.go. DO NOT EDIT.")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "//go:build amd64 && !noasm && !purego")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "package simd")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "// asmKernels lists every vector kernel by implementation, type and operator.")
+	fmt.Fprintln(&b, "var asmKernels = []asmKernel{")
+	for i, k := range kernels {
+		for _, t := range k.types {
+			fmt.Fprintf(&b, "{%s, %s, %s, %d, %d},\n", k.isa.impl, t, k.op, i+1, k.inBytes())
+		}
+	}
+	fmt.Fprintln(&b, "}")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "// callAsm calls vector kernel id (an index in asmKernels, from 1).")
+	fmt.Fprintln(&b, "func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {")
+	fmt.Fprintln(&b, "switch id {")
+	for i, k := range kernels {
+		fmt.Fprintf(&b, "case %d:\n%s(dst, srcs, k, n)\n", i+1, k.name)
+	}
+	fmt.Fprintln(&b, "default:\npanic(\"simd: unknown vector kernel\")")
+	fmt.Fprintln(&b, "}\n}")
+	src, err := format.Source(b.Bytes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(*dispatch, src, 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
