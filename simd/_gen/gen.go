@@ -152,7 +152,7 @@ func floatMinMax(is isa, isMax bool, f64 bool) func(acc VecVirtual, x Op) {
 			keq, kx, k := K(), K(), K()
 			cmp(Imm(0), x, t, keq) // t == x (ordered): take t|x, the tie rule
 			or(x, t, keq, t)
-			cmp(Imm(3), x, x, kx)       // x is NaN
+			cmp(Imm(3), x, x, kx)        // x is NaN
 			cmp(Imm(7), acc, acc, kx, k) // ... and acc is not: take x
 			mov(x, k, t)
 			mov(t, acc)
