@@ -1,0 +1,91 @@
+// Package shm is the transport of shmcoll: a shared arena that the ranks of
+// one node map, with per-rank control blocks and data slots, and the
+// post/wait channel that collectives are built from. It moves no user data
+// itself and knows no algorithm.
+//
+// # Model
+//
+// Ranks are processes ([Join], [JoinEnv], [JoinFile]) or goroutines of one
+// process ([NewLocal], [JoinLocal]); each holds an [Endpoint]. A rank sends
+// by writing its own data slot ([Endpoint.Slot]), the inline bytes beside a
+// counter ([Endpoint.Inline]) or its descriptor ([Endpoint.Descriptor]), and
+// then publishing a counter with [Endpoint.Post] (a release store). A peer
+// receives with [Endpoint.Wait] (an acquire that returns once the counter
+// reached a value) and then reads or reduces straight from the sender's
+// slot. Counters only increase and are never reset, so there is no ABA. A
+// rank overwrites a range of its slot only when every reader of the old
+// contents is done; algorithms ensure that by their structure or by
+// acknowledgement counters.
+//
+// # Waiting
+//
+// A wait costs one atomic load when the peer has already posted. Otherwise
+// it spins (PAUSE), then yields the CPU (sched_yield for processes,
+// runtime.Gosched for goroutines), then sleeps on a futex whose word is the
+// low half of the awaited counter, in the shared mapping (a shared futex, not
+// FUTEX_PRIVATE_FLAG). Each counter's line holds a count of sleepers, so a
+// Post issues FUTEX_WAKE only when someone sleeps. The spin and yield
+// budgets shrink when ranks outnumber CPUs ([Options.SpinFor],
+// [Options.YieldFor]). Sleeps are bounded, so abort, the caller's context
+// and peer liveness are rechecked at least every min(Timeout/4, 20ms).
+//
+// # Failure
+//
+// A wait fails only when the arena is aborted, when the awaited peer died or
+// left, or when the caller's context ends. Peer death is seen through a
+// pidfd opened when all ranks joined (immune to pid reuse; the process start
+// time from /proc guards the window before it). [Endpoint.Abort], and a wait
+// that finds its peer dead, set the shared abort word (the first rank wins
+// and records its cause in its control block) and wake every sleeper, so
+// every rank's ongoing and later waits return the same [*AbortError]
+// (wrapping [ErrAborted], and [ErrPeerDead] for a death). A cancelled
+// context does not abort the arena: the caller decides.
+//
+// # Lifetime
+//
+// Rank 0 creates /dev/shm/shmcoll.<uid>.<name> exclusively (O_EXCL,
+// O_NOFOLLOW, mode 0600) and writes the header, the magic last; the others
+// open it (retrying until it exists), check owner, mode, size and header
+// without mapping anything they have not checked, and map it. Each rank
+// reserves its own slot with fallocate (so a full /dev/shm fails at join,
+// never with SIGBUS later, and the pages are allocated by their owner: on
+// its NUMA node, or on [Options.NodeOf]'s through numa.BindMemory), marks
+// itself joined, and the last to join unlinks the name: from then on a
+// crash leaves nothing in /dev/shm. [Cleanup] removes segments of crashed
+// runs whose processes are all dead. A launcher may instead create the
+// arena in a memfd with [CreateFD] that its children inherit
+// (SHMCOLL_ARENA=fd:N). [Endpoint.Close] marks the rank as left and unmaps;
+// runtime.AddCleanup unmaps an endpoint that was never closed.
+//
+// In-process arenas live in Go memory, so the race detector sees the
+// protocol there; it does not see shared mappings, and the process tests
+// prove the protocol across processes.
+//
+// # Layout
+//
+// All offsets are fixed by the header, which a joining rank checks against
+// its own constants (a foreign, truncated or mismatched segment is an
+// ErrBadHeader error, never a crash). p ranks, S = slot bytes rounded up to
+// the page size:
+//
+//	offset 0        header (4096 bytes)
+//	  +0     magic "shmcoll1" (u64, stored last by the creator)
+//	  +8     version, header size, p, control block size, counter spacing,
+//	         counters per rank, inline bytes, descriptor bytes (u32 each)
+//	  +40    S, slots offset, total size (u64)
+//	  +64    creator pid, arena kind, creator start time, uid, page size
+//	  +88    FNV-1a checksum of bytes 8..88
+//	  +128   joined-rank count (u32, own cache line)
+//	  +256   abort word (u64, own cache line): 0, or 1 + first aborting rank
+//	offset 4096     control block of rank 0 (2048 bytes), then rank 1, ...
+//	  +0     state (free, joined, left), pid, start time
+//	  +16    abort record: kind, dead peer, its pid, cause length, cause text
+//	  +384   call descriptor (256 bytes)
+//	  +1024  counter 0 line (128 bytes: two cache lines, so that the
+//	         adjacent-line prefetcher does not couple counters)
+//	           +0 counter (u64; its low half is the futex word)
+//	           +8 inline payload (48 bytes)
+//	           +56 sleeper count (u32)
+//	  +1152  counter 1 ... counter 7 (up to +2048)
+//	roundup(4096 + 2048p, page)   data slot of rank 0 (S bytes), rank 1, ...
+package shm

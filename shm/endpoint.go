@@ -1,0 +1,515 @@
+package shm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Options configure an arena. All ranks of one arena must agree on SlotBytes.
+type Options struct {
+	// SlotBytes is the size of each rank's data slot, rounded up to the page
+	// size. 0 means DefaultSlotBytes for the creator, and "whatever the
+	// creator chose" for a rank that attaches to an existing arena.
+	SlotBytes int
+	// Timeout bounds how long the death of a peer goes unnoticed by a rank
+	// waiting for it. 0 means $SHMCOLL_TIMEOUT, or 2s.
+	Timeout time.Duration
+	// JoinTimeout bounds how long Join waits for the segment to appear and
+	// for all ranks to join. 0 means 10 × Timeout (at least 20s).
+	JoinTimeout time.Duration
+	// NodeOf returns the NUMA node for rank's slot; nil or -1 leaves the
+	// placement to the kernel (first touch).
+	NodeOf func(rank int) int
+	// SpinFor and YieldFor tune waiting: how long a wait spins, then how
+	// long it yields the CPU, before it sleeps on a futex. 0 chooses by
+	// whether ranks outnumber CPUs; a negative value skips the phase.
+	SpinFor, YieldFor time.Duration
+}
+
+func (o Options) timeout() time.Duration {
+	if o.Timeout > 0 {
+		return o.Timeout
+	}
+	if s := os.Getenv("SHMCOLL_TIMEOUT"); s != "" {
+		if d, err := time.ParseDuration(s); err == nil && d > 0 {
+			return d
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
+			return time.Duration(f * float64(time.Second))
+		}
+	}
+	return defaultTmout
+}
+
+func (o Options) joinTimeout() time.Duration {
+	if o.JoinTimeout > 0 {
+		return o.JoinTimeout
+	}
+	return max(10*o.timeout(), 20*time.Second)
+}
+
+// Endpoint is one rank's handle on an arena. Its methods may be called from
+// several goroutines of that rank except Close, which must not overlap any
+// other call.
+type Endpoint struct {
+	rank, size int
+	lay        layout
+	base       unsafe.Pointer // start of the arena; nil once closed
+	mem        []byte
+	inProcess  bool
+	joined     bool // this endpoint holds its rank (Close marks it left)
+
+	spinFor, yieldFor time.Duration
+	checkEvery        time.Duration
+	yield             func()
+	peers             *peerSet // process liveness; nil in process mode before rendezvous and in-process
+
+	aborting atomic.Bool // this endpoint has written its abort record
+	closeMu  sync.Mutex
+	release  func() error // unmaps (process mode)
+	cleanup  runtime.Cleanup
+	keep     any // keeps Go-heap arena memory alive (in-process)
+}
+
+// Rank returns the endpoint's rank.
+func (e *Endpoint) Rank() int { return e.rank }
+
+// Size returns the number of ranks of the arena.
+func (e *Endpoint) Size() int { return e.size }
+
+// SlotBytes returns the size of each rank's data slot.
+func (e *Endpoint) SlotBytes() int { return e.lay.slotBytes }
+
+// InProcess reports whether the ranks are goroutines of this process.
+func (e *Endpoint) InProcess() bool { return e.inProcess }
+
+func (e *Endpoint) ctrl(r int) unsafe.Pointer {
+	return unsafe.Add(e.base, headerBytes+r*ctrlStride)
+}
+
+func (e *Endpoint) u32(r, off int) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Add(e.ctrl(r), off))
+}
+
+func (e *Endpoint) abortWord() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Add(e.base, hAbort)) }
+
+func (e *Endpoint) attachedWord() *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Add(e.base, hAttached))
+}
+
+// counter returns the address of rank r's counter c, checking both.
+func (e *Endpoint) counter(r, c int) *atomic.Uint64 {
+	if uint(r) >= uint(e.size) || uint(c) >= NumCounters {
+		panic(fmt.Sprintf("shm: counter %d of rank %d out of range (%d ranks, %d counters)", c, r, e.size, NumCounters))
+	}
+	return (*atomic.Uint64)(unsafe.Add(e.base, headerBytes+r*ctrlStride+counterBase+c*counterLine))
+}
+
+func sleepers(w *atomic.Uint64) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Add(unsafe.Pointer(w), kSleepers))
+}
+
+// futexWord is the 32-bit word of a counter the futex sleeps on: its low
+// half, which changes with every increase smaller than 2^32.
+func futexWord(w *atomic.Uint64) *uint32 {
+	return (*uint32)(unsafe.Add(unsafe.Pointer(w), lowHalf))
+}
+
+func (e *Endpoint) bytes(off, n int) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(e.base, off)), n)
+}
+
+func (e *Endpoint) checkRank(r int) {
+	if uint(r) >= uint(e.size) {
+		panic(fmt.Sprintf("shm: rank %d out of range (%d ranks)", r, e.size))
+	}
+}
+
+// Slot returns rank r's data slot. A rank writes only its own slot, and
+// reads a peer's only after a Wait that covers the range.
+func (e *Endpoint) Slot(r int) []byte {
+	e.checkRank(r)
+	off := e.lay.slotsOff + r*e.lay.slotBytes
+	return e.mem[off : off+e.lay.slotBytes : off+e.lay.slotBytes]
+}
+
+// Inline returns the InlineBytes beside rank r's counter c: a rank writes its
+// own before the Post that publishes them.
+func (e *Endpoint) Inline(r, c int) []byte {
+	w := e.counter(r, c)
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(w), kInline)), InlineBytes)
+}
+
+// Descriptor returns rank r's DescriptorBytes call-descriptor area, written
+// by its owner before a Post.
+func (e *Endpoint) Descriptor(r int) []byte {
+	e.checkRank(r)
+	off := headerBytes + r*ctrlStride + cDesc
+	return e.mem[off : off+DescriptorBytes : off+DescriptorBytes]
+}
+
+// Load returns peer's counter c (an acquire load).
+func (e *Endpoint) Load(peer, c int) uint64 { return e.counter(peer, c).Load() }
+
+// Post publishes v in the endpoint's own counter c (a release store) and
+// wakes the ranks sleeping on it, if any. Counters never decrease: v below
+// the current value panics.
+func (e *Endpoint) Post(c int, v uint64) {
+	w := e.counter(e.rank, c)
+	if old := w.Load(); v < old {
+		panic(fmt.Sprintf("shm: rank %d counter %d would decrease from %d to %d", e.rank, c, old, v))
+	}
+	// Store and the Load of the sleeper count are sequentially consistent:
+	// a waiter that registered before this store is seen, and one that
+	// registers after it sees v before it sleeps.
+	w.Store(v)
+	if sleepers(w).Load() != 0 {
+		futexWake(futexWord(w))
+	}
+}
+
+// Wait returns once peer's counter c is at least v (an acquire), so that
+// everything peer wrote before posting it is visible. It spins, then
+// yields, then sleeps; it fails only when the arena is aborted (an error
+// wrapping ErrAborted, and ErrPeerDead when the reason is a dead peer), when
+// peer died or left (detected within Options.Timeout; the arena is then
+// aborted), or when ctx ends (ctx's error, wrapped; the arena is not
+// aborted: the caller decides).
+func (e *Endpoint) Wait(ctx context.Context, peer, c int, v uint64) error {
+	if e.base == nil {
+		return ErrClosed
+	}
+	w := e.counter(peer, c)
+	if w.Load() >= v && e.abortWord().Load() == 0 {
+		return nil
+	}
+	return e.waitSlow(ctx, peer, w, v)
+}
+
+func (e *Endpoint) waitSlow(ctx context.Context, peer int, w *atomic.Uint64, v uint64) error {
+	done := ctx.Done()
+	aw := e.abortWord()
+	if aw.Load() != 0 {
+		return e.Err()
+	}
+	start := nanotime()
+	// Spin: the cheapest handoff when the poster runs on another core.
+	if e.spinFor > 0 {
+		for i := 1; ; i++ {
+			pause()
+			if w.Load() >= v {
+				return e.doneErr()
+			}
+			if i&255 == 0 {
+				if aw.Load() != 0 {
+					return e.Err()
+				}
+				if done != nil {
+					select {
+					case <-done:
+						return e.ctxErr(ctx, peer)
+					default:
+					}
+				}
+				if nanotime()-start > int64(e.spinFor) {
+					break
+				}
+			}
+		}
+	}
+	nextCheck := start
+	check := func(now int64) error {
+		if aw.Load() != 0 {
+			return e.Err()
+		}
+		if done != nil {
+			select {
+			case <-done:
+				return e.ctxErr(ctx, peer)
+			default:
+			}
+		}
+		if now >= nextCheck {
+			nextCheck = now + int64(e.checkEvery)
+			if err := e.checkPeer(peer); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Yield: lets a poster that shares our CPU run.
+	if e.yieldFor > 0 {
+		end := start + int64(e.spinFor+e.yieldFor)
+		for i := 0; ; i++ {
+			e.yield()
+			if w.Load() >= v {
+				return e.doneErr()
+			}
+			if i&15 == 0 {
+				now := nanotime()
+				if err := check(now); err != nil {
+					return err
+				}
+				if now > end {
+					break
+				}
+			}
+		}
+	}
+	// Sleep on the futex, bounded so that liveness and ctx are rechecked.
+	sl := sleepers(w)
+	fw := futexWord(w)
+	for {
+		sl.Add(1)
+		cur := w.Load()
+		if cur < v && aw.Load() == 0 {
+			futexWait(fw, uint32(cur), e.checkEvery)
+		}
+		sl.Add(^uint32(0))
+		if w.Load() >= v {
+			return e.doneErr()
+		}
+		if err := check(nanotime()); err != nil {
+			return err
+		}
+	}
+}
+
+// doneErr is the result of a wait whose condition holds: nil unless the
+// arena was aborted meanwhile.
+func (e *Endpoint) doneErr() error {
+	if e.abortWord().Load() != 0 {
+		return e.Err()
+	}
+	return nil
+}
+
+func (e *Endpoint) ctxErr(ctx context.Context, peer int) error {
+	return fmt.Errorf("shm: rank %d waiting for rank %d: %w", e.rank, peer, context.Cause(ctx))
+}
+
+// checkPeer aborts the arena if peer left or died.
+func (e *Endpoint) checkPeer(peer int) error {
+	if peer == e.rank {
+		return nil
+	}
+	if e.u32(peer, cState).Load() == stateLeft {
+		e.abort(abortPeerLeft, peer, 0, "")
+		return e.Err()
+	}
+	if e.peers != nil {
+		if pid, dead := e.peers.dead(peer); dead {
+			e.abort(abortPeerDead, peer, pid, "")
+			return e.Err()
+		}
+	}
+	return nil
+}
+
+// Abort aborts the arena for every rank: each ongoing and later Wait on
+// any rank returns an *AbortError wrapping ErrAborted that names the first
+// rank that aborted and its cause. Only the first abort counts.
+func (e *Endpoint) Abort(cause error) {
+	if e.base == nil {
+		return
+	}
+	msg := "aborted"
+	if cause != nil {
+		msg = cause.Error()
+	}
+	e.abort(abortUser, -1, 0, msg)
+}
+
+func (e *Endpoint) abort(kind uint32, peer, pid int, msg string) {
+	aw := e.abortWord()
+	if e.aborting.CompareAndSwap(false, true) {
+		cb := e.ctrl(e.rank)
+		text := e.bytes(headerBytes+e.rank*ctrlStride+cAbortText, abortText)
+		n := copy(text, msg)
+		*(*uint32)(unsafe.Add(cb, cAbortKind)) = kind
+		*(*int32)(unsafe.Add(cb, cAbortPeer)) = int32(peer)
+		*(*uint32)(unsafe.Add(cb, cAbortPID)) = uint32(pid)
+		*(*uint32)(unsafe.Add(cb, cAbortLen)) = uint32(n)
+		aw.CompareAndSwap(0, uint64(e.rank)+1)
+	}
+	e.wakeAll()
+}
+
+// wakeAll wakes every sleeper on every counter of the arena.
+func (e *Endpoint) wakeAll() {
+	for r := range e.size {
+		for c := range NumCounters {
+			w := e.counter(r, c)
+			if sleepers(w).Load() != 0 {
+				futexWake(futexWord(w))
+			}
+		}
+	}
+}
+
+// Err returns nil while the arena is usable, ErrClosed after Close, and the
+// *AbortError once it is aborted.
+func (e *Endpoint) Err() error {
+	if e.base == nil {
+		return ErrClosed
+	}
+	a := e.abortWord().Load()
+	if a == 0 {
+		return nil
+	}
+	r := int(a - 1)
+	if r >= e.size {
+		return &AbortError{Rank: r, Peer: -1, Cause: "corrupt abort word", kind: abortUser}
+	}
+	cb := e.ctrl(r)
+	n := min(int(*(*uint32)(unsafe.Add(cb, cAbortLen))), abortText)
+	return &AbortError{
+		Rank:  r,
+		Peer:  int(*(*int32)(unsafe.Add(cb, cAbortPeer))),
+		PID:   int(*(*uint32)(unsafe.Add(cb, cAbortPID))),
+		Cause: string(e.bytes(headerBytes+r*ctrlStride+cAbortText, n)),
+		kind:  *(*uint32)(unsafe.Add(cb, cAbortKind)),
+	}
+}
+
+// Close marks the rank as gone (a peer waiting for it then fails instead
+// of hanging) and releases the endpoint's mapping. The arena lives on for
+// the other ranks. Close is idempotent.
+func (e *Endpoint) Close() error {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	if e.base == nil {
+		return nil
+	}
+	if e.joined {
+		e.u32(e.rank, cState).Store(stateLeft)
+		e.wakeAll()
+	}
+	e.base = nil
+	e.mem = nil
+	e.keep = nil
+	e.cleanup.Stop()
+	var err error
+	if e.peers != nil {
+		e.peers.close()
+	}
+	if e.release != nil {
+		err = e.release()
+	}
+	return err
+}
+
+// newEndpoint makes rank's endpoint on mem (already holding a valid header).
+func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) *Endpoint {
+	e := &Endpoint{
+		rank: rank, size: lay.ranks, lay: lay,
+		base: unsafe.Pointer(&mem[0]), mem: mem, inProcess: inProcess,
+	}
+	t := opt.timeout()
+	e.checkEvery = min(t/4, 20*time.Millisecond)
+	e.checkEvery = max(e.checkEvery, time.Millisecond)
+	var cpus int
+	if inProcess {
+		cpus = runtime.GOMAXPROCS(0)
+		e.yield = runtime.Gosched
+	} else {
+		cpus = runtime.NumCPU()
+		e.yield = osYield
+	}
+	over := lay.ranks > cpus
+	switch {
+	case opt.SpinFor < 0:
+	case opt.SpinFor > 0:
+		e.spinFor = opt.SpinFor
+	case over:
+		e.spinFor = time.Microsecond
+	default:
+		e.spinFor = 50 * time.Microsecond
+	}
+	switch {
+	case opt.YieldFor < 0:
+	case opt.YieldFor > 0:
+		e.yieldFor = opt.YieldFor
+	case over:
+		e.yieldFor = 100 * time.Microsecond
+	default:
+		e.yieldFor = 200 * time.Microsecond
+	}
+	return e
+}
+
+// join records this rank in its control block and counts it in the header.
+// It returns the number of ranks joined so far, itself included.
+func (e *Endpoint) join(pid int, start uint64) (int, error) {
+	cb := e.ctrl(e.rank)
+	st := e.u32(e.rank, cState)
+	if st.Load() != stateFree {
+		return 0, fmt.Errorf("%w: rank %d", ErrRankTaken, e.rank)
+	}
+	*(*uint32)(unsafe.Add(cb, cPID)) = uint32(pid)
+	*(*uint64)(unsafe.Add(cb, cStart)) = start
+	if !st.CompareAndSwap(stateFree, stateJoined) {
+		return 0, fmt.Errorf("%w: rank %d", ErrRankTaken, e.rank)
+	}
+	e.joined = true
+	return int(e.attachedWord().Add(1)), nil
+}
+
+// rendezvous waits until all ranks have joined. alive, if not nil, reports
+// whether a joined rank's process still lives.
+func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive func(r int) (int, bool)) error {
+	aw := e.attachedWord()
+	sleep := 20 * time.Microsecond
+	for n := 0; ; n++ {
+		if int(aw.Load()) >= e.size {
+			return nil
+		}
+		if err := e.Err(); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("shm: rank %d joining: %w", e.rank, context.Cause(ctx))
+		}
+		if time.Now().After(deadline) {
+			var missing []int
+			for r := range e.size {
+				if e.u32(r, cState).Load() == stateFree {
+					missing = append(missing, r)
+				}
+			}
+			return fmt.Errorf("%w: rank %d: %d of %d ranks joined; missing %v", ErrJoinTimeout, e.rank, aw.Load(), e.size, missing)
+		}
+		if alive != nil && n%16 == 15 {
+			for r := range e.size {
+				if r == e.rank || e.u32(r, cState).Load() != stateJoined {
+					continue
+				}
+				if pid, ok := alive(r); !ok {
+					e.abort(abortPeerDead, r, pid, "")
+					return e.Err()
+				}
+			}
+		}
+		for r := range e.size {
+			if e.u32(r, cState).Load() == stateLeft {
+				e.abort(abortPeerLeft, r, 0, "")
+				return e.Err()
+			}
+		}
+		time.Sleep(sleep)
+		sleep = min(2*sleep, 2*time.Millisecond)
+	}
+}
+
+// peerPID returns the pid and start time rank r recorded when it joined.
+func (e *Endpoint) peerPID(r int) (int, uint64) {
+	cb := e.ctrl(r)
+	return int(*(*uint32)(unsafe.Add(cb, cPID))), *(*uint64)(unsafe.Add(cb, cStart))
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package shm
+
+import (
+	"runtime"
+	"time"
+)
+
+// Without futexes a sleeping waiter polls: it sleeps briefly and rechecks.
+func futexWait(addr *uint32, val uint32, d time.Duration) {
+	time.Sleep(min(d, 100*time.Microsecond))
+}
+
+func futexWake(addr *uint32) {}
+
+func osYield() { runtime.Gosched() }

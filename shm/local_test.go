@@ -1,0 +1,314 @@
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// runRanks runs f for every endpoint in its own goroutine and returns the
+// errors by rank.
+func runRanks(eps []*Endpoint, f func(e *Endpoint) error) []error {
+	errs := make([]error, len(eps))
+	var wg sync.WaitGroup
+	for i, e := range eps {
+		wg.Go(func() { errs[i] = f(e) })
+	}
+	wg.Wait()
+	return errs
+}
+
+func closeAll(t *testing.T, eps []*Endpoint) {
+	t.Helper()
+	for _, e := range eps {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+	}
+}
+
+// ringExchange: in each round every rank writes round-stamped data into its
+// slot and inline bytes, posts, waits for its left neighbour and checks the
+// neighbour's data, then acknowledges so that the neighbour may overwrite.
+func ringExchange(e *Endpoint, rounds int, words int) error {
+	ctx := context.Background()
+	p, r := e.Size(), e.Rank()
+	left, right := (r+p-1)%p, (r+1)%p
+	own := e.Slot(r)
+	const data, ack = 0, 1
+	for k := 1; k <= rounds; k++ {
+		// Our slot may be overwritten once the right neighbour acknowledged
+		// the previous round.
+		if err := e.Wait(ctx, right, ack, uint64(k-1)); err != nil {
+			return err
+		}
+		for i := range words {
+			binary.LittleEndian.PutUint64(own[8*i:], uint64(r)<<40|uint64(k)<<20|uint64(i))
+		}
+		binary.LittleEndian.PutUint64(e.Inline(r, data), uint64(k*1000+r))
+		e.Post(data, uint64(k))
+		if err := e.Wait(ctx, left, data, uint64(k)); err != nil {
+			return err
+		}
+		in := e.Slot(left)
+		for i := range words {
+			want := uint64(left)<<40 | uint64(k)<<20 | uint64(i)
+			if got := binary.LittleEndian.Uint64(in[8*i:]); got != want {
+				return fmt.Errorf("rank %d round %d word %d: got %#x want %#x", r, k, i, got, want)
+			}
+		}
+		if got := binary.LittleEndian.Uint64(e.Inline(left, data)); got != uint64(k*1000+left) {
+			return fmt.Errorf("rank %d round %d inline: got %d", r, k, got)
+		}
+		e.Post(ack, uint64(k))
+	}
+	return nil
+}
+
+func TestLocalRing(t *testing.T) {
+	for _, p := range []int{1, 2, 3, 8, 16} {
+		t.Run(fmt.Sprint("ranks=", p), func(t *testing.T) {
+			eps, err := NewLocal(p, Options{SlotBytes: 1 << 14})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeAll(t, eps)
+			rounds := 300
+			if testing.Short() {
+				rounds = 50
+			}
+			for i, err := range runRanks(eps, func(e *Endpoint) error { return ringExchange(e, rounds, 512) }) {
+				if err != nil {
+					t.Errorf("rank %d: %v", i, err)
+				}
+			}
+			for _, e := range eps {
+				if e.Size() != p || !e.InProcess() || e.SlotBytes() != 1<<14 || len(e.Slot(0)) != 1<<14 {
+					t.Fatalf("endpoint %d: size %d slot %d", e.Rank(), e.Size(), e.SlotBytes())
+				}
+			}
+		})
+	}
+}
+
+func TestJoinLocal(t *testing.T) {
+	const p = 4
+	eps := make([]*Endpoint, p)
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for r := range p {
+		wg.Go(func() {
+			eps[r], errs[r] = JoinLocal(context.Background(), t.Name(), r, p, Options{SlotBytes: 4096})
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	defer closeAll(t, eps)
+	for r, err := range runRanks(eps, func(e *Endpoint) error { return ringExchange(e, 20, 64) }) {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	// The key is free again once the arena is complete.
+	e, err := JoinLocal(context.Background(), t.Name(), 0, 1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+}
+
+func TestJoinLocalErrors(t *testing.T) {
+	ctx := context.Background()
+	if _, err := JoinLocal(ctx, "", 0, 2, Options{}); !errors.Is(err, ErrBadName) {
+		t.Errorf("empty key: %v", err)
+	}
+	if _, err := JoinLocal(ctx, "k", 2, 2, Options{}); !errors.Is(err, ErrBadSize) {
+		t.Errorf("rank 2 of 2: %v", err)
+	}
+	if _, err := NewLocal(0, Options{}); !errors.Is(err, ErrBadSize) {
+		t.Errorf("0 ranks: %v", err)
+	}
+	if _, err := NewLocal(2, Options{SlotBytes: -1}); !errors.Is(err, ErrBadSize) {
+		t.Errorf("negative slot: %v", err)
+	}
+	// A rank that never comes: the join times out, naming the missing rank.
+	_, err := JoinLocal(ctx, t.Name()+"timeout", 0, 2, Options{JoinTimeout: 50 * time.Millisecond})
+	if !errors.Is(err, ErrJoinTimeout) || !containsAll(err.Error(), "missing [1]") {
+		t.Errorf("timeout: %v", err)
+	}
+	// Mismatched slot sizes.
+	done := make(chan error, 1)
+	go func() {
+		_, err := JoinLocal(ctx, t.Name()+"mismatch", 0, 2, Options{SlotBytes: 4096, JoinTimeout: 200 * time.Millisecond})
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if _, err := JoinLocal(ctx, t.Name()+"mismatch", 1, 2, Options{SlotBytes: 8192}); !errors.Is(err, ErrBadHeader) {
+		t.Errorf("mismatch: %v", err)
+	}
+	<-done
+	// Cancelled context.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := JoinLocal(cctx, t.Name()+"cancel", 0, 2, Options{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !stringsContains(s, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLocalAbort(t *testing.T) {
+	eps, err := NewLocal(4, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, eps)
+	cause := errors.New("operator panicked")
+	errs := runRanks(eps, func(e *Endpoint) error {
+		if e.Rank() == 2 {
+			time.Sleep(30 * time.Millisecond) // let the others sleep in the futex
+			e.Abort(cause)
+			e.Abort(errors.New("second abort is ignored"))
+		}
+		// Wait for something that never comes.
+		return e.Wait(context.Background(), (e.Rank()+1)%4, 3, 1)
+	})
+	for r, err := range errs {
+		var ae *AbortError
+		if !errors.Is(err, ErrAborted) || !errors.As(err, &ae) || ae.Rank != 2 || ae.Cause != cause.Error() || errors.Is(err, ErrPeerDead) {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	// Later waits fail too, even satisfied ones.
+	eps[0].Post(0, 5)
+	if err := eps[1].Wait(context.Background(), 0, 0, 5); !errors.Is(err, ErrAborted) {
+		t.Errorf("later wait: %v", err)
+	}
+	if err := eps[3].Err(); err == nil || err.Error() != "shm: arena aborted by rank 2: operator panicked" {
+		t.Errorf("Err: %v", err)
+	}
+}
+
+func TestLocalPeerLeft(t *testing.T) {
+	eps, err := NewLocal(3, Options{SlotBytes: 4096, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, eps)
+	eps[1].Post(0, 7)
+	eps[1].Close()
+	// A wait already satisfied by the departed rank still succeeds...
+	if err := eps[0].Wait(context.Background(), 1, 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	// ...one that it can never satisfy fails, naming it, and aborts all.
+	err = eps[0].Wait(context.Background(), 1, 0, 8)
+	var ae *AbortError
+	if !errors.Is(err, ErrPeerDead) || !errors.As(err, &ae) || ae.Peer != 1 || ae.Rank != 0 {
+		t.Fatalf("got %v", err)
+	}
+	if err := eps[2].Wait(context.Background(), 0, 0, 1); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("rank 2: %v", err)
+	}
+	if err := eps[1].Wait(context.Background(), 0, 0, 1); err != ErrClosed {
+		t.Fatalf("closed endpoint: %v", err)
+	}
+}
+
+func TestLocalContext(t *testing.T) {
+	eps, err := NewLocal(2, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, eps)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if err := eps[0].Wait(ctx, 1, 0, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v", err)
+	}
+	if err := eps[0].Err(); err != nil {
+		t.Fatalf("a cancelled wait must not abort: %v", err)
+	}
+}
+
+func TestPostDecreasePanics(t *testing.T) {
+	eps, err := NewLocal(1, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, eps)
+	eps[0].Post(1, 10)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic")
+		}
+		if got := eps[0].Load(0, 1); got != 10 {
+			t.Fatalf("counter %d", got)
+		}
+	}()
+	eps[0].Post(1, 9)
+}
+
+func TestDescriptorInlineBounds(t *testing.T) {
+	eps, err := NewLocal(2, Options{SlotBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, eps)
+	e := eps[0]
+	if len(e.Descriptor(1)) != DescriptorBytes || cap(e.Descriptor(1)) != DescriptorBytes {
+		t.Fatal("descriptor size")
+	}
+	if len(e.Inline(1, NumCounters-1)) != InlineBytes {
+		t.Fatal("inline size")
+	}
+	// Writing every inline area and descriptor must not disturb counters.
+	for r := range 2 {
+		for c := range NumCounters {
+			for i := range e.Inline(r, c) {
+				e.Inline(r, c)[i] = 0xff
+			}
+		}
+		for i := range e.Descriptor(r) {
+			e.Descriptor(r)[i] = 0xee
+		}
+	}
+	for r := range 2 {
+		for c := range NumCounters {
+			if e.Load(r, c) != 0 {
+				t.Fatalf("counter %d/%d disturbed", r, c)
+			}
+		}
+	}
+	for _, f := range []func(){
+		func() { e.Slot(2) }, func() { e.Slot(-1) }, func() { e.Inline(0, NumCounters) },
+		func() { e.Descriptor(2) }, func() { e.Post(-1, 1) }, func() { e.Load(2, 0) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			f()
+		}()
+	}
+}

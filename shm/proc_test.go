@@ -1,0 +1,174 @@
+//go:build linux
+
+package shm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary re-executes itself as ranks: TestMain runs the role named
+// by SHMCOLL_TEST_ROLE instead of the tests.
+const envRole = "SHMCOLL_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(envRole); role != "" {
+		os.Exit(childMain(role))
+	}
+	code := m.Run()
+	if code == 0 {
+		if left := ourSegments(); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "segments left in /dev/shm: %v\n", left)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// ourSegments lists this user's shmcoll segments in /dev/shm.
+func ourSegments() []string {
+	m, _ := filepath.Glob(filepath.Join(shmDir(), segmentPrefix()+"*"))
+	return m
+}
+
+func envInt(k string) int {
+	v, err := strconv.Atoi(os.Getenv(k))
+	if err != nil {
+		panic(k + " not set")
+	}
+	return v
+}
+
+// childMain runs one rank. Its last line of output is "ok" or the error.
+func childMain(role string) int {
+	ctx := context.Background()
+	rank, size := envInt(EnvRank), envInt(EnvSize)
+	opt := Options{SlotBytes: envInt("SHMCOLL_TEST_SLOT")}
+	var e *Endpoint
+	var err error
+	if os.Getenv("SHMCOLL_TEST_ENVJOIN") != "" {
+		e, err = JoinEnv(ctx, opt)
+	} else {
+		e, err = Join(ctx, os.Getenv(EnvArena), rank, size, opt)
+	}
+	if err != nil {
+		fmt.Println("join:", err)
+		return 2
+	}
+	defer e.Close()
+	switch role {
+	case "ring":
+		err = ringExchange(e, envInt("SHMCOLL_TEST_ROUNDS"), envInt("SHMCOLL_TEST_WORDS"))
+	case "stuck":
+		// Everyone but the victim waits on the victim's counter through a
+		// chain: rank r waits for rank r+1, the last one for the victim.
+		victim := envInt("SHMCOLL_TEST_VICTIM")
+		if rank == victim {
+			e.Post(0, 1)
+			fmt.Println("victim ready")
+			time.Sleep(time.Hour)
+		}
+		peer := (rank + 1) % size
+		err = e.Wait(ctx, peer, 2, 1)
+		var ae *AbortError
+		if errors.As(err, &ae) && errors.Is(err, ErrPeerDead) && ae.Peer == victim {
+			fmt.Printf("got peer dead %d\n", ae.Peer)
+			err = nil
+		} else {
+			err = fmt.Errorf("unexpected wait result: %v", err)
+		}
+	default:
+		err = fmt.Errorf("unknown role %q", role)
+	}
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("ok")
+	return 0
+}
+
+type rankProc struct {
+	cmd *exec.Cmd
+	out *bytes.Buffer
+}
+
+// startRanks starts size copies of the test binary as ranks of role.
+func startRanks(t *testing.T, role, name string, size int, env ...string) []rankProc {
+	t.Helper()
+	ps := make([]rankProc, size)
+	for r := range size {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envRole+"="+role,
+			fmt.Sprintf("%s=%d", EnvRank, r), fmt.Sprintf("%s=%d", EnvSize, size), EnvArena+"="+name,
+			"SHMCOLL_TEST_SLOT=65536", "SHMCOLL_TEST_ROUNDS=200", "SHMCOLL_TEST_WORDS=1024")
+		cmd.Env = append(cmd.Env, env...)
+		out := new(bytes.Buffer)
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ps[r] = rankProc{cmd, out}
+	}
+	t.Cleanup(func() {
+		for _, p := range ps {
+			if p.cmd.ProcessState == nil {
+				p.cmd.Process.Kill()
+				p.cmd.Wait()
+			}
+		}
+	})
+	return ps
+}
+
+func TestProcessRing(t *testing.T) {
+	for _, p := range []int{2, 4} {
+		t.Run(fmt.Sprint("ranks=", p), func(t *testing.T) {
+			ps := startRanks(t, "ring", NewName(), p)
+			for r, pr := range ps {
+				if err := pr.cmd.Wait(); err != nil || !strings.HasSuffix(pr.out.String(), "ok\n") {
+					t.Errorf("rank %d: %v: %s", r, err, pr.out)
+				}
+			}
+		})
+	}
+}
+
+func TestKillDuringWait(t *testing.T) {
+	const p, victim = 4, 2
+	ps := startRanks(t, "stuck", NewName(), p, "SHMCOLL_TEST_VICTIM=2", "SHMCOLL_TIMEOUT=1s")
+	// Wait until the victim has joined (so everyone has), then kill it.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(ps[victim].out.String(), "victim ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("victim never ready: %s", ps[victim].out)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // let the survivors reach their futex sleep
+	killed := time.Now()
+	ps[victim].cmd.Process.Signal(syscall.SIGKILL)
+	for r, pr := range ps {
+		err := pr.cmd.Wait()
+		if r == victim {
+			continue
+		}
+		if err != nil || !strings.Contains(pr.out.String(), fmt.Sprintf("got peer dead %d", victim)) {
+			t.Errorf("rank %d: %v: %s", r, err, pr.out)
+		}
+	}
+	// No time is asserted beyond the hard bound of the failure semantics.
+	if d := time.Since(killed); d > 10*time.Second {
+		t.Errorf("survivors took %v", d)
+	}
+}
