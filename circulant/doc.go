@@ -62,4 +62,36 @@
 // so an allreduce gives bitwise-identical floats on all ranks. The order
 // relies on the operator being commutative (as [RS] assumes): a rank's own
 // input is not combined in rank order.
+//
+// # n-block schedules
+//
+// [Schedules] gives, for p ranks and any rank r relative to root 0, the
+// baseblock and the receive and send schedules recv[k], send[k] of [BC]:
+// in round k of every phase r receives block recv[k] from r - skip[k] and
+// sends block send[k] to r + skip[k] (mod p), skip = [SkipTable](p). The n
+// blocks move in NumRounds(n) = n-1+q rounds: phase offsets shift the
+// blocks by q per phase, a few leading virtual rounds are skipped, and the
+// last phase caps blocks at n-1 ([Schedules.Round], [CapBlock]). For
+// another root r0 rank r uses the schedules of (r - r0) mod p.
+//
+//   - Broadcast from any root: [Schedules.ForRank] and
+//     [RankSchedule.BroadcastRound].
+//   - Reduction to a root: [RankSchedule.ReduceRound], the broadcast
+//     backwards with every transfer reversed; every non-root sends each
+//     partial block once, after all its contributions arrived.
+//   - Allgatherv ([BC] Algorithm 7) and reduce-scatter: p simultaneous
+//     broadcasts or reductions, one message per round carrying a block of
+//     each root; [Schedules.NewTable] holds all ranks' schedules and
+//     [Table.AllgathervSend], [Table.AllgathervRecv],
+//     [Table.ReduceScatterSend] and [Table.ReduceScatterRecv] name the
+//     blocks.
+//
+// # Verification
+//
+// [CheckSkips], [VerifyPlans] (the rotation and reduction-tree argument,
+// O(p) per p), [SimulatePlans] (all ranks against each other),
+// [VerifySchedules] (the four correctness conditions of [BC] section 2)
+// and [VerifyBroadcast] (broadcast and reduction among all ranks) are the
+// proofs the tests run exhaustively over ranges of p; they are exported so
+// that a collective can check an unusual configuration before it runs.
 package circulant
