@@ -1,0 +1,109 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+)
+
+// flatAlltoall (alltoall and alltoallv): in each step every rank writes
+// piece k of each of its send blocks into its slot half, behind a table of
+// (offset, length) per destination, and posts phase 1; every rank then
+// copies its piece from every rank's half. Segment k of S holds piece k of
+// every block (see segment.go). Alltoallv first agrees on S: every rank
+// publishes the S its own blocks need and all take the largest. A
+// destination checks that the length its source published equals what its
+// own receive counts expect, so that mismatched counts abort the call on
+// every rank instead of corrupting memory.
+//
+// Slot reuse: the half is written only before phase 1 of a step; halves
+// alternate between steps and begin() orders the reuse (see step.go).
+func (c *Comm) flatAlltoall(ctx context.Context) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	hdr := alignUp(16 * p)
+	if hdr >= c.half {
+		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small for %d ranks", ErrInvalidArgument, c.half, p))
+	}
+	S, err := numPieces(a.counts, (c.half-hdr)/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	le := binary.LittleEndian
+	if a.coll == CollAlltoallv {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		le.PutUint64(c.slotHalf(c.rank, e), uint64(S))
+		c.post(e, 1)
+		for i := 1; i < p; i++ {
+			q := (c.rank + i) % p
+			if err := c.wait(ctx, q, e, 1); err != nil {
+				return err
+			}
+			S = max(S, int(le.Uint64(c.slotHalf(q, e))))
+		}
+		c.last.Steps++
+		c.last.Rounds++
+		a.fully = true
+		c.end(e)
+	}
+	in := a.input()
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
+		pre, uoff := c.sc.pre, c.sc.uoff
+		h := c.slotHalf(c.rank, e)
+		for j := range p {
+			n := pre[j+1] - pre[j]
+			le.PutUint64(h[16*j:], uint64(pre[j]))
+			le.PutUint64(h[16*j+8:], uint64(n))
+			if j != c.rank {
+				copy(h[hdr+pre[j]*esz:], span(in, esz, uoff[j], uoff[j]+n))
+			}
+		}
+		// Own block: straight from the input (the same memory in place).
+		myLo := uoff[c.rank]
+		myN := pre[c.rank+1] - pre[c.rank]
+		c.post(e, 1)
+		for i := 0; i < p; i++ {
+			q := (c.rank + i) % p
+			rn := a.rcounts[q]
+			lo, hi := pieceLo(k, S, rn), pieceLo(k+1, S, rn)
+			dst := span(a.recv, esz, a.rdispls[q]+lo, a.rdispls[q]+hi)
+			if q == c.rank {
+				if myN != hi-lo {
+					return c.mismatch(fmt.Sprintf("rank %d sends %d elements to itself but receives %d", c.rank, a.counts[c.rank], rn))
+				}
+				copy(dst, span(in, esz, myLo, myLo+myN))
+				continue
+			}
+			if err := c.wait(ctx, q, e, 1); err != nil {
+				return err
+			}
+			qh := c.slotHalf(q, e)
+			off, n := int(le.Uint64(qh[16*c.rank:])), int(le.Uint64(qh[16*c.rank+8:]))
+			if n != hi-lo || hdr+(off+n)*esz > len(qh) {
+				return c.mismatch(fmt.Sprintf("rank %d expects %d elements from rank %d, which sends a different number", c.rank, rn, q))
+			}
+			copy(dst, qh[hdr+off*esz:hdr+(off+n)*esz])
+		}
+		c.last.Steps++
+		c.last.Rounds++
+		c.last.Sent += uint64(p - 1)
+		c.last.Received += uint64(p - 1)
+		a.fully = true
+		c.end(e)
+	}
+	return nil
+}
+
+// mismatch aborts the communicator with a descriptor-mismatch cause.
+func (c *Comm) mismatch(what string) error {
+	c.ep.Abort(fmt.Errorf("%s%v call %d: %s", mismatchPrefix, c.cur.coll, c.seq, what))
+	return c.fail(c.ep.Err())
+}

@@ -1,0 +1,569 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"unsafe"
+
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// start begins a call: checks the communicator and resets c.cur.
+func (c *Comm) start(coll Collective, t simd.Type) error {
+	if c.closed {
+		return &Error{Rank: c.rank, Coll: coll, Seq: c.seq, Err: ErrClosed}
+	}
+	c.seq++
+	c.total.add(c.last)
+	c.last = Stats{Calls: 1}
+	c.cur = call{coll: coll, typ: t, esz: t.Size()}
+	if err := c.ep.Err(); err != nil {
+		return c.fail(err)
+	}
+	return nil
+}
+
+// bad fails the current call with an invalid-argument error.
+func (c *Comm) bad(format string, args ...any) error {
+	return c.fail(fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...)))
+}
+
+// bindOp sets the reducer of the current call.
+func (c *Comm) bindOp(op Op) error {
+	r, err := op.bind(c.cur.typ)
+	if err != nil {
+		return c.fail(err)
+	}
+	c.cur.red = r
+	c.cur.opID = op.hash
+	return nil
+}
+
+// pick chooses the algorithm for the current call and runs it.
+func (c *Comm) pick(ctx context.Context, bytes int) error {
+	a, err := c.choose(c.cur.coll, bytes, c.cur.red.user == nil || c.cur.red.comm)
+	if err != nil {
+		return c.fail(err)
+	}
+	c.cur.alg = a
+	return c.run(ctx)
+}
+
+// bytesOf views s as bytes; nil stays nil (in place).
+func bytesOf[T simd.Element](s []T) []byte {
+	if s == nil {
+		return nil
+	}
+	if len(s) == 0 {
+		return []byte{}
+	}
+	return simd.AsBytes(s)
+}
+
+// same reports whether a and b are the same memory (an in-place call).
+func same(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
+}
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
+// inPlace normalises send for a call whose send may be nil or recv itself
+// (in place), and rejects a partial overlap.
+func (c *Comm) inPlace(send, recv []byte) ([]byte, error) {
+	if send == nil || same(send, recv) {
+		return nil, nil
+	}
+	if overlaps(send, recv) {
+		return nil, c.bad("send and receive buffers overlap without being the same")
+	}
+	return send, nil
+}
+
+func hashInts(xs ...[]int) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	for _, x := range xs {
+		for _, v := range x {
+			for i := range b {
+				b[i] = byte(uint64(v) >> (8 * i))
+			}
+			h.Write(b[:])
+		}
+	}
+	return h.Sum64()
+}
+
+// Allreduce combines the vectors send of all ranks element-wise with op and
+// stores the result in recv on every rank: recv[i] = send_0[i] op ... op
+// send_{p-1}[i], in the operand order the algorithm documents (the same on
+// every rank and in every run). send nil, or send the same slice as recv,
+// means in place: recv holds the input. len(send) == len(recv) == count, the
+// same on every rank.
+func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	if err := c.start(CollAllreduce, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	if err := c.bindOp(op); err != nil {
+		return err
+	}
+	s, r := bytesOf(send), simd.AsBytes(recv)
+	if s != nil && len(s) != len(r) {
+		return c.bad("len(send) = %d, len(recv) = %d", len(send), len(recv))
+	}
+	s, err := c.inPlace(s, r)
+	if err != nil {
+		return err
+	}
+	c.cur.send, c.cur.recv, c.cur.count = s, r, len(recv)
+	if c.size == 1 {
+		if s != nil {
+			copy(r, s)
+		}
+		return nil
+	}
+	return c.pick(ctx, len(r))
+}
+
+// ReduceScatterBlock combines the vectors send (p blocks of len(recv)
+// elements) of all ranks element-wise with op and stores block r of the
+// result in recv on rank r. send nil means in place: recv holds the p
+// blocks on input and block r of the result in its place, recv[r*n:(r+1)*n]
+// with n = len(recv)/p, on output (the other blocks are left undefined).
+func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	if err := c.start(CollReduceScatterBlock, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	if err := c.bindOp(op); err != nil {
+		return err
+	}
+	s, r := bytesOf(send), simd.AsBytes(recv)
+	n := len(recv)
+	if s == nil {
+		if n%c.size != 0 {
+			return c.bad("in place: len(recv) = %d is not a multiple of %d ranks", n, c.size)
+		}
+		n /= c.size
+		s = r
+		r = r[c.rank*n*c.cur.esz : (c.rank+1)*n*c.cur.esz]
+	} else if len(send) != n*c.size {
+		return c.bad("len(send) = %d, want %d ranks × len(recv) %d", len(send), c.size, n)
+	} else if overlaps(s, r) {
+		return c.bad("send and receive buffers overlap")
+	}
+	c.cur.send, c.cur.recv, c.cur.count = s, r, n
+	c.regular(n)
+	if c.size == 1 {
+		copy(r, s)
+		return nil
+	}
+	return c.pick(ctx, len(s))
+}
+
+// ReduceScatter combines the vectors send of all ranks element-wise with op;
+// the result is cut into p blocks of counts[0], counts[1], ... elements (the
+// same counts on every rank) and block r goes to recv on rank r. send nil
+// means in place: recv holds the whole vector on input and block r in its
+// place, recv[counts[0]+...+counts[r-1]:][:counts[r]], on output.
+func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts []int, op Op) error {
+	if err := c.start(CollReduceScatter, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	if err := c.bindOp(op); err != nil {
+		return err
+	}
+	total, err := c.irregular(counts)
+	if err != nil {
+		return err
+	}
+	s, r := bytesOf(send), simd.AsBytes(recv)
+	if s == nil {
+		if len(recv) < total {
+			return c.bad("in place: len(recv) = %d, counts sum to %d", len(recv), total)
+		}
+		s = r[:total*c.cur.esz]
+		d := c.cur.displs[c.rank]
+		r = r[d*c.cur.esz : (d+counts[c.rank])*c.cur.esz]
+	} else if len(send) != total || len(recv) != counts[c.rank] {
+		return c.bad("len(send) = %d, len(recv) = %d; counts sum to %d, counts[%d] = %d", len(send), len(recv), total, c.rank, counts[c.rank])
+	} else if overlaps(s, r) {
+		return c.bad("send and receive buffers overlap")
+	}
+	c.cur.send, c.cur.recv, c.cur.count = s, r, total
+	if c.size == 1 {
+		copy(r, s)
+		return nil
+	}
+	return c.pick(ctx, len(s))
+}
+
+// Allgather gathers the blocks send (n elements) of all ranks into recv (p
+// blocks of n) on every rank, block j from rank j. send nil means in place:
+// block r of recv holds the rank's contribution.
+func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) error {
+	if err := c.start(CollAllgather, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	s, r := bytesOf(send), simd.AsBytes(recv)
+	if len(recv)%c.size != 0 {
+		return c.bad("len(recv) = %d is not a multiple of %d ranks", len(recv), c.size)
+	}
+	n := len(recv) / c.size
+	if s != nil && len(send) != n {
+		return c.bad("len(send) = %d, want len(recv)/p = %d", len(send), n)
+	}
+	if s != nil && same(s, r[c.rank*n*c.cur.esz:(c.rank+1)*n*c.cur.esz]) {
+		s = nil
+	} else if overlaps(s, r) {
+		return c.bad("send and receive buffers overlap")
+	}
+	c.cur.send, c.cur.recv, c.cur.count = s, r, n
+	c.regular(n)
+	return c.gatherv(ctx)
+}
+
+// Allgatherv gathers send (counts[r] elements on rank r) of all ranks into
+// recv on every rank, rank j's at recv[displs[j]:]; displs nil means packed
+// in rank order. counts and displs are the same on every rank. send nil means
+// in place.
+func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int) error {
+	if err := c.start(CollAllgatherv, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	total, err := c.irregular(counts)
+	if err != nil {
+		return err
+	}
+	if displs != nil {
+		if len(displs) != c.size {
+			return c.bad("len(displs) = %d for %d ranks", len(displs), c.size)
+		}
+		for j, d := range displs {
+			if d < 0 || d > len(recv) || counts[j] > len(recv)-d {
+				return c.bad("block %d at %d of %d elements exceeds len(recv) = %d", j, d, counts[j], len(recv))
+			}
+			c.cur.displs[j] = d
+		}
+		c.cur.aux ^= hashInts(displs) * 31
+	} else if len(recv) < total {
+		return c.bad("len(recv) = %d, counts sum to %d", len(recv), total)
+	}
+	s, r := bytesOf(send), simd.AsBytes(recv)
+	me := r[c.cur.displs[c.rank]*c.cur.esz : (c.cur.displs[c.rank]+counts[c.rank])*c.cur.esz]
+	if s != nil && len(send) != counts[c.rank] {
+		return c.bad("len(send) = %d, counts[%d] = %d", len(send), c.rank, counts[c.rank])
+	}
+	if s != nil && same(s, me) {
+		s = nil
+	} else if overlaps(s, r) {
+		return c.bad("send and receive buffers overlap")
+	}
+	c.cur.send, c.cur.recv, c.cur.count = s, r, total
+	return c.gatherv(ctx)
+}
+
+func (c *Comm) gatherv(ctx context.Context) error {
+	a := &c.cur
+	if a.send != nil {
+		d := a.displs[c.rank] * a.esz
+		copy(a.recv[d:d+a.counts[c.rank]*a.esz], a.send)
+	}
+	if c.size == 1 {
+		return nil
+	}
+	return c.pick(ctx, a.count*a.esz)
+}
+
+// regular fills the block counts and displacements of p blocks of n.
+func (c *Comm) regular(n int) {
+	a := &c.cur
+	a.counts, a.displs = c.sc.counts, c.sc.displs
+	for j := range c.size {
+		a.counts[j], a.displs[j] = n, j*n
+	}
+}
+
+// irregular checks counts and fills the packed displacements.
+func (c *Comm) irregular(counts []int) (int, error) {
+	if len(counts) != c.size {
+		return 0, c.bad("len(counts) = %d for %d ranks", len(counts), c.size)
+	}
+	a := &c.cur
+	a.counts, a.displs = c.sc.counts, c.sc.displs
+	total := 0
+	for j, n := range counts {
+		if n < 0 || total+n < total {
+			return 0, c.bad("counts[%d] = %d", j, n)
+		}
+		a.counts[j], a.displs[j] = n, total
+		total += n
+	}
+	a.aux = hashInts(counts)
+	return total, nil
+}
+
+// Bcast copies buf of rank root into buf of every rank.
+func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) error {
+	if err := c.start(CollBcast, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.size {
+		return c.bad("root %d out of range [0, %d)", root, c.size)
+	}
+	c.cur.recv, c.cur.count, c.cur.root = simd.AsBytes(buf), len(buf), root
+	if c.size == 1 {
+		return nil
+	}
+	return c.pick(ctx, len(c.cur.recv))
+}
+
+// Reduce combines the vectors send of all ranks element-wise with op into
+// recv on rank root; recv is not used on the other ranks (it may be nil).
+// send nil means in place on the root (recv holds its input); other ranks
+// must pass send.
+func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
+	if err := c.start(CollReduce, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	if err := c.bindOp(op); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.size {
+		return c.bad("root %d out of range [0, %d)", root, c.size)
+	}
+	s, r := bytesOf(send), bytesOf(recv)
+	n := len(send)
+	if c.rank == root {
+		if s != nil && len(send) != len(recv) {
+			return c.bad("len(send) = %d, len(recv) = %d at the root", len(send), len(recv))
+		}
+		var err error
+		if s, err = c.inPlace(s, r); err != nil {
+			return err
+		}
+		n = len(recv)
+	} else {
+		if s == nil {
+			return c.bad("send is nil on a rank other than the root")
+		}
+		r = nil
+	}
+	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
+	if c.size == 1 {
+		if s != nil {
+			copy(r, s)
+		}
+		return nil
+	}
+	return c.pick(ctx, n*c.cur.esz)
+}
+
+// Scatter sends block j (len(recv) elements) of send on rank root to recv
+// on rank j. send is used only at the root (p blocks). recv nil at the root
+// means in place: the root's own block stays in send.
+func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	if err := c.start(CollScatter, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.size {
+		return c.bad("root %d out of range [0, %d)", root, c.size)
+	}
+	s, r := bytesOf(send), bytesOf(recv)
+	n := len(recv)
+	if c.rank == root {
+		if len(send)%c.size != 0 {
+			return c.bad("len(send) = %d at the root is not a multiple of %d ranks", len(send), c.size)
+		}
+		n = len(send) / c.size
+		if r != nil && len(recv) != n {
+			return c.bad("len(recv) = %d, want %d", len(recv), n)
+		}
+		if overlaps(s, r) {
+			return c.bad("send and receive buffers overlap")
+		}
+		if r != nil {
+			copy(r, s[root*n*c.cur.esz:(root+1)*n*c.cur.esz])
+		}
+	} else {
+		s = nil
+	}
+	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
+	if c.size == 1 {
+		return nil
+	}
+	return c.pick(ctx, n*c.size*c.cur.esz)
+}
+
+// Gather collects send (n elements) of every rank into recv (p blocks of n)
+// on rank root, block j from rank j. recv is used only at the root. send
+// nil at the root means in place (its block is already in recv).
+func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	if err := c.start(CollGather, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.size {
+		return c.bad("root %d out of range [0, %d)", root, c.size)
+	}
+	s, r := bytesOf(send), bytesOf(recv)
+	n := len(send)
+	if c.rank == root {
+		if len(recv)%c.size != 0 {
+			return c.bad("len(recv) = %d at the root is not a multiple of %d ranks", len(recv), c.size)
+		}
+		n = len(recv) / c.size
+		if s != nil && len(send) != n {
+			return c.bad("len(send) = %d, want %d", len(send), n)
+		}
+		if overlaps(s, r) && !same(s, r[root*n*c.cur.esz:(root+1)*n*c.cur.esz]) {
+			return c.bad("send and receive buffers overlap")
+		}
+		if s != nil {
+			copy(r[root*n*c.cur.esz:], s)
+		}
+	} else {
+		if s == nil {
+			return c.bad("send is nil on a rank other than the root")
+		}
+		r = nil
+	}
+	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
+	if c.size == 1 {
+		return nil
+	}
+	return c.pick(ctx, n*c.size*c.cur.esz)
+}
+
+// Scan computes the inclusive prefix reduction: recv on rank r = send_0 op
+// ... op send_r, in rank order (correct for non-commutative operators).
+// send nil means in place.
+func Scan[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	return scan(ctx, c, CollScan, send, recv, op)
+}
+
+// Exscan computes the exclusive prefix reduction: recv on rank r = send_0
+// op ... op send_{r-1} for r > 0; recv on rank 0 is left unchanged. send
+// nil means in place.
+func Exscan[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	return scan(ctx, c, CollExscan, send, recv, op)
+}
+
+func scan[T simd.Element](ctx context.Context, c *Comm, coll Collective, send, recv []T, op Op) error {
+	if err := c.start(coll, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	if err := c.bindOp(op); err != nil {
+		return err
+	}
+	s, r := bytesOf(send), simd.AsBytes(recv)
+	if s != nil && len(s) != len(r) {
+		return c.bad("len(send) = %d, len(recv) = %d", len(send), len(recv))
+	}
+	s, err := c.inPlace(s, r)
+	if err != nil {
+		return err
+	}
+	c.cur.send, c.cur.recv, c.cur.count = s, r, len(recv)
+	if c.size == 1 {
+		if s != nil && coll == CollScan {
+			copy(r, s)
+		}
+		return nil
+	}
+	return c.pick(ctx, len(r))
+}
+
+// Barrier returns on every rank only after every rank has called it.
+func Barrier(ctx context.Context, c *Comm) error {
+	if err := c.start(CollBarrier, 0); err != nil {
+		return err
+	}
+	if c.size == 1 {
+		return nil
+	}
+	return c.pick(ctx, 0)
+}
+
+// Alltoall sends block j (len(send)/p elements) of send to rank j, which
+// stores it as block r of recv. send nil means in place (recv holds the
+// blocks to send).
+func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) error {
+	if err := c.start(CollAlltoall, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	s, r := bytesOf(send), simd.AsBytes(recv)
+	if len(recv)%c.size != 0 {
+		return c.bad("len(recv) = %d is not a multiple of %d ranks", len(recv), c.size)
+	}
+	if s != nil && len(s) != len(r) {
+		return c.bad("len(send) = %d, len(recv) = %d", len(send), len(recv))
+	}
+	s, err := c.inPlace(s, r)
+	if err != nil {
+		return err
+	}
+	n := len(recv) / c.size
+	c.cur.send, c.cur.recv, c.cur.count = s, r, n
+	c.regular(n)
+	a := &c.cur
+	a.rcounts, a.rdispls = a.counts, a.displs
+	if c.size == 1 {
+		if s != nil {
+			copy(r, s)
+		}
+		return nil
+	}
+	return c.pick(ctx, len(r))
+}
+
+// Alltoallv sends send[sdispls[j]:][:scounts[j]] to rank j, which stores it
+// at recv[rdispls[r]:][:rcounts[r]]; scounts[j] on rank r must equal
+// rcounts[r] on rank j. nil displacements mean packed in rank order.
+func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
+	if err := c.start(CollAlltoallv, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	a := &c.cur
+	a.counts, a.displs, a.rcounts, a.rdispls = c.sc.counts, c.sc.displs, c.sc.rcounts, c.sc.rdispls
+	if err := c.vlayout("send", len(send), scounts, sdispls, a.counts, a.displs); err != nil {
+		return err
+	}
+	if err := c.vlayout("recv", len(recv), rcounts, rdispls, a.rcounts, a.rdispls); err != nil {
+		return err
+	}
+	s, r := bytesOf(send), simd.AsBytes(recv)
+	if overlaps(s, r) {
+		return c.bad("send and receive buffers overlap")
+	}
+	a.send, a.recv = s, r
+	if c.size == 1 {
+		copy(r[a.rdispls[0]*a.esz:(a.rdispls[0]+a.rcounts[0])*a.esz], s[a.displs[0]*a.esz:])
+		return nil
+	}
+	return c.pick(ctx, len(r))
+}
+
+func (c *Comm) vlayout(what string, n int, counts, displs []int, cs, ds []int) error {
+	if len(counts) != c.size || (displs != nil && len(displs) != c.size) {
+		return c.bad("%s: %d counts and %d displacements for %d ranks", what, len(counts), len(displs), c.size)
+	}
+	off := 0
+	for j, k := range counts {
+		d := off
+		if displs != nil {
+			d = displs[j]
+		}
+		if k < 0 || d < 0 || d > n || k > n-d {
+			return c.bad("%s: block %d of %d elements at %d exceeds %d elements", what, j, k, d, n)
+		}
+		cs[j], ds[j] = k, d
+		off += k
+	}
+	return nil
+}

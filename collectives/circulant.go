@@ -1,0 +1,396 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shmcoll/shmcoll/circulant"
+)
+
+// The circulant algorithms of Träff (000): reduce-scatter (Algorithm 1),
+// allreduce (Algorithm 2: reduce-scatter, then the allgather rounds with the
+// skips reversed), allgather(v) by the reversed rounds alone, and a barrier
+// on the same graph; bcast and reduce with one block on the circulant tree
+// (skips ascending: the ranks holding the data double each round).
+//
+// Data layout: a rank's slot half holds its rotated buffer R, R[i] = block
+// (rank+i) mod p of the segment. In a reduce-scatter round with skips
+// (s', s) a rank exposes R[s..s'-1] and reduces rank (r-s)'s R[s..s'-1]
+// straight from that rank's slot into its own R[0..s'-s-1]; the first
+// round is fused with the copy-in (R[0..s'-s-1] = V op peer, one
+// three-operand pass), and the rest of R is copied in before phase 1.
+// Reduction order: the local accumulator is always the left operand, so
+// rank r's block is the expression circulant.ReduceScatterExpr prints,
+// the same in every run.
+//
+// Slot reuse within a step: reduce-scatter rounds write only R[0..s'-s-1]
+// with s'-s <= s, below every range exposed so far, so nothing exposed is
+// rewritten (structure). An allgather round (s', s) writes R[s..s'-1],
+// which was read in the reduce-scatter round (s', s) by rank r+s — the
+// very rank this round waits for, at a phase it posts only after its
+// reduce-scatter rounds are done (structure). Across steps see step.go.
+
+func init() {
+	register(CollAllreduce, Circulant, (*Comm).circAllreduce, false)
+	register(CollReduceScatterBlock, Circulant, (*Comm).circReduceScatter, false)
+	register(CollReduceScatter, Circulant, (*Comm).circReduceScatter, false)
+	register(CollAllgather, Circulant, (*Comm).circAllgather, true)
+	register(CollAllgatherv, Circulant, (*Comm).circAllgather, true)
+	register(CollBarrier, Circulant, (*Comm).circBarrier, true)
+	register(CollBcast, Circulant, (*Comm).circBcast, true)
+	register(CollReduce, Circulant, (*Comm).circReduce, false)
+}
+
+// plan returns the circulant plan of kind for this rank, built on first use.
+func (c *Comm) plan(kind circulant.Kind) (*circulant.Plan, error) {
+	if pl := c.plans[kind-1]; pl != nil {
+		return pl, nil
+	}
+	pl, err := circulant.NewPlan(kind, c.size, c.rank, c.skips, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	c.plans[kind-1] = pl
+	return pl, nil
+}
+
+func (c *Comm) count(rd *circulant.Round) {
+	c.last.Rounds++
+	c.last.Sent += uint64(rd.Send.Len())
+	c.last.Received += uint64(rd.Recv.Len())
+	if rd.Op == circulant.OpReduce {
+		c.last.Reduced += uint64(rd.Recv.Len())
+	}
+}
+
+// rounds runs the rounds of pl in step e on the rotated buffer in the
+// calling rank's half h, with the segment's blocks in c.sc.pre and their
+// user offsets in c.sc.uoff. in is the user input (the first reduce round
+// is fused with the copy-in from it); out receives the last round's
+// blocks directly (allgather rounds) or the last reduction of R[0]
+// (a reduce-scatter), if not nil.
+func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, out []byte) error {
+	a := &c.cur
+	esz := a.esz
+	last := len(pl.Rounds) - 1
+	for k := range pl.Rounds {
+		rd := &pl.Rounds[k]
+		if k > 0 {
+			c.post(e, k+1)
+		}
+		if err := c.wait(ctx, rd.From, e, k+1); err != nil {
+			return err
+		}
+		ph := c.slotHalf(rd.From, e)
+		rlo, rhi := c.roff(c.rank, rd.Recv.Lo), c.roff(c.rank, rd.Recv.Hi)
+		plo := c.roff(rd.From, rd.Send.Lo)
+		peer := func(rot, n int) []byte { return span(ph, esz, plo+rot-rlo, plo+rot-rlo+n) }
+		c.count(rd)
+		switch {
+		case rd.Op == circulant.OpReduce && k == 0 && in != nil:
+			if k == last && out != nil { // p = 2 reduce-scatter: R[0] is the result
+				a.red.reduce3(out, span(in, esz, c.sc.uoff[c.rank], c.sc.uoff[c.rank]+rhi), peer(0, rhi))
+				break
+			}
+			c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
+				a.red.reduce3(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
+			})
+		case rd.Op == circulant.OpReduce:
+			if k == last && out != nil {
+				a.red.reduce3(out, span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
+				break
+			}
+			a.red.reduce(span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
+		case k == last && out != nil:
+			c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
+				copy(span(out, esz, user, user+n), peer(rot, n))
+			})
+		default:
+			copy(span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
+		}
+	}
+	return nil
+}
+
+// copyIn copies R[i..i2) of the calling rank from the user buffer u.
+func (c *Comm) copyIn(h, u []byte, i, i2 int) {
+	esz := c.cur.esz
+	c.eachRun(i, i2, func(rot, user, n int) {
+		copy(span(h, esz, rot, rot+n), span(u, esz, user, user+n))
+	})
+}
+
+// copyOut copies R[i..i2) of the calling rank to the user buffer u.
+func (c *Comm) copyOut(u, h []byte, i, i2 int) {
+	esz := c.cur.esz
+	c.eachRun(i, i2, func(rot, user, n int) {
+		copy(span(u, esz, user, user+n), span(h, esz, rot, rot+n))
+	})
+}
+
+func (c *Comm) circAllreduce(ctx context.Context) error {
+	a := &c.cur
+	esz, p, N := a.esz, c.size, a.count
+	pl, err := c.plan(circulant.Allreduce)
+	if err != nil {
+		return c.fail(err)
+	}
+	M := c.half / esz
+	in := a.input()
+	first := pl.Rounds[0].Recv.Hi
+	lastRecv := pl.Rounds[len(pl.Rounds)-1].Recv
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		evenSplit(c.sc.pre, p, m)
+		for j := range p {
+			c.sc.uoff[j] = base + c.sc.pre[j]
+		}
+		h := c.slotHalf(c.rank, e)
+		c.copyIn(h, in, first, p)
+		c.post(e, 1)
+		if err := c.rounds(ctx, pl, e, h, in, a.recv); err != nil {
+			return err
+		}
+		c.copyOut(a.recv, h, 0, lastRecv.Lo)
+		c.copyOut(a.recv, h, lastRecv.Hi, p)
+		c.last.Steps++
+		a.fully = true
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) circReduceScatter(ctx context.Context) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	pl, err := c.plan(circulant.ReduceScatter)
+	if err != nil {
+		return c.fail(err)
+	}
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	first := pl.Rounds[0].Recv.Hi
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
+		h := c.slotHalf(c.rank, e)
+		c.copyIn(h, a.send, first, p)
+		c.post(e, 1)
+		lo := pieceLo(k, S, a.counts[c.rank])
+		out := span(a.recv, esz, lo, lo+c.sc.pre[c.rank+1]-c.sc.pre[c.rank])
+		if err := c.rounds(ctx, pl, e, h, a.send, out); err != nil {
+			return err
+		}
+		c.last.Steps++
+		a.fully = true
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) circAllgather(ctx context.Context) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	pl, err := c.plan(circulant.Allgather)
+	if err != nil {
+		return c.fail(err)
+	}
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	lastRecv := pl.Rounds[len(pl.Rounds)-1].Recv
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
+		h := c.slotHalf(c.rank, e)
+		c.copyIn(h, a.recv, 0, 1)
+		c.post(e, 1)
+		if err := c.rounds(ctx, pl, e, h, nil, a.recv); err != nil {
+			return err
+		}
+		c.copyOut(a.recv, h, 1, lastRecv.Lo)
+		c.copyOut(a.recv, h, lastRecv.Hi, p)
+		c.last.Steps++
+		a.fully = true
+		c.end(e)
+	}
+	return nil
+}
+
+// circBarrier: the reduce-scatter rounds without data: in round k a rank
+// posts phase k+1 and waits for rank r-s to post it. Every 0 < d < p is a
+// sum of distinct skips, so after the last round every rank has heard,
+// directly or not, from every other.
+func (c *Comm) circBarrier(ctx context.Context) error {
+	pl, err := c.plan(circulant.ReduceScatter)
+	if err != nil {
+		return c.fail(err)
+	}
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	for k := range pl.Rounds {
+		c.post(e, k+1)
+		if err := c.wait(ctx, pl.Rounds[k].From, e, k+1); err != nil {
+			return err
+		}
+		c.last.Rounds++
+	}
+	c.last.Steps++
+	c.cur.fully = true
+	c.end(e)
+	return nil
+}
+
+// The one-block tree on the circulant graph: with the ascending skip table
+// t[0] = 1 < t[1] < ... < t[q] = p, in round k the ranks (relative to the
+// root) i < t[k] hold the data and send it to i + t[k] if that is below
+// t[k+1]. Every rank posts phase 1 when it begins the step and phase 2
+// when the data (bcast) or its partial result (reduce) is in its half.
+// Slot reuse: a rank writes its half once in the step, before phase 2, and
+// its readers read after phase 2 (structure).
+
+// treeParent returns the parent of relative rank i > 0 and the round it
+// receives in.
+func treeParent(t []int, i int) (parent, round int) {
+	for k := 0; k+1 < len(t); k++ {
+		if i >= t[k] && i < t[k+1] {
+			return i - t[k], k
+		}
+	}
+	panic("collectives: rank outside the tree")
+}
+
+func (c *Comm) circBcast(ctx context.Context) error {
+	a := &c.cur
+	esz, p, N := a.esz, c.size, a.count
+	t := c.skipTable()
+	i := (c.rank - a.root + p) % p
+	forwards := false
+	for k := 0; k+1 < len(t); k++ {
+		if i < t[k] && i+t[k] < t[k+1] {
+			forwards = true
+		}
+	}
+	M := c.half / esz
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		seg := span(a.recv, esz, base, base+m)
+		h := c.slotHalf(c.rank, e)
+		if i == 0 {
+			copy(h, seg)
+			c.post(e, 2)
+		} else {
+			c.post(e, 1)
+			par, _ := treeParent(t, i)
+			q := (par + a.root) % p
+			if err := c.wait(ctx, q, e, 2); err != nil {
+				return err
+			}
+			src := c.slotHalf(q, e)[:m*esz]
+			copy(seg, src)
+			c.last.Received++
+			c.last.Rounds++
+			if forwards {
+				copy(h, src)
+				c.post(e, 2)
+			}
+		}
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) circReduce(ctx context.Context) error {
+	a := &c.cur
+	esz, p, N := a.esz, c.size, a.count
+	t := c.skipTable()
+	i := (c.rank - a.root + p) % p
+	in := a.input()
+	M := c.half / esz
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.post(e, 1)
+		h := c.slotHalf(c.rank, e)[:m*esz]
+		x := span(in, esz, base, base+m)
+		var out []byte
+		if i == 0 {
+			out = span(a.recv, esz, base, base+m)
+		}
+		acc := x // the partial result so far
+		// Children in the reverse order of the bcast rounds.
+		nchild := 0
+		for k := len(t) - 2; k >= 0; k-- {
+			if i < t[k] && i+t[k] < t[k+1] {
+				nchild++
+			}
+		}
+		done := 0
+		for k := len(t) - 2; k >= 0; k-- {
+			if !(i < t[k] && i+t[k] < t[k+1]) {
+				continue
+			}
+			q := (i + t[k] + a.root) % p
+			if err := c.wait(ctx, q, e, 2); err != nil {
+				return err
+			}
+			done++
+			dst := h
+			if done == nchild && out != nil {
+				dst = out
+			}
+			a.red.reduce3(dst, acc, c.slotHalf(q, e)[:m*esz])
+			acc = dst
+			c.last.Rounds++
+			c.last.Received++
+			c.last.Reduced++
+		}
+		if i != 0 {
+			if nchild == 0 {
+				copy(h, x)
+			}
+			c.post(e, 2)
+			c.last.Sent++
+		} else {
+			a.fully = true
+		}
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}
+
+// skipTable returns the ascending skips 1 = t[0] < ... < t[q] = p.
+func (c *Comm) skipTable() []int {
+	if c.table == nil {
+		n := len(c.skips)
+		c.table = make([]int, n)
+		for k, s := range c.skips {
+			c.table[n-1-k] = s
+		}
+	}
+	return c.table
+}

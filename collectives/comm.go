@@ -1,0 +1,202 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shmcoll/shmcoll/circulant"
+	"github.com/shmcoll/shmcoll/shm"
+)
+
+// Options configure a communicator. The zero value is ready to use.
+type Options struct {
+	// SlotBytes is the size of each rank's data slot in the arena (0: the
+	// shm default). Vectors larger than a slot allows are cut into
+	// segments. Split and Dup give the new communicator the parent's size.
+	SlotBytes int
+	// Timeout is how long a wait lasts without news from a peer before the
+	// peer's liveness is checked (0: SHMCOLL_TIMEOUT, or 2s). A living but
+	// slow peer is waited for.
+	Timeout time.Duration
+	// Algorithms pins an algorithm per collective, for all sizes, so that
+	// results do not change when the selection table does. It overrides
+	// SHMCOLL_ALGO_<COLL>, which overrides the selection table.
+	Algorithms map[Collective]Algorithm
+	// Skips returns the skip sequence of the circulant algorithms for p
+	// ranks (nil: [circulant.HalvingSkips]). It must be the same function
+	// on every rank; [circulant.CheckSkips] validates its result.
+	Skips func(p int) []int
+}
+
+func (o Options) shm() shm.Options {
+	return shm.Options{SlotBytes: o.SlotBytes, Timeout: o.Timeout}
+}
+
+// Comm is a communicator: a group of ranks sharing one arena. The
+// collective calls of a Comm must be made by every rank in the same order
+// (as in MPI); one Comm is used by one goroutine at a time. Several Comms
+// (from Split and Dup) may be in use at once, each with its own arena.
+type Comm struct {
+	ep   *shm.Endpoint
+	rank int
+	size int
+	opt  Options
+
+	pinned [numColls]Algorithm
+	skips  []int
+
+	seq     uint64   // calls made
+	step    uint64   // steps begun; a step is one use of a slot half
+	synced  uint64   // every rank has begun step synced
+	checked []uint64 // checked[q] == step: q's descriptor for this step was compared
+	desc    [descBytes]byte
+
+	half int // bytes of a slot half
+	cur  call
+	sc   scratch
+	last  Stats // counts of the current or last call
+	total Stats
+
+	plans [3]*circulant.Plan // circulant plans by kind-1, built on first use
+	table []int             // the skips ascending
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    bool
+	failed    error
+}
+
+// newComm wraps a joined endpoint.
+func newComm(ep *shm.Endpoint, opt Options) (*Comm, error) {
+	c := &Comm{ep: ep, rank: ep.Rank(), size: ep.Size(), opt: opt}
+	if err := envPins(&c.pinned); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	for coll, a := range opt.Algorithms {
+		if coll >= numColls || a >= numAlgorithms {
+			return nil, fmt.Errorf("%w: bad pin %v=%v", ErrInvalidArgument, coll, a)
+		}
+		c.pinned[coll] = a
+	}
+	if opt.Skips != nil {
+		c.skips = append([]int(nil), opt.Skips(c.size)...)
+	} else {
+		c.skips = circulant.HalvingSkips(c.size)
+	}
+	if err := circulant.CheckSkips(c.size, c.skips); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	c.checked = make([]uint64, c.size)
+	c.half = ep.SlotBytes() / 2 &^ (lineBytes - 1)
+	c.sc.init(c.size)
+	return c, nil
+}
+
+// NewLocal returns p communicators of one in-process arena, for p
+// goroutines: Comm i is rank i.
+func NewLocal(p int, opt Options) ([]*Comm, error) {
+	eps, err := shm.NewLocal(p, opt.shm())
+	if err != nil {
+		return nil, err
+	}
+	cs := make([]*Comm, p)
+	for i, ep := range eps {
+		if cs[i], err = newComm(ep, opt); err != nil {
+			for _, e := range eps {
+				e.Close()
+			}
+			return nil, err
+		}
+	}
+	return cs, nil
+}
+
+// Run runs f on p goroutine ranks of a new in-process communicator, waits
+// for all of them, closes the communicator and returns the errors of the
+// ranks joined (nil if all returned nil).
+func Run(p int, opt Options, f func(c *Comm) error) error {
+	cs, err := NewLocal(p, opt)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					errs[i] = fmt.Errorf("rank %d panicked: %v", i, r)
+					c.Abort(errs[i])
+				}
+			}()
+			if err := f(c); err != nil {
+				errs[i] = fmt.Errorf("rank %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, c := range cs {
+		if err := c.Close(); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Join joins the arena called name as rank of size ranks (every rank passes
+// the same name, size and options; the first to arrive creates it).
+func Join(ctx context.Context, name string, rank, size int, opt Options) (*Comm, error) {
+	ep, err := shm.Join(ctx, name, rank, size, opt.shm())
+	if err != nil {
+		return nil, err
+	}
+	return wrap(ep, opt)
+}
+
+// JoinEnv joins the arena the environment names: the variables shmrun sets
+// (SHMCOLL_RANK, SHMCOLL_SIZE, SHMCOLL_ARENA), or, without them, those of
+// mpirun (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK/SIZE, MPICH's
+// PMI_RANK/PMI_SIZE) with an arena name derived from the job's id.
+func JoinEnv(ctx context.Context, opt Options) (*Comm, error) {
+	ep, err := shm.JoinEnv(ctx, opt.shm())
+	if err != nil {
+		return nil, err
+	}
+	return wrap(ep, opt)
+}
+
+func wrap(ep *shm.Endpoint, opt Options) (*Comm, error) {
+	c, err := newComm(ep, opt)
+	if err != nil {
+		ep.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Rank returns the calling rank, in [0, Size()).
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks.
+func (c *Comm) Size() int { return c.size }
+
+// InProcess reports whether the ranks are goroutines of this process.
+func (c *Comm) InProcess() bool { return c.ep.InProcess() }
+
+// Abort aborts the communicator with cause: every rank's pending and later
+// calls return an error wrapping ErrAborted that names the cause.
+func (c *Comm) Abort(cause error) { c.ep.Abort(cause) }
+
+// Close releases the communicator's share of the arena. It does not wait
+// for the other ranks. Calls after Close return ErrClosed.
+func (c *Comm) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed = true
+		c.closeErr = c.ep.Close()
+	})
+	return c.closeErr
+}
+

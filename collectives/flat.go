@@ -1,0 +1,369 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+)
+
+// The flat algorithms: every rank reads what it needs straight from the
+// other ranks' slot halves, one step per segment.
+//
+// Reductions (allreduce, reduce, reduce-scatter): every rank copies its
+// segment into its slot half and posts phase 1; rank r then reduces block r
+// of the segment from all p slot halves in one pass of the k-way kernel, in
+// rank order (x_0 op x_1 op ... op x_{p-1}: correct for non-commutative
+// operators, and for bfloat16/float16 rounded once per pass of up to 8
+// sources), writes it to the result area of its own half (allreduce,
+// reduce) and posts phase 2; then every rank (the root for reduce) copies
+// block q from the result area of rank q.
+//
+// Slot reuse: in a step a rank writes its half only before phase 1 (the
+// segment) and into its result area before phase 2, which nobody reads
+// before phase 2; the segment area is never written after phase 1. Across
+// steps the halves alternate and begin() ensures every rank began step
+// e-1 before step e writes (see step.go).
+
+func init() {
+	register(CollAllreduce, Flat, (*Comm).flatAllreduce, true)
+	register(CollReduce, Flat, (*Comm).flatAllreduce, true)
+	register(CollReduceScatterBlock, Flat, (*Comm).flatReduceScatter, true)
+	register(CollReduceScatter, Flat, (*Comm).flatReduceScatter, true)
+	register(CollAllgather, Flat, (*Comm).flatAllgather, true)
+	register(CollAllgatherv, Flat, (*Comm).flatAllgather, true)
+	register(CollBcast, Flat, (*Comm).flatBcast, true)
+	register(CollGather, Flat, (*Comm).flatGather, true)
+	register(CollScatter, Flat, (*Comm).flatScatter, true)
+	register(CollScan, Flat, (*Comm).flatScan, true)
+	register(CollExscan, Flat, (*Comm).flatScan, true)
+	register(CollBarrier, Flat, (*Comm).flatBarrier, true)
+	register(CollAlltoall, Flat, (*Comm).flatAlltoall, true)
+	register(CollAlltoallv, Flat, (*Comm).flatAlltoall, true)
+}
+
+// alignUp rounds n up to a cache line.
+func alignUp(n int) int { return (n + lineBytes - 1) &^ (lineBytes - 1) }
+
+// flatSegElems is the largest segment m with m elements and a result area of
+// ceil(m/p) elements (line-aligned) in one slot half.
+func (c *Comm) flatSegElems() (int, error) {
+	esz, p := c.cur.esz, c.size
+	m := (c.half - lineBytes) / esz * p / (p + 1)
+	for m > 0 && alignUp(m*esz)+(m+p-1)/p*esz > c.half {
+		m--
+	}
+	if m < 1 {
+		return 0, fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half)
+	}
+	return m, nil
+}
+
+// input returns the call's input: send, or recv in place.
+func (a *call) input() []byte {
+	if a.send != nil {
+		return a.send
+	}
+	return a.recv
+}
+
+func (c *Comm) flatAllreduce(ctx context.Context) error {
+	a := &c.cur
+	esz, p, N := a.esz, c.size, a.count
+	M, err := c.flatSegElems()
+	if err != nil {
+		return c.fail(err)
+	}
+	in := a.input()
+	root := a.coll == CollReduce
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		h := c.slotHalf(c.rank, e)
+		copy(h, span(in, esz, base, base+m))
+		c.post(e, 1)
+		pre := c.sc.pre
+		evenSplit(pre, p, m)
+		for q := range p {
+			if q != c.rank {
+				if err := c.wait(ctx, q, e, 1); err != nil {
+					return err
+				}
+			}
+			c.sc.srcs[q] = span(c.slotHalf(q, e), esz, pre[c.rank], pre[c.rank+1])
+		}
+		res := alignUp(m * esz)
+		mine := pre[c.rank+1] - pre[c.rank]
+		a.red.reduceK(h[res:res+mine*esz], c.sc.srcs)
+		c.post(e, 2)
+		c.last.Steps++
+		c.last.Rounds += 2
+		c.last.Sent += 2 * uint64(p-1)
+		c.last.Received += uint64(p - 1)
+		c.last.Reduced += uint64(p - 1)
+		if !root || c.rank == a.root {
+			for i := 1; i <= p; i++ {
+				q := (c.rank + i) % p
+				if q != c.rank {
+					if err := c.wait(ctx, q, e, 2); err != nil {
+						return err
+					}
+				}
+				n := pre[q+1] - pre[q]
+				copy(span(a.recv, esz, base+pre[q], base+pre[q]+n), c.slotHalf(q, e)[res:res+n*esz])
+			}
+			c.last.Received += uint64(p - 1)
+			a.fully = true
+		}
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) flatReduceScatter(ctx context.Context) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
+		pre, uoff := c.sc.pre, c.sc.uoff
+		h := c.slotHalf(c.rank, e)
+		for j := range p {
+			copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+		}
+		c.post(e, 1)
+		for q := range p {
+			if q != c.rank {
+				if err := c.wait(ctx, q, e, 1); err != nil {
+					return err
+				}
+			}
+			c.sc.srcs[q] = span(c.slotHalf(q, e), esz, pre[c.rank], pre[c.rank+1])
+		}
+		lo := pieceLo(k, S, a.counts[c.rank])
+		n := pre[c.rank+1] - pre[c.rank]
+		a.red.reduceK(span(a.recv, esz, lo, lo+n), c.sc.srcs)
+		c.last.Steps++
+		c.last.Rounds++
+		c.last.Sent += uint64(p - 1)
+		c.last.Received += uint64(p - 1)
+		c.last.Reduced += uint64(p - 1)
+		a.fully = true
+		c.end(e)
+	}
+	return nil
+}
+
+// flatAllgather: each rank writes its own piece, every rank copies every
+// other rank's piece. Blocks: a.counts/a.displs in recv; own block already
+// in recv.
+func (c *Comm) flatAllgather(ctx context.Context) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	S := 1
+	cap := c.half / esz
+	for _, n := range a.counts {
+		S = max(S, (n+cap-1)/cap)
+	}
+	own := a.displs[c.rank]
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		n := a.counts[c.rank]
+		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
+		copy(c.slotHalf(c.rank, e), span(a.recv, esz, own+lo, own+hi))
+		c.post(e, 1)
+		for i := 1; i < p; i++ {
+			q := (c.rank + i) % p
+			if err := c.wait(ctx, q, e, 1); err != nil {
+				return err
+			}
+			n := a.counts[q]
+			lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
+			d := a.displs[q]
+			copy(span(a.recv, esz, d+lo, d+hi), c.slotHalf(q, e))
+		}
+		c.last.Steps++
+		c.last.Rounds++
+		c.last.Sent += uint64(p - 1)
+		c.last.Received += uint64(p - 1)
+		a.fully = true
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) flatBcast(ctx context.Context) error {
+	a := &c.cur
+	esz, N := a.esz, a.count
+	M := c.half / esz
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		seg := span(a.recv, esz, base, base+m)
+		if c.rank == a.root {
+			copy(c.slotHalf(c.rank, e), seg)
+			c.post(e, 1)
+			c.last.Sent += uint64(c.size - 1)
+		} else {
+			c.post(e, 1)
+			if err := c.wait(ctx, a.root, e, 1); err != nil {
+				return err
+			}
+			copy(seg, c.slotHalf(a.root, e))
+			c.last.Received++
+		}
+		c.last.Steps++
+		c.last.Rounds++
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) flatGather(ctx context.Context) error {
+	a := &c.cur
+	esz, p, n := a.esz, c.size, a.count
+	M := c.half / esz
+	S := max(1, (n+M-1)/M)
+	for k := range S {
+		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		if c.rank != a.root {
+			copy(c.slotHalf(c.rank, e), span(a.send, esz, lo, hi))
+			c.post(e, 1)
+			c.last.Sent++
+		} else {
+			c.post(e, 1)
+			for i := 1; i < p; i++ {
+				q := (c.rank + i) % p
+				if err := c.wait(ctx, q, e, 1); err != nil {
+					return err
+				}
+				copy(span(a.recv, esz, q*n+lo, q*n+hi), c.slotHalf(q, e))
+			}
+			c.last.Received += uint64(p - 1)
+			a.fully = true
+		}
+		c.last.Steps++
+		c.last.Rounds++
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) flatScatter(ctx context.Context) error {
+	a := &c.cur
+	esz, p, n := a.esz, c.size, a.count
+	a.counts, a.displs = c.sc.counts, c.sc.displs
+	for j := range p {
+		a.counts[j], a.displs[j] = n, j*n
+	}
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
+		pre, uoff := c.sc.pre, c.sc.uoff
+		if c.rank == a.root {
+			h := c.slotHalf(c.rank, e)
+			for j := range p {
+				if j != c.rank {
+					copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+				}
+			}
+			c.post(e, 1)
+			c.last.Sent += uint64(p - 1)
+		} else {
+			c.post(e, 1)
+			if err := c.wait(ctx, a.root, e, 1); err != nil {
+				return err
+			}
+			lo := pieceLo(k, S, n)
+			copy(span(a.recv, esz, lo, lo+pre[c.rank+1]-pre[c.rank]), span(c.slotHalf(a.root, e), esz, pre[c.rank], pre[c.rank+1]))
+			c.last.Received++
+		}
+		c.last.Steps++
+		c.last.Rounds++
+		c.end(e)
+	}
+	return nil
+}
+
+// flatScan: rank r reduces the segments of ranks 0..r (0..r-1 for exscan)
+// in rank order.
+func (c *Comm) flatScan(ctx context.Context) error {
+	a := &c.cur
+	esz, N := a.esz, a.count
+	M := c.half / esz
+	in := a.input()
+	last := c.rank
+	if a.coll == CollExscan {
+		last--
+	}
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		copy(c.slotHalf(c.rank, e), span(in, esz, base, base+m))
+		c.post(e, 1)
+		for q := 0; q <= last; q++ {
+			if q != c.rank {
+				if err := c.wait(ctx, q, e, 1); err != nil {
+					return err
+				}
+			}
+			c.sc.srcs[q] = c.slotHalf(q, e)[:m*esz]
+		}
+		if last >= 0 {
+			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs[:last+1])
+			c.last.Received += uint64(last)
+			c.last.Reduced += uint64(max(0, last))
+		}
+		c.last.Steps++
+		c.last.Rounds++
+		a.fully = c.rank == c.size-1 && a.coll == CollScan
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) flatBarrier(ctx context.Context) error {
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	c.post(e, 1)
+	for i := 1; i < c.size; i++ {
+		if err := c.wait(ctx, (c.rank+i)%c.size, e, 1); err != nil {
+			return err
+		}
+	}
+	c.last.Steps++
+	c.last.Rounds++
+	c.cur.fully = true
+	c.end(e)
+	return nil
+}

@@ -1,0 +1,135 @@
+package collectives
+
+import (
+	"fmt"
+	"hash/fnv"
+
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// Op is a reduction operator: one of the built-in operators of [simd] (see
+// [Builtin] and the variables Sum ... MaxLoc) or a user-defined one made by
+// [NewOp].
+type Op struct {
+	builtin     simd.Op
+	user        func(dst, src []byte) // dst = dst op src on raw elements
+	userType    simd.Type             // the element type user was made for
+	name        string
+	hash        uint64 // identifies the operator in call descriptors
+	commutative bool
+}
+
+// The built-in operators (MPI_SUM ... MPI_MAXLOC).
+var (
+	Sum    = Builtin(simd.Sum)
+	Prod   = Builtin(simd.Prod)
+	Min    = Builtin(simd.Min)
+	Max    = Builtin(simd.Max)
+	Band   = Builtin(simd.Band)
+	Bor    = Builtin(simd.Bor)
+	Bxor   = Builtin(simd.Bxor)
+	Land   = Builtin(simd.Land)
+	Lor    = Builtin(simd.Lor)
+	MinLoc = Builtin(simd.MinLoc)
+	MaxLoc = Builtin(simd.MaxLoc)
+)
+
+// Builtin returns the operator for a built-in [simd.Op]. All built-in
+// operators are commutative.
+func Builtin(op simd.Op) Op {
+	return Op{builtin: op, name: op.String(), hash: uint64(op) + 1, commutative: true}
+}
+
+// NewOp returns a user-defined operator on elements of type T: fn(dst, src)
+// must set dst[i] = dst[i] op src[i] for every i, with dst as the left
+// operand, and must not keep the slices (they may be views of the shared
+// arena). name identifies the operator across processes: ranks that pass
+// operators of different names to one call get [ErrMismatch]. commutative
+// says whether a op b == b op a; a non-commutative operator runs only on
+// algorithms that combine operands in rank order (see the package
+// documentation). A panic in fn aborts the communicator.
+func NewOp[T simd.Element](name string, fn func(dst, src []T), commutative bool) Op {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return Op{
+		user:        func(dst, src []byte) { fn(simd.FromBytes[T](dst), simd.FromBytes[T](src)) },
+		userType:    simd.TypeOf[T](),
+		name:        name,
+		hash:        h.Sum64() | 1<<63, // never equal to a built-in's
+		commutative: commutative,
+	}
+}
+
+// Commutative reports whether the operator is commutative.
+func (o Op) Commutative() bool { return o.commutative }
+
+// String returns the operator's name.
+func (o Op) String() string { return o.name }
+
+// reducer applies one operator to raw elements of one type. The built-in
+// kernels come from [simd]; user operators are applied two operands at a
+// time, left to right.
+type reducer struct {
+	k    *simd.Kernel
+	user func(dst, src []byte)
+	comm bool
+}
+
+// bind checks op for element type t and returns its reducer.
+func (o Op) bind(t simd.Type) (reducer, error) {
+	if o.user != nil {
+		if o.userType != t {
+			return reducer{}, fmt.Errorf("%w: operator %q is for %v, not %v", ErrInvalidArgument, o.name, o.userType, t)
+		}
+		return reducer{user: o.user, comm: o.commutative}, nil
+	}
+	if o.hash == 0 {
+		return reducer{}, fmt.Errorf("%w: zero Op (use Sum, ..., or NewOp)", ErrInvalidArgument)
+	}
+	k, err := simd.Lookup(t, o.builtin)
+	if err != nil {
+		return reducer{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	return reducer{k: k, comm: true}, nil
+}
+
+// reduce computes dst = dst op src.
+func (r *reducer) reduce(dst, src []byte) {
+	if len(dst) == 0 {
+		return
+	}
+	if r.k != nil {
+		r.k.Reduce(dst, src)
+		return
+	}
+	r.user(dst, src)
+}
+
+// reduce3 computes dst = a op b; dst must not overlap b.
+func (r *reducer) reduce3(dst, a, b []byte) {
+	if len(dst) == 0 {
+		return
+	}
+	if r.k != nil {
+		r.k.Reduce3(dst, a, b)
+		return
+	}
+	copy(dst, a)
+	r.user(dst, b)
+}
+
+// reduceK computes dst = ((s0 op s1) op s2) ... left to right; dst must not
+// overlap srcs[1:].
+func (r *reducer) reduceK(dst []byte, srcs [][]byte) {
+	if len(dst) == 0 {
+		return
+	}
+	if r.k != nil {
+		r.k.ReduceK(dst, srcs)
+		return
+	}
+	copy(dst, srcs[0])
+	for _, s := range srcs[1:] {
+		r.user(dst, s)
+	}
+}

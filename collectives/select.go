@@ -1,0 +1,182 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Collective names a collective operation.
+type Collective uint8
+
+// The collectives, named as in DESIGN.md (see [Collective.String]).
+const (
+	CollAllreduce Collective = iota
+	CollReduceScatterBlock
+	CollReduceScatter
+	CollAllgather
+	CollAllgatherv
+	CollBcast
+	CollReduce
+	CollBarrier
+	CollAlltoall
+	CollAlltoallv
+	CollScatter
+	CollGather
+	CollScan
+	CollExscan
+	numColls
+	collSplit // internal: Split and Dup agreement
+)
+
+var collNames = [...]string{
+	CollAllreduce:          "allreduce",
+	CollReduceScatterBlock: "reduce_scatter_block",
+	CollReduceScatter:      "reduce_scatter",
+	CollAllgather:          "allgather",
+	CollAllgatherv:         "allgatherv",
+	CollBcast:              "bcast",
+	CollReduce:             "reduce",
+	CollBarrier:            "barrier",
+	CollAlltoall:           "alltoall",
+	CollAlltoallv:          "alltoallv",
+	CollScatter:            "scatter",
+	CollGather:             "gather",
+	CollScan:               "scan",
+	CollExscan:             "exscan",
+	numColls:               "",
+	collSplit:              "split",
+}
+
+func (c Collective) String() string {
+	if int(c) < len(collNames) && collNames[c] != "" {
+		return collNames[c]
+	}
+	return fmt.Sprintf("Collective(%d)", uint8(c))
+}
+
+// ParseCollective returns the collective named s ("allreduce", ...),
+// case-insensitive.
+func ParseCollective(s string) (Collective, error) {
+	for c := range numColls {
+		if strings.EqualFold(s, collNames[c]) {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown collective %q", ErrInvalidArgument, s)
+}
+
+// Algorithm names an algorithm family.
+type Algorithm uint8
+
+const (
+	// Auto lets the selection table choose.
+	Auto Algorithm = iota
+	// Flat: every rank reads what it needs straight from the other ranks'
+	// slots; reductions are split so that each rank reduces 1/p of the
+	// vector from all p slots in rank order, one pass, with the k-way kernel.
+	Flat
+	// Circulant: the round patterns of Träff's circulant reduce-scatter and
+	// allreduce (000), their reversal for allgather, concatenation for
+	// alltoall, and one block on the circulant tree for bcast and reduce.
+	Circulant
+	numAlgorithms
+)
+
+var algNames = [numAlgorithms]string{"auto", "flat", "circulant"}
+
+func (a Algorithm) String() string {
+	if a < numAlgorithms {
+		return algNames[a]
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+// ParseAlgorithm returns the algorithm named s ("auto", "flat",
+// "circulant"), case-insensitive.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for a := range numAlgorithms {
+		if strings.EqualFold(s, algNames[a]) {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidArgument, s)
+}
+
+// impl runs one collective with one algorithm on the call in c.cur.
+type impl func(c *Comm, ctx context.Context) error
+
+// algorithms is the registry: which algorithm implements which collective.
+// A missing entry means the algorithm does not serve that collective.
+var algorithms [numColls][numAlgorithms]impl
+
+// orderPreserving marks the (collective, algorithm) pairs that combine
+// operands in rank order, so that they are correct for non-commutative
+// operators.
+var orderPreserving [numColls][numAlgorithms]bool
+
+func register(coll Collective, alg Algorithm, f impl, ordered bool) {
+	algorithms[coll][alg] = f
+	orderPreserving[coll][alg] = ordered
+}
+
+// choose returns the algorithm for a call: the pinned one if any, else the
+// selection table's. Its inputs (collective, bytes, p, commutativity, the
+// pins) are the same on every rank of a correct program, and the choice is
+// part of the call descriptor.
+func (c *Comm) choose(coll Collective, bytes int, commutative bool) (Algorithm, error) {
+	a := c.pinned[coll]
+	if a == Auto {
+		a = selectAlgorithm(coll, bytes, c.size, commutative)
+	}
+	if algorithms[coll][a] == nil {
+		return 0, fmt.Errorf("%w: algorithm %v does not implement %v", ErrInvalidArgument, a, coll)
+	}
+	if !commutative && !orderPreserving[coll][a] {
+		return 0, fmt.Errorf("%w: %v for %v", ErrNotCommutative, a, coll)
+	}
+	return a, nil
+}
+
+// selectAlgorithm is the selection table, made from the two-core machine
+// the project is measured on: the circulant rounds win where a round is a
+// cache-line hand-off between a few ranks, the flat algorithm where the
+// vector is large enough that the k-way kernel streaming all slots at
+// once is bandwidth-bound. Collectives with one algorithm map to it.
+func selectAlgorithm(coll Collective, bytes, p int, commutative bool) Algorithm {
+	switch coll {
+	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter, CollReduce:
+		if !commutative {
+			return Flat
+		}
+		if p <= 2 || bytes <= 4096*p {
+			return Circulant
+		}
+		return Flat
+	case CollAllgather, CollAllgatherv:
+		if bytes <= 4096*p {
+			return Circulant
+		}
+		return Flat
+	case CollBarrier:
+		return Circulant
+	}
+	return Flat
+}
+
+// envPins reads SHMCOLL_ALGO_<COLL> for every collective.
+func envPins(pins *[numColls]Algorithm) error {
+	for coll := range numColls {
+		v := os.Getenv("SHMCOLL_ALGO_" + strings.ToUpper(coll.String()))
+		if v == "" {
+			continue
+		}
+		a, err := ParseAlgorithm(v)
+		if err != nil {
+			return fmt.Errorf("SHMCOLL_ALGO_%s: %w", strings.ToUpper(coll.String()), err)
+		}
+		pins[coll] = a
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/shmcoll/shmcoll/shm"
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// The step protocol. Every algorithm is a sequence of steps; a step is one
+// use of one half of each rank's slot (step e uses half e&1), and every
+// rank goes through the same steps. In step e a rank
+//
+//  1. makes sure that every rank has begun step e-1 (so that every read of
+//     its slot half from step e-2 is over) — known for free when step e-1
+//     was "fully dependent" (this rank's result needed every rank's step
+//     e-1 data), else by one load per peer;
+//  2. writes the call descriptor for step e into the inline bytes of
+//     counter ctrDesc+(e&1) and its data into its slot half;
+//  3. posts phases on counter ctrStep: value e<<16 | phase, phase >= 1, in
+//     increasing order; every rank posts at least phase 1 in every step;
+//  4. reads a peer's slot half only after waiting for the phase that the
+//     peer posted after writing what is read, and compares the peer's
+//     descriptor the first time it waits for it in the step.
+//
+// Counter values only increase (step × phase), so nothing is ever reset and
+// there is no ABA. Within a step, each algorithm file states why a range of
+// a rank's own slot half is not rewritten before its readers are done.
+const (
+	ctrStep = 0 // progress: e<<16 | phase
+	ctrDesc = 1 // counters 1 and 2: inline bytes hold the descriptor of even / odd steps
+	ctrMisc = 3 // unused counter whose inline bytes are free
+)
+
+const lineBytes = 64
+
+func stepVal(e uint64, phase int) uint64 { return e<<16 | uint64(phase) }
+
+// call holds the arguments of the collective being run, as raw bytes.
+type call struct {
+	coll  Collective
+	alg   Algorithm
+	typ   simd.Type
+	esz   int
+	send  []byte // nil: in place
+	recv  []byte
+	count int // elements: per rank (allreduce, bcast, reduce, scan) or per block (the others)
+	root  int
+	red   reducer
+	opID  uint64
+	aux   uint64 // hash of irregular counts
+	// irregular counts and displacements, in elements
+	counts, displs   []int
+	rcounts, rdispls []int
+	// fully is set by an algorithm whose step made this rank depend on
+	// every rank's data of the step.
+	fully bool
+}
+
+// scratch is per-Comm memory reused by every call, so that calls do not
+// allocate.
+type scratch struct {
+	pre  []int    // packed prefix of the blocks' pieces in a segment, len p+1
+	uoff []int    // user offset (elements) of each block's piece in a segment
+	srcs [][]byte // k-way kernel sources, len p
+
+	counts, displs   []int // block counts and displacements of the call
+	rcounts, rdispls []int
+}
+
+func (s *scratch) init(p int) {
+	s.pre = make([]int, p+1)
+	s.uoff = make([]int, p)
+	s.srcs = make([][]byte, p)
+	s.counts, s.displs = make([]int, p), make([]int, p)
+	s.rcounts, s.rdispls = make([]int, p), make([]int, p)
+}
+
+// Descriptor layout (descBytes <= shm.InlineBytes).
+const (
+	dSeq   = 0  // u64 call sequence number
+	dStep  = 8  // u64 step number
+	dColl  = 16 // u8
+	dAlg   = 17 // u8
+	dType  = 18 // u8
+	dRoot  = 20 // i32
+	dCount = 24 // u64
+	dOp    = 32 // u64 operator id
+	dAux   = 40 // u64 hash of irregular counts
+	descBytes = 48
+)
+
+func (c *Comm) encodeDesc(e uint64) {
+	a := &c.cur
+	d := c.desc[:]
+	le := binary.LittleEndian
+	le.PutUint64(d[dSeq:], c.seq)
+	le.PutUint64(d[dStep:], e)
+	d[dColl], d[dAlg], d[dType], d[dType+1] = byte(a.coll), byte(a.alg), byte(a.typ), 0
+	le.PutUint32(d[dRoot:], uint32(int32(a.root)))
+	le.PutUint64(d[dCount:], uint64(a.count))
+	le.PutUint64(d[dOp:], a.opID)
+	le.PutUint64(d[dAux:], a.aux)
+}
+
+// begin starts the next step of the current call: it waits until every
+// rank has begun the previous step if that is not known, and publishes the
+// descriptor. The caller then writes its slot half and posts phase 1.
+func (c *Comm) begin(ctx context.Context) (uint64, error) {
+	e := c.step + 1
+	if c.synced+1 < e {
+		for q := range c.size {
+			if q == c.rank {
+				continue
+			}
+			if err := c.ep.Wait(ctx, q, ctrStep, stepVal(e-1, 0)); err != nil {
+				return e, c.fail(err)
+			}
+		}
+		c.synced = e - 1
+	}
+	c.step = e
+	c.encodeDesc(e)
+	copy(c.ep.Inline(c.rank, ctrDesc+int(e&1)), c.desc[:])
+	c.cur.fully = false
+	return e, nil
+}
+
+// end closes step e: if the algorithm made this rank depend on every
+// rank's step-e data, every rank has begun step e.
+func (c *Comm) end(e uint64) {
+	if c.cur.fully {
+		c.synced = e
+	}
+}
+
+// post publishes phase of step e.
+func (c *Comm) post(e uint64, phase int) { c.ep.Post(ctrStep, stepVal(e, phase)) }
+
+// wait waits until peer q has posted phase of step e, and checks q's
+// descriptor the first time in the step.
+func (c *Comm) wait(ctx context.Context, q int, e uint64, phase int) error {
+	if err := c.ep.Wait(ctx, q, ctrStep, stepVal(e, phase)); err != nil {
+		return c.fail(err)
+	}
+	if c.checked[q] != e {
+		c.checked[q] = e
+		if err := c.checkDesc(q, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkDesc compares q's descriptor of step e with ours.
+func (c *Comm) checkDesc(q int, e uint64) error {
+	pd := c.ep.Inline(q, ctrDesc+int(e&1))[:descBytes]
+	if string(pd) == string(c.desc[:]) {
+		return nil
+	}
+	le := binary.LittleEndian
+	var what string
+	switch {
+	case le.Uint64(pd[dSeq:]) != c.seq:
+		what = fmt.Sprintf("rank %d is at call %d (%v), rank %d at call %d (%v): the ranks made different numbers of calls or steps",
+			c.rank, c.seq, c.cur.coll, q, le.Uint64(pd[dSeq:]), Collective(pd[dColl]))
+	case pd[dColl] != byte(c.cur.coll):
+		what = fmt.Sprintf("rank %d called %v, rank %d called %v", c.rank, c.cur.coll, q, Collective(pd[dColl]))
+	case pd[dType] != byte(c.cur.typ):
+		what = fmt.Sprintf("rank %d passed %v, rank %d passed %v", c.rank, c.cur.typ, q, simd.Type(pd[dType]))
+	case le.Uint64(pd[dOp:]) != c.cur.opID:
+		what = fmt.Sprintf("ranks %d and %d passed different operators", c.rank, q)
+	case le.Uint64(pd[dCount:]) != uint64(c.cur.count):
+		what = fmt.Sprintf("rank %d passed count %d, rank %d count %d", c.rank, c.cur.count, q, le.Uint64(pd[dCount:]))
+	case int32(le.Uint32(pd[dRoot:])) != int32(c.cur.root):
+		what = fmt.Sprintf("rank %d passed root %d, rank %d root %d", c.rank, c.cur.root, q, int32(le.Uint32(pd[dRoot:])))
+	case pd[dAlg] != byte(c.cur.alg):
+		what = fmt.Sprintf("rank %d chose algorithm %v, rank %d %v", c.rank, c.cur.alg, q, Algorithm(pd[dAlg]))
+	case le.Uint64(pd[dAux:]) != c.cur.aux:
+		what = fmt.Sprintf("ranks %d and %d passed different count vectors", c.rank, q)
+	default:
+		what = fmt.Sprintf("ranks %d and %d are at different steps", c.rank, q)
+	}
+	return c.mismatch(what)
+}
+
+// fail turns a cause into the call's error; an error that is not already
+// an abort aborts the communicator so that no rank waits for this one.
+func (c *Comm) fail(err error) error {
+	if err == nil {
+		err = ErrAborted
+	}
+	if !errors.Is(err, shm.ErrAborted) && !errors.Is(err, ErrClosed) {
+		c.ep.Abort(fmt.Errorf("rank %d: %v call %d: %w", c.rank, c.cur.coll, c.seq, err))
+		if ae := c.ep.Err(); ae != nil {
+			err = fmt.Errorf("%w (%w)", err, ae)
+		}
+	}
+	e := &Error{Rank: c.rank, Coll: c.cur.coll, Seq: c.seq, Err: err}
+	c.failed = e
+	return e
+}
+
+// slotHalf returns the half of rank q's slot that step e uses.
+func (c *Comm) slotHalf(q int, e uint64) []byte {
+	s := c.ep.Slot(q)
+	o := int(e&1) * c.half
+	return s[o : o+c.half : o+c.half]
+}
+
+// run validates nothing more and runs the call in c.cur with its
+// algorithm, recovering a panic of a user operator into an abort.
+func (c *Comm) run(ctx context.Context) (err error) {
+	if c.cur.red.user != nil {
+		defer func() {
+			if r := recover(); r != nil {
+				err = c.fail(fmt.Errorf("user operator panicked: %v", r))
+			}
+		}()
+	}
+	return algorithms[c.cur.coll][c.cur.alg](c, ctx)
+}
