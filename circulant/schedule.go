@@ -1,6 +1,9 @@
 package circulant
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // maxQ bounds q = CeilLog2(p) for any int p (64-bit).
 const maxQ = 63
@@ -23,10 +26,14 @@ type Schedules struct {
 	skip [64]int // skip[0..q] ascending
 }
 
-// NewSchedules returns the schedules of p >= 1 ranks.
+// MaxSchedulesP is the largest p [NewSchedules] accepts: the search works
+// with ranks up to 2p, which must not overflow int.
+const MaxSchedulesP = math.MaxInt / 4
+
+// NewSchedules returns the schedules of 1 <= p <= [MaxSchedulesP] ranks.
 func NewSchedules(p int) (*Schedules, error) {
-	if p < 1 {
-		return nil, fmt.Errorf("%w: p = %d, want p >= 1", ErrInvalidArgument, p)
+	if p < 1 || p > MaxSchedulesP {
+		return nil, fmt.Errorf("%w: p = %d, want 1 <= p <= %d", ErrInvalidArgument, p, MaxSchedulesP)
 	}
 	s := &Schedules{p: p, q: CeilLog2(p)}
 	v := p

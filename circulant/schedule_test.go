@@ -242,3 +242,33 @@ func BenchmarkSchedules(b *testing.B) {
 		})
 	}
 }
+
+func TestSchedulesHugeP(t *testing.T) {
+	for _, p := range []int{0, -3, MaxSchedulesP + 1} {
+		if _, err := NewSchedules(p); err == nil {
+			t.Errorf("NewSchedules(%d) accepted", p)
+		}
+	}
+	// The largest p: a few ranks, checked against condition 2 directly.
+	for _, p := range []int{MaxSchedulesP, 1<<40 + 12345, 1<<31 + 1} {
+		s, err := NewSchedules(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := s.Q()
+		rb := make([]int, q)
+		sb := make([]int, q)
+		for _, r := range []int{0, 1, p / 3, p/2 + 1, p - 1} {
+			s.RecvSchedule(r, rb)
+			s.SendSchedule(r, sb)
+			if err := s.checkLocal(r, s.Baseblock(r), rb, sb); err != nil {
+				t.Fatal(err)
+			}
+			for k := 0; k < q; k++ {
+				if got := s.RecvSchedule(s.To(r, k), make([]int, q))[k]; got != sb[k] {
+					t.Fatalf("p=%d r=%d k=%d: sends %d, to-rank receives %d", p, r, k, sb[k], got)
+				}
+			}
+		}
+	}
+}
