@@ -1,0 +1,26 @@
+// Package launch starts the ranks of a shmcoll job: N local processes of one
+// program, with the environment that lets them join one arena.
+//
+// Each rank gets SHMCOLL_RANK, SHMCOLL_SIZE and SHMCOLL_ARENA (and
+// SHMCOLL_CPU when it is bound); a program joins with one call (shm.JoinEnv,
+// or collectives.JoinEnv above it). Rank 0 creates the named arena, the
+// others join it, and the ranks unlink it once all have joined; when the job
+// ends the launcher removes whatever a crash left in /dev/shm.
+//
+// The ranks' output is prefixed line by line with "[rank] "; lines of
+// different ranks never interleave. As soon as one rank fails (non-zero
+// status or death by a signal) the others get SIGTERM and, after a grace
+// period, SIGKILL; [Job.Wait] names the first rank that failed. Each rank is
+// its own process group, killed with it, and on Linux dies with the
+// launcher (PR_SET_PDEATHSIG).
+//
+// Binding. With [BindCore] or [BindSocket] each rank is bound from birth: the
+// launcher forks it from a thread that carries the rank's CPU mask, so every
+// thread of the rank inherits the mask and a Go rank sizes GOMAXPROCS to it.
+// CPUs come from a numa plan ([numa.Compact] or [numa.Spread]) on
+// numa.Default() or Config.Topology; on a fake topology (SHMCOLL_TOPOLOGY)
+// fake CPUs map onto the host's modulo its CPU count. The rank need not pin
+// itself; SHMCOLL_CPU tells it which planned CPU it got.
+//
+// cmd/shmrun is the command-line front end; shmbench uses this package too.
+package launch

@@ -1,0 +1,520 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shmcoll/shmcoll/numa"
+)
+
+// Environment variables set in every rank.
+const (
+	EnvRank  = "SHMCOLL_RANK"  // the rank, 0..size-1
+	EnvSize  = "SHMCOLL_SIZE"  // the number of ranks
+	EnvArena = "SHMCOLL_ARENA" // the arena: a name, or fd:N for an inherited memfd
+	// EnvCPU is set when the rank is bound: the CPU its plan gave it, in
+	// the numbering of the topology the plan came from (a fake topology's
+	// own numbers under SHMCOLL_TOPOLOGY), so that the rank can look up its
+	// node with numa.Topology.NodeOfCPU. The process is already bound when
+	// it starts; it need not pin itself.
+	EnvCPU = "SHMCOLL_CPU"
+)
+
+// MaxRanks is the largest number of ranks a job may have.
+const MaxRanks = 4096
+
+// DefaultKillGrace is the time between SIGTERM and SIGKILL when the rest of a
+// job is killed.
+const DefaultKillGrace = time.Second
+
+// shmDir is where named arenas live.
+const shmDir = "/dev/shm"
+
+var (
+	// ErrBadConfig is wrapped by errors about a [Config].
+	ErrBadConfig = errors.New("launch: bad configuration")
+	// ErrTimeout is wrapped by the error of a job that ran out of time
+	// (Config.Timeout).
+	ErrTimeout = errors.New("launch: job timed out")
+	// ErrNotSupported is wrapped when binding is asked for on a system that
+	// cannot bind processes.
+	ErrNotSupported = errors.New("launch: not supported on this system")
+)
+
+// Bind says how ranks are bound to CPUs.
+type Bind int
+
+const (
+	// BindNone leaves ranks unbound.
+	BindNone Bind = iota
+	// BindCore binds each rank to the one CPU its plan gives it.
+	BindCore
+	// BindSocket binds each rank to all CPUs of the package (socket) of the
+	// CPU its plan gives it.
+	BindSocket
+	// BindAuto is BindCore while there are at least as many physical cores
+	// as ranks, and BindNone beyond (oversubscribed ranks are better left to
+	// the scheduler).
+	BindAuto
+)
+
+// String returns the name ParseBind accepts.
+func (b Bind) String() string {
+	switch b {
+	case BindNone:
+		return "none"
+	case BindCore:
+		return "core"
+	case BindSocket:
+		return "socket"
+	case BindAuto:
+		return "auto"
+	}
+	return fmt.Sprintf("Bind(%d)", int(b))
+}
+
+// ParseBind parses "none", "core", "socket" or "auto".
+func ParseBind(s string) (Bind, error) {
+	for _, b := range []Bind{BindNone, BindCore, BindSocket, BindAuto} {
+		if s == b.String() {
+			return b, nil
+		}
+	}
+	return BindNone, fmt.Errorf("%w: unknown binding %q (want core, socket, none or auto)", ErrBadConfig, s)
+}
+
+// Config describes a job: NP copies of one program.
+type Config struct {
+	// NP is the number of ranks, 1..MaxRanks.
+	NP int
+	// Prog is the program, a path or a name looked up in PATH.
+	Prog string
+	// Args are the program's arguments (without the program name).
+	Args []string
+	// Env holds extra "KEY=value" entries added to the launcher's
+	// environment for every rank (later entries win).
+	Env []string
+	// Dir is the ranks' working directory ("" for the launcher's).
+	Dir string
+	// Bind says how ranks are bound to CPUs.
+	Bind Bind
+	// Map is the placement policy of bound ranks; the zero value (None)
+	// means numa.Compact.
+	Map numa.Policy
+	// Topology is the machine to plan on; nil means numa.Default() (which
+	// honours SHMCOLL_TOPOLOGY).
+	Topology *numa.Topology
+	// Stdout and Stderr receive the ranks' output, each line prefixed by
+	// "[rank] " unless NoPrefix is set; nil means os.Stdout and os.Stderr.
+	// Lines of different ranks never interleave.
+	Stdout, Stderr io.Writer
+	// NoPrefix writes the ranks' output unchanged.
+	NoPrefix bool
+	// Timeout, if positive, kills the job after that time; Wait then
+	// returns an error wrapping ErrTimeout.
+	Timeout time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL when the rest of
+	// the job is killed; 0 means DefaultKillGrace.
+	KillGrace time.Duration
+	// Arena is the arena name passed in SHMCOLL_ARENA; "" generates a
+	// fresh name shmcoll.<uid>.<nonce>. Rank 0 creates the arena, the others
+	// join it; whatever is left of it in /dev/shm is removed when the job
+	// ends.
+	Arena string
+}
+
+// RankError reports a rank that failed: it exited with a non-zero status,
+// was killed by a signal, or could not be waited for.
+type RankError struct {
+	Rank   int
+	PID    int
+	Status int            // exit status, or -1 if the rank did not exit normally
+	Signal syscall.Signal // the signal that killed the rank, or 0
+	Err    error          // the underlying error
+}
+
+func (e *RankError) Error() string {
+	switch {
+	case e.Signal != 0:
+		return fmt.Sprintf("rank %d (pid %d) killed by signal %d (%v)", e.Rank, e.PID, int(e.Signal), e.Signal)
+	case e.Status >= 0:
+		return fmt.Sprintf("rank %d (pid %d) exited with status %d", e.Rank, e.PID, e.Status)
+	}
+	return fmt.Sprintf("rank %d (pid %d): %v", e.Rank, e.PID, e.Err)
+}
+
+func (e *RankError) Unwrap() error { return e.Err }
+
+// ExitCode is the exit code a launcher should exit with for this failure:
+// the rank's status, 128+signal for a rank killed by a signal, or 1.
+func (e *RankError) ExitCode() int {
+	switch {
+	case e.Signal != 0:
+		return 128 + int(e.Signal)
+	case e.Status > 0:
+		return e.Status
+	}
+	return 1
+}
+
+// Job is a running set of ranks.
+type Job struct {
+	np    int
+	arena string
+	cmds  []*exec.Cmd
+	cpus  [][]int
+	grace time.Duration
+	kill  context.CancelCauseFunc
+
+	results chan rankResult
+	done    chan struct{}
+	err     error // valid after done is closed
+
+	mu       sync.Mutex
+	exited   []bool
+	killing  bool // the launcher is killing the job: later deaths are not failures
+	outputMu sync.Mutex
+}
+
+type rankResult struct {
+	rank int
+	err  *RankError // nil on success
+}
+
+// Start starts a job. The ranks run until they exit, one fails, ctx ends or
+// the timeout expires; as soon as one rank fails (or ctx ends) the others are
+// sent SIGTERM and, after Config.KillGrace, SIGKILL. Every rank runs in its
+// own process group, which is killed with it, so that nothing of the job
+// outlives it; on Linux the ranks are also killed if the launcher dies. The
+// ranks' standard input is /dev/null.
+//
+// If a rank cannot be started, the ranks already started are killed and Start
+// returns the error.
+func Start(ctx context.Context, cfg Config) (*Job, error) {
+	if cfg.NP < 1 || cfg.NP > MaxRanks {
+		return nil, fmt.Errorf("%w: -np %d: need 1 to %d ranks", ErrBadConfig, cfg.NP, MaxRanks)
+	}
+	if cfg.Prog == "" {
+		return nil, fmt.Errorf("%w: no program to run", ErrBadConfig)
+	}
+	prog, err := exec.LookPath(cfg.Prog)
+	if err != nil {
+		return nil, fmt.Errorf("launch: program %q: %w", cfg.Prog, err)
+	}
+	for _, kv := range cfg.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, fmt.Errorf("%w: environment entry %q is not KEY=value", ErrBadConfig, kv)
+		}
+	}
+	cpus, planned, err := bindings(cfg)
+	if err != nil {
+		return nil, err
+	}
+	arena := cfg.Arena
+	if arena == "" {
+		if arena, err = NewArenaName(); err != nil {
+			return nil, err
+		}
+	}
+	j := &Job{
+		np:      cfg.NP,
+		arena:   arena,
+		cmds:    make([]*exec.Cmd, cfg.NP),
+		cpus:    cpus,
+		grace:   cfg.KillGrace,
+		results: make(chan rankResult, cfg.NP),
+		done:    make(chan struct{}),
+		exited:  make([]bool, cfg.NP),
+	}
+	if j.grace <= 0 {
+		j.grace = DefaultKillGrace
+	}
+	stdout, stderr := cfg.Stdout, cfg.Stderr
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	base := append(os.Environ(), cfg.Env...)
+	type flusher interface{ flush() }
+	for r := range cfg.NP {
+		cmd := exec.Command(prog, cfg.Args...)
+		cmd.Args[0] = cfg.Prog
+		cmd.Dir = cfg.Dir
+		env := append(slices.Clip(base),
+			EnvRank+"="+strconv.Itoa(r),
+			EnvSize+"="+strconv.Itoa(cfg.NP),
+			EnvArena+"="+arena)
+		if planned != nil {
+			env = append(env, EnvCPU+"="+strconv.Itoa(planned[r]))
+		}
+		cmd.Env = env
+		var flushers []flusher
+		if cfg.NoPrefix {
+			cmd.Stdout = lockedWriter{&j.outputMu, stdout}
+			cmd.Stderr = lockedWriter{&j.outputMu, stderr}
+		} else {
+			o, e := newPrefixWriter(&j.outputMu, stdout, r), newPrefixWriter(&j.outputMu, stderr, r)
+			cmd.Stdout, cmd.Stderr = o, e
+			flushers = []flusher{o, e}
+		}
+		cmd.SysProcAttr = sysProcAttr()
+		cmd.WaitDelay = time.Second // a grandchild holding the pipes does not block Wait forever
+		if err := startBound(cmd, cpus[r]); err != nil {
+			j.abortStart(r)
+			return nil, fmt.Errorf("launch: start rank %d: %w", r, err)
+		}
+		j.cmds[r] = cmd
+		go func() {
+			res := rankResult{rank: r, err: rankError(r, cmd, cmd.Wait())}
+			for _, f := range flushers {
+				f.flush()
+			}
+			j.results <- res
+		}()
+	}
+	ctx, j.kill = context.WithCancelCause(ctx)
+	go j.supervise(ctx, cfg.Timeout)
+	return j, nil
+}
+
+// bindings returns each rank's host CPU set (nil entries: unbound) and the
+// plan's CPUs (nil when unbound).
+func bindings(cfg Config) ([][]int, []int, error) {
+	cpus := make([][]int, cfg.NP)
+	if cfg.Bind == BindNone {
+		return cpus, nil, nil
+	}
+	switch cfg.Bind {
+	case BindCore, BindSocket, BindAuto:
+	default:
+		return nil, nil, fmt.Errorf("%w: unknown binding %v", ErrBadConfig, cfg.Bind)
+	}
+	top := cfg.Topology
+	if top == nil {
+		var err error
+		if top, err = numa.Default(); err != nil {
+			return nil, nil, fmt.Errorf("launch: topology: %w", err)
+		}
+	}
+	bind := cfg.Bind
+	if bind == BindAuto {
+		if cfg.NP > top.Cores || !canBind {
+			return cpus, nil, nil
+		}
+		bind = BindCore
+	}
+	policy := cfg.Map
+	if policy == numa.None {
+		policy = numa.Compact
+	}
+	plan, err := top.Plan(cfg.NP, policy)
+	if err != nil {
+		return nil, nil, fmt.Errorf("launch: %w", err)
+	}
+	for r, cpu := range plan {
+		set := []int{cpu}
+		if bind == BindSocket {
+			set = top.CPUsOfPackage(top.PackageOfCPU(cpu))
+		}
+		for _, c := range set {
+			h, err := top.HostCPU(c)
+			if err != nil {
+				return nil, nil, fmt.Errorf("launch: rank %d: %w", r, err)
+			}
+			if !slices.Contains(cpus[r], h) {
+				cpus[r] = append(cpus[r], h)
+			}
+		}
+		slices.Sort(cpus[r])
+	}
+	return cpus, plan, nil
+}
+
+// NewArenaName returns a fresh arena name, shmcoll.<uid>.<nonce>.
+func NewArenaName() (string, error) {
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return "", fmt.Errorf("launch: arena name: %w", err)
+	}
+	return fmt.Sprintf("shmcoll.%d.%s", os.Getuid(), hex.EncodeToString(nonce[:])), nil
+}
+
+// rankError turns the result of cmd.Wait into a RankError (nil on success).
+func rankError(rank int, cmd *exec.Cmd, err error) *RankError {
+	if err == nil {
+		return nil
+	}
+	e := &RankError{Rank: rank, PID: cmd.Process.Pid, Status: -1, Err: err}
+	if st := cmd.ProcessState; st != nil {
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Signal = ws.Signal()
+		} else if st.Exited() {
+			e.Status = st.ExitCode()
+		}
+	}
+	return e
+}
+
+// abortStart kills and reaps the ranks before rank n after a failed start.
+func (j *Job) abortStart(n int) {
+	for r := range n {
+		killGroup(j.cmds[r], syscall.SIGKILL)
+	}
+	for range n {
+		<-j.results
+	}
+	j.removeArena()
+}
+
+// supervise collects the ranks' results, kills the rest on the first
+// failure, the timeout or the end of ctx, and finishes the job.
+func (j *Job) supervise(ctx context.Context, timeout time.Duration) {
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	var first error
+	var hardKill <-chan time.Time
+	stop := func(err error) {
+		if first == nil {
+			first = err
+		}
+		j.mu.Lock()
+		already := j.killing
+		j.killing = true
+		j.mu.Unlock()
+		if !already {
+			j.signalAll(syscall.SIGTERM)
+			hardKill = time.After(j.grace)
+		}
+	}
+	ctxDone := ctx.Done()
+	for left := j.np; left > 0; {
+		select {
+		case res := <-j.results:
+			left--
+			j.mu.Lock()
+			j.exited[res.rank] = true
+			killing := j.killing
+			j.mu.Unlock()
+			killGroup(j.cmds[res.rank], syscall.SIGKILL) // whatever the rank left behind
+			if res.err != nil && !killing {
+				stop(res.err)
+			}
+		case <-expired:
+			expired = nil
+			stop(fmt.Errorf("%w after %v", ErrTimeout, timeout))
+		case <-ctxDone:
+			ctxDone = nil
+			stop(fmt.Errorf("launch: job stopped: %w", context.Cause(ctx)))
+		case <-hardKill:
+			hardKill = nil
+			j.signalAll(syscall.SIGKILL)
+		}
+	}
+	j.removeArena()
+	j.err = first
+	close(j.done)
+}
+
+// signalAll sends sig to the process group of every rank that has not exited.
+func (j *Job) signalAll(sig syscall.Signal) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for r, cmd := range j.cmds {
+		if !j.exited[r] {
+			killGroup(cmd, sig)
+		}
+	}
+}
+
+// removeArena removes what is left of a named arena (nothing, normally: the
+// ranks unlink it once all have joined).
+func (j *Job) removeArena() {
+	if !canRemoveArena || !validArenaName(j.arena) {
+		return
+	}
+	err := os.Remove(shmDir + "/" + j.arena)
+	_ = err // absent is the normal case; anything else is not ours to fix
+}
+
+// validArenaName reports whether name is one of our plain names (not fd:N,
+// no path).
+func validArenaName(name string) bool {
+	if len(name) <= len("shmcoll.") || name[:len("shmcoll.")] != "shmcoll." {
+		return false
+	}
+	for _, c := range name {
+		if c == '/' || c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Wait waits for the job to end. It returns nil if every rank exited with
+// status 0; otherwise the error of the first failure: a *RankError naming
+// the first rank that failed, or an error wrapping ErrTimeout or the cause of
+// the context's end. Wait may be called from several goroutines.
+func (j *Job) Wait() error {
+	<-j.done
+	return j.err
+}
+
+// Done is closed when the job has ended.
+func (j *Job) Done() <-chan struct{} { return j.done }
+
+// Signal sends sig to every rank that is still running (to its process
+// group). Ranks that die of it are failures like any other: the first one is
+// what Wait reports. This is how a launcher forwards SIGINT, SIGTERM and
+// SIGHUP.
+func (j *Job) Signal(sig syscall.Signal) {
+	j.signalAll(sig)
+}
+
+// ErrKilled is wrapped by the error of a job stopped by [Job.Kill].
+var ErrKilled = errors.New("launch: job killed")
+
+// Kill stops the job as a failure would: SIGTERM, then SIGKILL after the
+// grace period. Wait then returns an error wrapping ErrKilled unless a rank
+// had already failed.
+func (j *Job) Kill() {
+	j.kill(ErrKilled)
+}
+
+// PIDs returns the process ids of the ranks.
+func (j *Job) PIDs() []int {
+	pids := make([]int, j.np)
+	for r, cmd := range j.cmds {
+		pids[r] = cmd.Process.Pid
+	}
+	return pids
+}
+
+// CPUs returns the host CPUs each rank is bound to (nil for an unbound rank).
+func (j *Job) CPUs() [][]int {
+	out := make([][]int, len(j.cpus))
+	for r, c := range j.cpus {
+		out[r] = slices.Clone(c)
+	}
+	return out
+}
+
+// Arena returns the value of SHMCOLL_ARENA given to the ranks.
+func (j *Job) Arena() string { return j.arena }

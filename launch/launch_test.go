@@ -1,0 +1,480 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shmcoll/shmcoll/launch/internal/testrank"
+	"github.com/shmcoll/shmcoll/numa"
+)
+
+func TestMain(m *testing.M) {
+	testrank.MaybeRun()
+	os.Exit(m.Run())
+}
+
+// job starts the test binary as np ranks running the given actions.
+func job(t *testing.T, cfg Config, actions ...string) (*Job, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cfg.Prog = os.Args[0]
+	cfg.Args = actions
+	cfg.Env = append(cfg.Env, testrank.Env+"=1")
+	cfg.Stdout, cfg.Stderr = &stdout, &stderr
+	j, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		j.Kill()
+		j.Wait()
+	})
+	return j, &stdout, &stderr
+}
+
+// sortedLines returns the lines of s, sorted.
+func sortedLines(s string) []string {
+	l := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if s == "" {
+		l = nil
+	}
+	sort.Strings(l)
+	return l
+}
+
+func TestOutputPrefixed(t *testing.T) {
+	j, stdout, stderr := job(t, Config{NP: 3}, "lines:2", "stderr:oops", "partial:no newline")
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for r := range 3 {
+		want = append(want, fmt.Sprintf("[%d] rank %d line 0", r, r), fmt.Sprintf("[%d] rank %d line 1", r, r),
+			fmt.Sprintf("[%d] no newline", r))
+	}
+	sort.Strings(want)
+	if got := sortedLines(stdout.String()); !slices.Equal(got, want) {
+		t.Errorf("stdout lines %q\nwant %q", got, want)
+	}
+	if got := sortedLines(stderr.String()); !slices.Equal(got, []string{"[0] oops", "[1] oops", "[2] oops"}) {
+		t.Errorf("stderr %q", stderr.String())
+	}
+}
+
+func TestOutputNoPrefix(t *testing.T) {
+	j, stdout, _ := job(t, Config{NP: 2, NoPrefix: true}, "echo:plain")
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if stdout.String() != "plain\nplain\n" {
+		t.Errorf("stdout %q", stdout.String())
+	}
+}
+
+// TestOutputNotInterleaved has 4 ranks write many lines at once: every line
+// arrives whole, with its rank's prefix, in its rank's order.
+func TestOutputNotInterleaved(t *testing.T) {
+	const n = 3000
+	j, stdout, _ := job(t, Config{NP: 4}, "lines:"+strconv.Itoa(n))
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`^\[(\d)\] rank (\d) line (\d+)$`)
+	next := make([]int, 4)
+	for _, line := range strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n") {
+		m := re.FindStringSubmatch(line)
+		if m == nil || m[1] != m[2] {
+			t.Fatalf("mangled line %q", line)
+		}
+		r, _ := strconv.Atoi(m[1])
+		i, _ := strconv.Atoi(m[3])
+		if i != next[r] {
+			t.Fatalf("rank %d: line %d after line %d", r, i, next[r]-1)
+		}
+		next[r]++
+	}
+	if !slices.Equal(next, []int{n, n, n, n}) {
+		t.Fatalf("lines per rank %v, want %d each", next, n)
+	}
+}
+
+func TestEnvironment(t *testing.T) {
+	j, stdout, _ := job(t, Config{NP: 4, Env: []string{"SHMCOLL_RANK=99"}}, "env")
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^shmcoll\.` + strconv.Itoa(os.Getuid()) + `\.[0-9a-f]{16}$`).MatchString(j.Arena()) {
+		t.Errorf("arena name %q", j.Arena())
+	}
+	var want []string
+	for r := range 4 {
+		want = append(want, fmt.Sprintf("[%d] env %d 4 %s ", r, r, j.Arena()))
+	}
+	if got := sortedLines(stdout.String()); !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	a, _ := NewArenaName()
+	b, _ := NewArenaName()
+	if a == b {
+		t.Errorf("two arena names are equal: %s", a)
+	}
+}
+
+// readPids waits for np pid files named prefix<r>.pid in dir.
+func readPids(t *testing.T, dir, prefix string, np int) []int {
+	t.Helper()
+	pids := make([]int, np)
+	deadline := time.Now().Add(20 * time.Second)
+	for r := range np {
+		for {
+			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s%d.pid", prefix, r)))
+			if err == nil {
+				pids[r], _ = strconv.Atoi(string(b))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no pid file %s%d.pid", prefix, r)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return pids
+}
+
+// alive reports whether pid is a living (not zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+// waitGone waits until none of pids is alive.
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d still alive", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func rankErr(t *testing.T, err error) *RankError {
+	t.Helper()
+	var re *RankError
+	if !errors.As(err, &re) {
+		t.Fatalf("error %v (%T) is not a *RankError", err, err)
+	}
+	return re
+}
+
+// TestFailureKillsTheRest: rank 2 exits with 7 while the others sleep; they
+// get SIGTERM (and say so), Wait names rank 2 with status 7.
+func TestFailureKillsTheRest(t *testing.T) {
+	dir := t.TempDir()
+	j, stdout, _ := job(t, Config{NP: 4}, "trapterm:0", "pidfile:"+dir, "await:"+dir, "exit:7@2", "sleep:1h")
+	re := rankErr(t, j.Wait())
+	if re.Rank != 2 || re.Status != 7 || re.Signal != 0 || re.ExitCode() != 7 || re.PID != j.PIDs()[2] {
+		t.Errorf("got %+v (%v), want rank 2 status 7", re, re)
+	}
+	want := []string{"[0] rank 0 got terminated", "[1] rank 1 got terminated", "[3] rank 3 got terminated"}
+	if got := sortedLines(stdout.String()); !slices.Equal(got, want) {
+		t.Errorf("stdout %q, want %q", got, want)
+	}
+	waitGone(t, readPids(t, dir, "rank", 4))
+}
+
+// TestFailureKillsStubbornRanks: ranks that ignore SIGTERM get SIGKILL after
+// the grace period.
+func TestFailureKillsStubbornRanks(t *testing.T) {
+	dir := t.TempDir()
+	j, _, _ := job(t, Config{NP: 3, KillGrace: 200 * time.Millisecond}, "ignoreterm", "pidfile:"+dir, "await:"+dir, "exit:3@0", "sleep:1h")
+	re := rankErr(t, j.Wait())
+	if re.Rank != 0 || re.ExitCode() != 3 {
+		t.Errorf("got %v, want rank 0 status 3", re)
+	}
+	waitGone(t, readPids(t, dir, "rank", 3))
+}
+
+func TestCrashBySignal(t *testing.T) {
+	j, _, _ := job(t, Config{NP: 3}, "signal:9@1", "sleep:1h")
+	re := rankErr(t, j.Wait())
+	if re.Rank != 1 || re.Signal != syscall.SIGKILL || re.Status != -1 || re.ExitCode() != 137 {
+		t.Errorf("got %+v (%v), want rank 1 killed by SIGKILL, exit code 137", re, re)
+	}
+	// A C-style crash: a shell that sends itself SIGSEGV.
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	j2, err := Start(context.Background(), Config{NP: 2, Prog: sh, Args: []string{"-c", `[ "$SHMCOLL_RANK" = 1 ] && kill -SEGV $$; sleep 30`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	re = rankErr(t, j2.Wait())
+	if re.Rank != 1 || re.Signal != syscall.SIGSEGV || re.ExitCode() != 139 {
+		t.Errorf("sh: got %v, want rank 1 killed by SIGSEGV", re)
+	}
+}
+
+func TestPanic(t *testing.T) {
+	j, _, stderr := job(t, Config{NP: 2}, "panic@0", "sleep:1h")
+	re := rankErr(t, j.Wait())
+	if re.Rank != 0 || re.ExitCode() != 2 {
+		t.Errorf("got %v, want rank 0 status 2", re)
+	}
+	if !strings.Contains(stderr.String(), "[0] panic: testrank: panic action") {
+		t.Errorf("stderr %q lacks the prefixed panic", stderr.String())
+	}
+}
+
+func TestSuccessWithEarlyExit(t *testing.T) {
+	j, _, _ := job(t, Config{NP: 3}, "sleep:200ms@1", "exit:0")
+	if err := j.Wait(); err != nil {
+		t.Fatalf("ranks exiting 0 at different times: %v", err)
+	}
+}
+
+// TestSignalForwarded: Signal reaches every rank, which handles it.
+func TestSignalForwarded(t *testing.T) {
+	dir := t.TempDir()
+	j, stdout, _ := job(t, Config{NP: 3}, "trapterm:5", "pidfile:"+dir, "sleep:1h")
+	pids := readPids(t, dir, "rank", 3)
+	if !slices.Equal(pids, j.PIDs()) {
+		t.Errorf("pid files %v, job PIDs %v", pids, j.PIDs())
+	}
+	j.Signal(syscall.SIGHUP)
+	re := rankErr(t, j.Wait())
+	if re.ExitCode() != 5 {
+		t.Errorf("got %v, want status 5", re)
+	}
+	want := []string{"[0] rank 0 got hangup", "[1] rank 1 got hangup", "[2] rank 2 got hangup"}
+	if got := sortedLines(stdout.String()); !slices.Equal(got, want) {
+		t.Errorf("stdout %q, want %q", got, want)
+	}
+	// Without a handler the ranks die of the signal: 128+15.
+	dir = t.TempDir()
+	j, _, _ = job(t, Config{NP: 2}, "pidfile:"+dir, "sleep:1h")
+	readPids(t, dir, "rank", 2)
+	j.Signal(syscall.SIGTERM)
+	if re := rankErr(t, j.Wait()); re.Signal != syscall.SIGTERM || re.ExitCode() != 143 {
+		t.Errorf("got %v, want death by SIGTERM", re)
+	}
+}
+
+// TestGrandchildrenKilled: what a rank starts dies with the job.
+func TestGrandchildrenKilled(t *testing.T) {
+	dir := t.TempDir()
+	j, _, _ := job(t, Config{NP: 2}, "spawn:"+dir, "pidfile:"+dir, "sleep:1h")
+	grand := readPids(t, dir, "grand", 2)
+	readPids(t, dir, "rank", 2)
+	j.Kill()
+	if err := j.Wait(); !errors.Is(err, ErrKilled) {
+		t.Errorf("Wait after Kill: %v, want ErrKilled", err)
+	}
+	waitGone(t, grand)
+}
+
+func TestTimeout(t *testing.T) {
+	j, _, _ := job(t, Config{NP: 2, Timeout: 300 * time.Millisecond}, "sleep:1h")
+	err := j.Wait()
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("got %v, want ErrTimeout", err)
+	}
+	waitGone(t, j.PIDs())
+}
+
+func TestContextCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	j, err := Start(ctx, Config{NP: 2, Prog: os.Args[0], Args: []string{"sleep:1h"}, Env: []string{testrank.Env + "=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := j.Wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	select {
+	case <-j.Done():
+	default:
+		t.Fatal("Done not closed after Wait")
+	}
+}
+
+func TestArenaRemoved(t *testing.T) {
+	j, _, _ := job(t, Config{NP: 2}, "shmfile@0", "exit:1@0", "sleep:1h")
+	path := "/dev/shm/" + j.Arena()
+	if re := rankErr(t, j.Wait()); re.Rank != 0 {
+		t.Fatalf("got %v", re)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s left behind: %v", path, err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		is   error
+	}{
+		{"np 0", Config{NP: 0, Prog: os.Args[0]}, ErrBadConfig},
+		{"np -1", Config{NP: -1, Prog: os.Args[0]}, ErrBadConfig},
+		{"np too large", Config{NP: MaxRanks + 1, Prog: os.Args[0]}, ErrBadConfig},
+		{"no program", Config{NP: 1}, ErrBadConfig},
+		{"missing program", Config{NP: 1, Prog: "shmcoll-no-such-program"}, exec.ErrNotFound},
+		{"bad env", Config{NP: 1, Prog: os.Args[0], Env: []string{"NOEQUALS"}}, ErrBadConfig},
+		{"bad bind", Config{NP: 1, Prog: os.Args[0], Bind: Bind(42)}, ErrBadConfig},
+	} {
+		j, err := Start(context.Background(), tc.cfg)
+		if !errors.Is(err, tc.is) {
+			t.Errorf("%s: Start = %v, %v; want an error wrapping %v", tc.name, j, err, tc.is)
+		}
+	}
+	if _, err := ParseBind("numa"); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("ParseBind(numa): %v", err)
+	}
+	for _, b := range []Bind{BindNone, BindCore, BindSocket, BindAuto} {
+		if got, err := ParseBind(b.String()); err != nil || got != b {
+			t.Errorf("ParseBind(%q) = %v, %v", b.String(), got, err)
+		}
+	}
+}
+
+// affinities runs the affinity action and returns each rank's CPU list and
+// GOMAXPROCS, and the SHMCOLL_CPU each rank saw.
+func affinities(t *testing.T, cfg Config) (*Job, []string, []string, []string) {
+	t.Helper()
+	j, stdout, _ := job(t, cfg, "affinity", "env")
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sets := make([]string, cfg.NP)
+	procs := make([]string, cfg.NP)
+	cpus := make([]string, cfg.NP)
+	re := regexp.MustCompile(`^\[(\d+)\] affinity (\S+) gomaxprocs (\d+)$`)
+	reEnv := regexp.MustCompile(`^\[(\d+)\] env \d+ \d+ \S+ (-?\d*)$`)
+	for _, line := range strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n") {
+		if m := re.FindStringSubmatch(line); m != nil {
+			r, _ := strconv.Atoi(m[1])
+			sets[r], procs[r] = m[2], m[3]
+		} else if m := reEnv.FindStringSubmatch(line); m != nil {
+			r, _ := strconv.Atoi(m[1])
+			cpus[r] = m[2]
+		} else {
+			t.Fatalf("unexpected line %q", line)
+		}
+	}
+	return j, sets, procs, cpus
+}
+
+func TestBindCore(t *testing.T) {
+	allowed, err := numa.Affinity(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := numa.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < len(host.CPUs) {
+		t.Skipf("the test process may use CPUs %v of %d: binding to planned CPUs would fail", allowed, len(host.CPUs))
+	}
+	np := len(host.CPUs)
+	plan, err := host.Plan(np, numa.Compact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, sets, procs, cpus := affinities(t, Config{NP: np, Bind: BindCore, Topology: host})
+	for r := range np {
+		want := strconv.Itoa(plan[r])
+		if sets[r] != want || procs[r] != "1" || cpus[r] != want {
+			t.Errorf("rank %d: affinity %s gomaxprocs %s SHMCOLL_CPU %s; want %s, 1, %s", r, sets[r], procs[r], cpus[r], want, want)
+		}
+		if !slices.Equal(j.CPUs()[r], []int{plan[r]}) {
+			t.Errorf("rank %d: Job.CPUs %v, want [%d]", r, j.CPUs()[r], plan[r])
+		}
+	}
+	// The launcher's own threads keep their affinity.
+	if now, _ := numa.Affinity(0); len(now) != len(allowed) {
+		t.Errorf("launcher thread affinity changed to %v", now)
+	}
+}
+
+// TestBindFakeTopology binds on a fake 2-socket topology: fake CPUs map onto
+// host CPUs modulo their count.
+func TestBindFakeTopology(t *testing.T) {
+	allowed, _ := numa.Affinity(os.Getpid())
+	host, err := numa.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < len(host.CPUs) {
+		t.Skipf("the test process may use CPUs %v of %d", allowed, len(host.CPUs))
+	}
+	fake, err := numa.ParseFake("2x4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostOf := func(c int) int { return host.CPUs[c%len(host.CPUs)].ID }
+	for _, tc := range []struct {
+		bind   Bind
+		policy numa.Policy
+		np     int
+		plan   []int   // fake CPUs
+		sets   [][]int // fake CPU sets
+	}{
+		{BindCore, numa.Spread, 4, []int{0, 4, 1, 5}, [][]int{{0}, {4}, {1}, {5}}},
+		{BindSocket, numa.Spread, 3, []int{0, 4, 1}, [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}, {0, 1, 2, 3}}},
+		{BindSocket, numa.Compact, 2, []int{0, 1}, [][]int{{0, 1, 2, 3}, {0, 1, 2, 3}}},
+	} {
+		_, sets, _, cpus := affinities(t, Config{NP: tc.np, Bind: tc.bind, Map: tc.policy, Topology: fake})
+		for r := range tc.np {
+			var want []int
+			for _, c := range tc.sets[r] {
+				want = append(want, hostOf(c))
+			}
+			slices.Sort(want)
+			want = slices.Compact(want)
+			if sets[r] != numa.FormatCPUList(want) || cpus[r] != strconv.Itoa(tc.plan[r]) {
+				t.Errorf("%v %v rank %d: affinity %s SHMCOLL_CPU %s; want %s, %d", tc.bind, tc.policy, r, sets[r], cpus[r],
+					numa.FormatCPUList(want), tc.plan[r])
+			}
+		}
+	}
+}
+
+func TestBindAutoOversubscribed(t *testing.T) {
+	allowed, _ := numa.Affinity(os.Getpid())
+	fake, err := numa.ParseFake("1x2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, sets, _, cpus := affinities(t, Config{NP: 3, Bind: BindAuto, Topology: fake})
+	for r := range 3 {
+		if sets[r] != numa.FormatCPUList(allowed) || cpus[r] != "" || j.CPUs()[r] != nil {
+			t.Errorf("rank %d: affinity %s SHMCOLL_CPU %q; want unbound %s", r, sets[r], cpus[r], numa.FormatCPUList(allowed))
+		}
+	}
+}
