@@ -14,7 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func shmDir() string { return "/dev/shm" }
+// shmRoot is the directory of named segments (tests point it elsewhere).
+var shmRoot = "/dev/shm"
+
+func shmDir() string { return shmRoot }
 
 // errNotReady means the segment exists but its creator has not finished
 // writing it (or it is a stale one awaiting replacement): try again.
@@ -69,6 +72,11 @@ func CreateFD(size int, opt Options) (*os.File, error) {
 	fd, err := unix.MemfdCreate("shmcoll", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("shm: memfd_create: %w", err)
+	}
+	// Only inheritors should reach it; a memfd starts 0777.
+	if err := unix.Fchmod(fd, 0o600); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("shm: fchmod memfd: %w", err)
 	}
 	mem, err := initArena(fd, lay, kindMemfd)
 	if err != nil {
@@ -252,10 +260,6 @@ func openNamed(ctx context.Context, path string, size, slotBytes int, deadline t
 			return -1, nil, layout{}, err
 		default:
 			mem, hdr, err := attachFD(fd, size, slotBytes)
-			if err == nil && !procAlive(hdr.creatorPID, hdr.creatorStart) {
-				unix.Munmap(mem)
-				err = fmt.Errorf("%w: stale segment (creator pid %d is gone)", errNotReady, hdr.creatorPID)
-			}
 			if err == nil {
 				return fd, mem, hdr.layout, nil
 			}
@@ -306,6 +310,11 @@ func attachFD(fd int, size, slotBytes int) ([]byte, parsedHeader, error) {
 	p, err := readHeader(h)
 	if err != nil {
 		return nil, p, err
+	}
+	// A named segment whose creator died is a stale one, about to be
+	// replaced by a new rank 0: do not judge it.
+	if p.kind == kindNamed && !procAlive(p.creatorPID, p.creatorStart) {
+		return nil, p, fmt.Errorf("%w: stale segment (creator pid %d is gone)", errNotReady, p.creatorPID)
 	}
 	if err := p.matches(size, slotBytes); err != nil {
 		return nil, p, err
