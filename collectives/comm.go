@@ -54,14 +54,14 @@ type Comm struct {
 	checked []uint64 // checked[q] == step: q's descriptor for this step was compared
 	desc    [descBytes]byte
 
-	half int // bytes of a slot half
-	cur  call
-	sc   scratch
+	half  int // bytes of a slot half
+	cur   call
+	sc    scratch
 	last  Stats // counts of the current or last call
 	total Stats
 
 	plans [3]*circulant.Plan // circulant plans by kind-1, built on first use
-	table []int             // the skips ascending
+	table []int              // the skips ascending
 
 	closeOnce sync.Once
 	closeErr  error
@@ -199,4 +199,3 @@ func (c *Comm) Close() error {
 	})
 	return c.closeErr
 }
-

@@ -81,15 +81,15 @@ func (s *scratch) init(p int) {
 
 // Descriptor layout (descBytes <= shm.InlineBytes).
 const (
-	dSeq   = 0  // u64 call sequence number
-	dStep  = 8  // u64 step number
-	dColl  = 16 // u8
-	dAlg   = 17 // u8
-	dType  = 18 // u8
-	dRoot  = 20 // i32
-	dCount = 24 // u64
-	dOp    = 32 // u64 operator id
-	dAux   = 40 // u64 hash of irregular counts
+	dSeq      = 0  // u64 call sequence number
+	dStep     = 8  // u64 step number
+	dColl     = 16 // u8
+	dAlg      = 17 // u8
+	dType     = 18 // u8
+	dRoot     = 20 // i32
+	dCount    = 24 // u64
+	dOp       = 32 // u64 operator id
+	dAux      = 40 // u64 hash of irregular counts
 	descBytes = 48
 )
 
