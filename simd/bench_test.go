@@ -72,7 +72,7 @@ func benchBuffers(t Type, count, n int) [][]byte {
 
 func BenchmarkReduce(b *testing.B) {
 	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("impl=memmove/bytes=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("impl=memmove/op=copy/type=uint8/form=copy/bytes=%d", n), func(b *testing.B) {
 			bufs := benchBuffers(Uint8, 2, n)
 			b.SetBytes(int64(2 * n))
 			b.ReportAllocs()
@@ -138,6 +138,44 @@ func BenchmarkCopy(b *testing.B) {
 					copyNonTemporal(bufs[0], bufs[1])
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkNonTemporal compares regular and non-temporal stores of the float32 sum
+// kernels and of Copy by size, to place NonTemporalThreshold.
+func BenchmarkNonTemporal(b *testing.B) {
+	for _, n := range []int{1 << 20, 4 << 20, 16 << 20, 64 << 20} {
+		for _, nt := range []bool{false, true} {
+			for _, i := range availableImpls() {
+				if i == implGeneric {
+					continue
+				}
+				k, _ := lookupImpl(i, Float32, Sum)
+				for _, f := range benchForms {
+					b.Run(fmt.Sprintf("impl=%v/form=%s/nt=%v/bytes=%d", i, f.name, nt, n), func(b *testing.B) {
+						old := NonTemporalThreshold
+						defer func() { NonTemporalThreshold = old }()
+						NonTemporalThreshold = 1 << 62
+						if nt {
+							NonTemporalThreshold = 0
+						}
+						bufs := benchBuffers(Float32, f.srcs+1, n)
+						dst, srcs := bufs[0], bufs[1:]
+						b.SetBytes(int64((f.read + 1) * n))
+						for b.Loop() {
+							switch f.name {
+							case "reduce":
+								k.Reduce(dst, srcs[0])
+							case "reduce3":
+								k.Reduce3(dst, srcs[0], srcs[1])
+							default:
+								k.ReduceK(dst, srcs)
+							}
+						}
+					})
+				}
+			}
 		}
 	}
 }

@@ -13,10 +13,11 @@ func Copy(dst, src []byte) {
 	copy(dst, src)
 }
 
-// NonTemporalThreshold is the size in bytes from which [Copy] streams around the caches.
-// Non-temporal stores only pay when the destination would not stay in cache anyway, and
-// they evict it, so the default is well beyond the last-level cache. A variable so that
-// benchmarks and tuners can move it; set it before use, not concurrently with Copy.
+// NonTemporalThreshold is the size in bytes from which [Copy] and the kernels' vector
+// paths store around the caches (non-temporal stores, then SFENCE, so stores published
+// afterwards with a release still order after the data). They only pay when the
+// destination would not stay in cache anyway, and they evict it. A variable so that
+// benchmarks and tuners can move it; set it before use, not concurrently with kernels.
 var NonTemporalThreshold = 64 << 20
 
 func overlap(a, b []byte) bool {

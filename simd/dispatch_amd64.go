@@ -6,318 +6,452 @@ package simd
 
 // asmKernels lists every vector kernel by implementation, type and operator.
 var asmKernels = []asmKernel{
-	{implAVX2, Int8, Sum, 1, 32},
-	{implAVX2, Uint8, Sum, 1, 32},
-	{implAVX2, Int16, Sum, 2, 32},
-	{implAVX2, Uint16, Sum, 2, 32},
-	{implAVX2, Int32, Sum, 3, 32},
-	{implAVX2, Uint32, Sum, 3, 32},
-	{implAVX2, Int64, Sum, 4, 32},
-	{implAVX2, Uint64, Sum, 4, 32},
-	{implAVX2, Int16, Prod, 5, 32},
-	{implAVX2, Uint16, Prod, 5, 32},
-	{implAVX2, Int32, Prod, 6, 32},
-	{implAVX2, Uint32, Prod, 6, 32},
-	{implAVX2, Int8, Min, 7, 32},
-	{implAVX2, Int8, Max, 8, 32},
-	{implAVX2, Uint8, Min, 9, 32},
-	{implAVX2, Uint8, Max, 10, 32},
-	{implAVX2, Int16, Min, 11, 32},
-	{implAVX2, Int16, Max, 12, 32},
-	{implAVX2, Uint16, Min, 13, 32},
-	{implAVX2, Uint16, Max, 14, 32},
-	{implAVX2, Int32, Min, 15, 32},
-	{implAVX2, Int32, Max, 16, 32},
-	{implAVX2, Uint32, Min, 17, 32},
-	{implAVX2, Uint32, Max, 18, 32},
-	{implAVX2, Int64, Min, 19, 32},
-	{implAVX2, Int64, Max, 20, 32},
-	{implAVX2, Uint64, Min, 21, 32},
-	{implAVX2, Uint64, Max, 22, 32},
-	{implAVX2, Int8, Band, 23, 32},
-	{implAVX2, Int16, Band, 23, 32},
-	{implAVX2, Int32, Band, 23, 32},
-	{implAVX2, Int64, Band, 23, 32},
-	{implAVX2, Uint8, Band, 23, 32},
-	{implAVX2, Uint16, Band, 23, 32},
-	{implAVX2, Uint32, Band, 23, 32},
-	{implAVX2, Uint64, Band, 23, 32},
-	{implAVX2, Int8, Bor, 24, 32},
-	{implAVX2, Int16, Bor, 24, 32},
-	{implAVX2, Int32, Bor, 24, 32},
-	{implAVX2, Int64, Bor, 24, 32},
-	{implAVX2, Uint8, Bor, 24, 32},
-	{implAVX2, Uint16, Bor, 24, 32},
-	{implAVX2, Uint32, Bor, 24, 32},
-	{implAVX2, Uint64, Bor, 24, 32},
-	{implAVX2, Int8, Bxor, 25, 32},
-	{implAVX2, Int16, Bxor, 25, 32},
-	{implAVX2, Int32, Bxor, 25, 32},
-	{implAVX2, Int64, Bxor, 25, 32},
-	{implAVX2, Uint8, Bxor, 25, 32},
-	{implAVX2, Uint16, Bxor, 25, 32},
-	{implAVX2, Uint32, Bxor, 25, 32},
-	{implAVX2, Uint64, Bxor, 25, 32},
-	{implAVX2, Float32, Sum, 26, 32},
-	{implAVX2, Complex64, Sum, 26, 32},
-	{implAVX2, Float64, Sum, 27, 32},
-	{implAVX2, Complex128, Sum, 27, 32},
-	{implAVX2, Float32, Prod, 28, 32},
-	{implAVX2, Float64, Prod, 29, 32},
-	{implAVX2, Float32, Min, 30, 32},
-	{implAVX2, Float32, Max, 31, 32},
-	{implAVX2, Float64, Min, 32, 32},
-	{implAVX2, Float64, Max, 33, 32},
-	{implAVX2, BFloat16T, Sum, 34, 16},
-	{implAVX2, BFloat16T, Prod, 35, 16},
-	{implAVX2, BFloat16T, Min, 36, 16},
-	{implAVX2, BFloat16T, Max, 37, 16},
-	{implAVX2, Float16T, Sum, 38, 16},
-	{implAVX2, Float16T, Prod, 39, 16},
-	{implAVX2, Float16T, Min, 40, 16},
-	{implAVX2, Float16T, Max, 41, 16},
-	{implAVX512, Int8, Sum, 42, 64},
-	{implAVX512, Uint8, Sum, 42, 64},
-	{implAVX512, Int16, Sum, 43, 64},
-	{implAVX512, Uint16, Sum, 43, 64},
-	{implAVX512, Int32, Sum, 44, 64},
-	{implAVX512, Uint32, Sum, 44, 64},
-	{implAVX512, Int64, Sum, 45, 64},
-	{implAVX512, Uint64, Sum, 45, 64},
-	{implAVX512, Int16, Prod, 46, 64},
-	{implAVX512, Uint16, Prod, 46, 64},
-	{implAVX512, Int32, Prod, 47, 64},
-	{implAVX512, Uint32, Prod, 47, 64},
-	{implAVX512, Int64, Prod, 48, 64},
-	{implAVX512, Uint64, Prod, 48, 64},
-	{implAVX512, Int8, Min, 49, 64},
-	{implAVX512, Int8, Max, 50, 64},
-	{implAVX512, Uint8, Min, 51, 64},
-	{implAVX512, Uint8, Max, 52, 64},
-	{implAVX512, Int16, Min, 53, 64},
-	{implAVX512, Int16, Max, 54, 64},
-	{implAVX512, Uint16, Min, 55, 64},
-	{implAVX512, Uint16, Max, 56, 64},
-	{implAVX512, Int32, Min, 57, 64},
-	{implAVX512, Int32, Max, 58, 64},
-	{implAVX512, Uint32, Min, 59, 64},
-	{implAVX512, Uint32, Max, 60, 64},
-	{implAVX512, Int64, Min, 61, 64},
-	{implAVX512, Int64, Max, 62, 64},
-	{implAVX512, Uint64, Min, 63, 64},
-	{implAVX512, Uint64, Max, 64, 64},
-	{implAVX512, Int8, Band, 65, 64},
-	{implAVX512, Int16, Band, 65, 64},
-	{implAVX512, Int32, Band, 65, 64},
-	{implAVX512, Int64, Band, 65, 64},
-	{implAVX512, Uint8, Band, 65, 64},
-	{implAVX512, Uint16, Band, 65, 64},
-	{implAVX512, Uint32, Band, 65, 64},
-	{implAVX512, Uint64, Band, 65, 64},
-	{implAVX512, Int8, Bor, 66, 64},
-	{implAVX512, Int16, Bor, 66, 64},
-	{implAVX512, Int32, Bor, 66, 64},
-	{implAVX512, Int64, Bor, 66, 64},
-	{implAVX512, Uint8, Bor, 66, 64},
-	{implAVX512, Uint16, Bor, 66, 64},
-	{implAVX512, Uint32, Bor, 66, 64},
-	{implAVX512, Uint64, Bor, 66, 64},
-	{implAVX512, Int8, Bxor, 67, 64},
-	{implAVX512, Int16, Bxor, 67, 64},
-	{implAVX512, Int32, Bxor, 67, 64},
-	{implAVX512, Int64, Bxor, 67, 64},
-	{implAVX512, Uint8, Bxor, 67, 64},
-	{implAVX512, Uint16, Bxor, 67, 64},
-	{implAVX512, Uint32, Bxor, 67, 64},
-	{implAVX512, Uint64, Bxor, 67, 64},
-	{implAVX512, Float32, Sum, 68, 64},
-	{implAVX512, Complex64, Sum, 68, 64},
-	{implAVX512, Float64, Sum, 69, 64},
-	{implAVX512, Complex128, Sum, 69, 64},
-	{implAVX512, Float32, Prod, 70, 64},
-	{implAVX512, Float64, Prod, 71, 64},
-	{implAVX512, Float32, Min, 72, 64},
-	{implAVX512, Float32, Max, 73, 64},
-	{implAVX512, Float64, Min, 74, 64},
-	{implAVX512, Float64, Max, 75, 64},
-	{implAVX512, BFloat16T, Sum, 76, 32},
-	{implAVX512, BFloat16T, Prod, 77, 32},
-	{implAVX512, BFloat16T, Min, 78, 32},
-	{implAVX512, BFloat16T, Max, 79, 32},
-	{implAVX512, Float16T, Sum, 80, 32},
-	{implAVX512, Float16T, Prod, 81, 32},
-	{implAVX512, Float16T, Min, 82, 32},
-	{implAVX512, Float16T, Max, 83, 32},
+	{implAVX2, Int8, Sum, 1, 2, 32},
+	{implAVX2, Uint8, Sum, 1, 2, 32},
+	{implAVX2, Int16, Sum, 3, 4, 32},
+	{implAVX2, Uint16, Sum, 3, 4, 32},
+	{implAVX2, Int32, Sum, 5, 6, 32},
+	{implAVX2, Uint32, Sum, 5, 6, 32},
+	{implAVX2, Int64, Sum, 7, 8, 32},
+	{implAVX2, Uint64, Sum, 7, 8, 32},
+	{implAVX2, Int16, Prod, 9, 10, 32},
+	{implAVX2, Uint16, Prod, 9, 10, 32},
+	{implAVX2, Int32, Prod, 11, 12, 32},
+	{implAVX2, Uint32, Prod, 11, 12, 32},
+	{implAVX2, Int8, Min, 13, 14, 32},
+	{implAVX2, Int8, Max, 15, 16, 32},
+	{implAVX2, Uint8, Min, 17, 18, 32},
+	{implAVX2, Uint8, Max, 19, 20, 32},
+	{implAVX2, Int16, Min, 21, 22, 32},
+	{implAVX2, Int16, Max, 23, 24, 32},
+	{implAVX2, Uint16, Min, 25, 26, 32},
+	{implAVX2, Uint16, Max, 27, 28, 32},
+	{implAVX2, Int32, Min, 29, 30, 32},
+	{implAVX2, Int32, Max, 31, 32, 32},
+	{implAVX2, Uint32, Min, 33, 34, 32},
+	{implAVX2, Uint32, Max, 35, 36, 32},
+	{implAVX2, Int64, Min, 37, 38, 32},
+	{implAVX2, Int64, Max, 39, 40, 32},
+	{implAVX2, Uint64, Min, 41, 42, 32},
+	{implAVX2, Uint64, Max, 43, 44, 32},
+	{implAVX2, Int8, Band, 45, 46, 32},
+	{implAVX2, Int16, Band, 45, 46, 32},
+	{implAVX2, Int32, Band, 45, 46, 32},
+	{implAVX2, Int64, Band, 45, 46, 32},
+	{implAVX2, Uint8, Band, 45, 46, 32},
+	{implAVX2, Uint16, Band, 45, 46, 32},
+	{implAVX2, Uint32, Band, 45, 46, 32},
+	{implAVX2, Uint64, Band, 45, 46, 32},
+	{implAVX2, Int8, Bor, 47, 48, 32},
+	{implAVX2, Int16, Bor, 47, 48, 32},
+	{implAVX2, Int32, Bor, 47, 48, 32},
+	{implAVX2, Int64, Bor, 47, 48, 32},
+	{implAVX2, Uint8, Bor, 47, 48, 32},
+	{implAVX2, Uint16, Bor, 47, 48, 32},
+	{implAVX2, Uint32, Bor, 47, 48, 32},
+	{implAVX2, Uint64, Bor, 47, 48, 32},
+	{implAVX2, Int8, Bxor, 49, 50, 32},
+	{implAVX2, Int16, Bxor, 49, 50, 32},
+	{implAVX2, Int32, Bxor, 49, 50, 32},
+	{implAVX2, Int64, Bxor, 49, 50, 32},
+	{implAVX2, Uint8, Bxor, 49, 50, 32},
+	{implAVX2, Uint16, Bxor, 49, 50, 32},
+	{implAVX2, Uint32, Bxor, 49, 50, 32},
+	{implAVX2, Uint64, Bxor, 49, 50, 32},
+	{implAVX2, Float32, Sum, 51, 52, 32},
+	{implAVX2, Complex64, Sum, 51, 52, 32},
+	{implAVX2, Float64, Sum, 53, 54, 32},
+	{implAVX2, Complex128, Sum, 53, 54, 32},
+	{implAVX2, Float32, Prod, 55, 56, 32},
+	{implAVX2, Float64, Prod, 57, 58, 32},
+	{implAVX2, Float32, Min, 59, 60, 32},
+	{implAVX2, Float32, Max, 61, 62, 32},
+	{implAVX2, Float64, Min, 63, 64, 32},
+	{implAVX2, Float64, Max, 65, 66, 32},
+	{implAVX2, BFloat16T, Sum, 67, 0, 16},
+	{implAVX2, BFloat16T, Prod, 69, 0, 16},
+	{implAVX2, BFloat16T, Min, 71, 0, 16},
+	{implAVX2, BFloat16T, Max, 73, 0, 16},
+	{implAVX2, Float16T, Sum, 75, 0, 16},
+	{implAVX2, Float16T, Prod, 77, 0, 16},
+	{implAVX2, Float16T, Min, 79, 0, 16},
+	{implAVX2, Float16T, Max, 81, 0, 16},
+	{implAVX512, Int8, Sum, 83, 84, 64},
+	{implAVX512, Uint8, Sum, 83, 84, 64},
+	{implAVX512, Int16, Sum, 85, 86, 64},
+	{implAVX512, Uint16, Sum, 85, 86, 64},
+	{implAVX512, Int32, Sum, 87, 88, 64},
+	{implAVX512, Uint32, Sum, 87, 88, 64},
+	{implAVX512, Int64, Sum, 89, 90, 64},
+	{implAVX512, Uint64, Sum, 89, 90, 64},
+	{implAVX512, Int16, Prod, 91, 92, 64},
+	{implAVX512, Uint16, Prod, 91, 92, 64},
+	{implAVX512, Int32, Prod, 93, 94, 64},
+	{implAVX512, Uint32, Prod, 93, 94, 64},
+	{implAVX512, Int64, Prod, 95, 96, 64},
+	{implAVX512, Uint64, Prod, 95, 96, 64},
+	{implAVX512, Int8, Min, 97, 98, 64},
+	{implAVX512, Int8, Max, 99, 100, 64},
+	{implAVX512, Uint8, Min, 101, 102, 64},
+	{implAVX512, Uint8, Max, 103, 104, 64},
+	{implAVX512, Int16, Min, 105, 106, 64},
+	{implAVX512, Int16, Max, 107, 108, 64},
+	{implAVX512, Uint16, Min, 109, 110, 64},
+	{implAVX512, Uint16, Max, 111, 112, 64},
+	{implAVX512, Int32, Min, 113, 114, 64},
+	{implAVX512, Int32, Max, 115, 116, 64},
+	{implAVX512, Uint32, Min, 117, 118, 64},
+	{implAVX512, Uint32, Max, 119, 120, 64},
+	{implAVX512, Int64, Min, 121, 122, 64},
+	{implAVX512, Int64, Max, 123, 124, 64},
+	{implAVX512, Uint64, Min, 125, 126, 64},
+	{implAVX512, Uint64, Max, 127, 128, 64},
+	{implAVX512, Int8, Band, 129, 130, 64},
+	{implAVX512, Int16, Band, 129, 130, 64},
+	{implAVX512, Int32, Band, 129, 130, 64},
+	{implAVX512, Int64, Band, 129, 130, 64},
+	{implAVX512, Uint8, Band, 129, 130, 64},
+	{implAVX512, Uint16, Band, 129, 130, 64},
+	{implAVX512, Uint32, Band, 129, 130, 64},
+	{implAVX512, Uint64, Band, 129, 130, 64},
+	{implAVX512, Int8, Bor, 131, 132, 64},
+	{implAVX512, Int16, Bor, 131, 132, 64},
+	{implAVX512, Int32, Bor, 131, 132, 64},
+	{implAVX512, Int64, Bor, 131, 132, 64},
+	{implAVX512, Uint8, Bor, 131, 132, 64},
+	{implAVX512, Uint16, Bor, 131, 132, 64},
+	{implAVX512, Uint32, Bor, 131, 132, 64},
+	{implAVX512, Uint64, Bor, 131, 132, 64},
+	{implAVX512, Int8, Bxor, 133, 134, 64},
+	{implAVX512, Int16, Bxor, 133, 134, 64},
+	{implAVX512, Int32, Bxor, 133, 134, 64},
+	{implAVX512, Int64, Bxor, 133, 134, 64},
+	{implAVX512, Uint8, Bxor, 133, 134, 64},
+	{implAVX512, Uint16, Bxor, 133, 134, 64},
+	{implAVX512, Uint32, Bxor, 133, 134, 64},
+	{implAVX512, Uint64, Bxor, 133, 134, 64},
+	{implAVX512, Float32, Sum, 135, 136, 64},
+	{implAVX512, Complex64, Sum, 135, 136, 64},
+	{implAVX512, Float64, Sum, 137, 138, 64},
+	{implAVX512, Complex128, Sum, 137, 138, 64},
+	{implAVX512, Float32, Prod, 139, 140, 64},
+	{implAVX512, Float64, Prod, 141, 142, 64},
+	{implAVX512, Float32, Min, 143, 144, 64},
+	{implAVX512, Float32, Max, 145, 146, 64},
+	{implAVX512, Float64, Min, 147, 148, 64},
+	{implAVX512, Float64, Max, 149, 150, 64},
+	{implAVX512, BFloat16T, Sum, 151, 0, 32},
+	{implAVX512, BFloat16T, Prod, 153, 0, 32},
+	{implAVX512, BFloat16T, Min, 155, 0, 32},
+	{implAVX512, BFloat16T, Max, 157, 0, 32},
+	{implAVX512, Float16T, Sum, 159, 0, 32},
+	{implAVX512, Float16T, Prod, 161, 0, 32},
+	{implAVX512, Float16T, Min, 163, 0, 32},
+	{implAVX512, Float16T, Max, 165, 0, 32},
 }
 
-// callAsm calls vector kernel id (an index in asmKernels, from 1).
+// callAsm calls vector function id (see asmKernels).
 func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {
 	switch id {
 	case 1:
 		sumInt8AVX2(dst, srcs, k, n)
 	case 2:
-		sumInt16AVX2(dst, srcs, k, n)
+		sumInt8AVX2NT(dst, srcs, k, n)
 	case 3:
-		sumInt32AVX2(dst, srcs, k, n)
+		sumInt16AVX2(dst, srcs, k, n)
 	case 4:
-		sumInt64AVX2(dst, srcs, k, n)
+		sumInt16AVX2NT(dst, srcs, k, n)
 	case 5:
-		prodInt16AVX2(dst, srcs, k, n)
+		sumInt32AVX2(dst, srcs, k, n)
 	case 6:
-		prodInt32AVX2(dst, srcs, k, n)
+		sumInt32AVX2NT(dst, srcs, k, n)
 	case 7:
-		minInt8AVX2(dst, srcs, k, n)
+		sumInt64AVX2(dst, srcs, k, n)
 	case 8:
-		maxInt8AVX2(dst, srcs, k, n)
+		sumInt64AVX2NT(dst, srcs, k, n)
 	case 9:
-		minUint8AVX2(dst, srcs, k, n)
+		prodInt16AVX2(dst, srcs, k, n)
 	case 10:
-		maxUint8AVX2(dst, srcs, k, n)
+		prodInt16AVX2NT(dst, srcs, k, n)
 	case 11:
-		minInt16AVX2(dst, srcs, k, n)
+		prodInt32AVX2(dst, srcs, k, n)
 	case 12:
-		maxInt16AVX2(dst, srcs, k, n)
+		prodInt32AVX2NT(dst, srcs, k, n)
 	case 13:
-		minUint16AVX2(dst, srcs, k, n)
+		minInt8AVX2(dst, srcs, k, n)
 	case 14:
-		maxUint16AVX2(dst, srcs, k, n)
+		minInt8AVX2NT(dst, srcs, k, n)
 	case 15:
-		minInt32AVX2(dst, srcs, k, n)
+		maxInt8AVX2(dst, srcs, k, n)
 	case 16:
-		maxInt32AVX2(dst, srcs, k, n)
+		maxInt8AVX2NT(dst, srcs, k, n)
 	case 17:
-		minUint32AVX2(dst, srcs, k, n)
+		minUint8AVX2(dst, srcs, k, n)
 	case 18:
-		maxUint32AVX2(dst, srcs, k, n)
+		minUint8AVX2NT(dst, srcs, k, n)
 	case 19:
-		minInt64AVX2(dst, srcs, k, n)
+		maxUint8AVX2(dst, srcs, k, n)
 	case 20:
-		maxInt64AVX2(dst, srcs, k, n)
+		maxUint8AVX2NT(dst, srcs, k, n)
 	case 21:
-		minUint64AVX2(dst, srcs, k, n)
+		minInt16AVX2(dst, srcs, k, n)
 	case 22:
-		maxUint64AVX2(dst, srcs, k, n)
+		minInt16AVX2NT(dst, srcs, k, n)
 	case 23:
-		bandAVX2(dst, srcs, k, n)
+		maxInt16AVX2(dst, srcs, k, n)
 	case 24:
-		borAVX2(dst, srcs, k, n)
+		maxInt16AVX2NT(dst, srcs, k, n)
 	case 25:
-		bxorAVX2(dst, srcs, k, n)
+		minUint16AVX2(dst, srcs, k, n)
 	case 26:
-		sumFloat32AVX2(dst, srcs, k, n)
+		minUint16AVX2NT(dst, srcs, k, n)
 	case 27:
-		sumFloat64AVX2(dst, srcs, k, n)
+		maxUint16AVX2(dst, srcs, k, n)
 	case 28:
-		prodFloat32AVX2(dst, srcs, k, n)
+		maxUint16AVX2NT(dst, srcs, k, n)
 	case 29:
-		prodFloat64AVX2(dst, srcs, k, n)
+		minInt32AVX2(dst, srcs, k, n)
 	case 30:
-		minFloat32AVX2(dst, srcs, k, n)
+		minInt32AVX2NT(dst, srcs, k, n)
 	case 31:
-		maxFloat32AVX2(dst, srcs, k, n)
+		maxInt32AVX2(dst, srcs, k, n)
 	case 32:
-		minFloat64AVX2(dst, srcs, k, n)
+		maxInt32AVX2NT(dst, srcs, k, n)
 	case 33:
-		maxFloat64AVX2(dst, srcs, k, n)
+		minUint32AVX2(dst, srcs, k, n)
 	case 34:
-		sumBFloat16AVX2(dst, srcs, k, n)
+		minUint32AVX2NT(dst, srcs, k, n)
 	case 35:
-		prodBFloat16AVX2(dst, srcs, k, n)
+		maxUint32AVX2(dst, srcs, k, n)
 	case 36:
-		minBFloat16AVX2(dst, srcs, k, n)
+		maxUint32AVX2NT(dst, srcs, k, n)
 	case 37:
-		maxBFloat16AVX2(dst, srcs, k, n)
+		minInt64AVX2(dst, srcs, k, n)
 	case 38:
-		sumFloat16AVX2(dst, srcs, k, n)
+		minInt64AVX2NT(dst, srcs, k, n)
 	case 39:
-		prodFloat16AVX2(dst, srcs, k, n)
+		maxInt64AVX2(dst, srcs, k, n)
 	case 40:
-		minFloat16AVX2(dst, srcs, k, n)
+		maxInt64AVX2NT(dst, srcs, k, n)
 	case 41:
-		maxFloat16AVX2(dst, srcs, k, n)
+		minUint64AVX2(dst, srcs, k, n)
 	case 42:
-		sumInt8AVX512(dst, srcs, k, n)
+		minUint64AVX2NT(dst, srcs, k, n)
 	case 43:
-		sumInt16AVX512(dst, srcs, k, n)
+		maxUint64AVX2(dst, srcs, k, n)
 	case 44:
-		sumInt32AVX512(dst, srcs, k, n)
+		maxUint64AVX2NT(dst, srcs, k, n)
 	case 45:
-		sumInt64AVX512(dst, srcs, k, n)
+		bandAVX2(dst, srcs, k, n)
 	case 46:
-		prodInt16AVX512(dst, srcs, k, n)
+		bandAVX2NT(dst, srcs, k, n)
 	case 47:
-		prodInt32AVX512(dst, srcs, k, n)
+		borAVX2(dst, srcs, k, n)
 	case 48:
-		prodInt64AVX512(dst, srcs, k, n)
+		borAVX2NT(dst, srcs, k, n)
 	case 49:
-		minInt8AVX512(dst, srcs, k, n)
+		bxorAVX2(dst, srcs, k, n)
 	case 50:
-		maxInt8AVX512(dst, srcs, k, n)
+		bxorAVX2NT(dst, srcs, k, n)
 	case 51:
-		minUint8AVX512(dst, srcs, k, n)
+		sumFloat32AVX2(dst, srcs, k, n)
 	case 52:
-		maxUint8AVX512(dst, srcs, k, n)
+		sumFloat32AVX2NT(dst, srcs, k, n)
 	case 53:
-		minInt16AVX512(dst, srcs, k, n)
+		sumFloat64AVX2(dst, srcs, k, n)
 	case 54:
-		maxInt16AVX512(dst, srcs, k, n)
+		sumFloat64AVX2NT(dst, srcs, k, n)
 	case 55:
-		minUint16AVX512(dst, srcs, k, n)
+		prodFloat32AVX2(dst, srcs, k, n)
 	case 56:
-		maxUint16AVX512(dst, srcs, k, n)
+		prodFloat32AVX2NT(dst, srcs, k, n)
 	case 57:
-		minInt32AVX512(dst, srcs, k, n)
+		prodFloat64AVX2(dst, srcs, k, n)
 	case 58:
-		maxInt32AVX512(dst, srcs, k, n)
+		prodFloat64AVX2NT(dst, srcs, k, n)
 	case 59:
-		minUint32AVX512(dst, srcs, k, n)
+		minFloat32AVX2(dst, srcs, k, n)
 	case 60:
-		maxUint32AVX512(dst, srcs, k, n)
+		minFloat32AVX2NT(dst, srcs, k, n)
 	case 61:
-		minInt64AVX512(dst, srcs, k, n)
+		maxFloat32AVX2(dst, srcs, k, n)
 	case 62:
-		maxInt64AVX512(dst, srcs, k, n)
+		maxFloat32AVX2NT(dst, srcs, k, n)
 	case 63:
-		minUint64AVX512(dst, srcs, k, n)
+		minFloat64AVX2(dst, srcs, k, n)
 	case 64:
-		maxUint64AVX512(dst, srcs, k, n)
+		minFloat64AVX2NT(dst, srcs, k, n)
 	case 65:
-		bandAVX512(dst, srcs, k, n)
+		maxFloat64AVX2(dst, srcs, k, n)
 	case 66:
-		borAVX512(dst, srcs, k, n)
+		maxFloat64AVX2NT(dst, srcs, k, n)
 	case 67:
-		bxorAVX512(dst, srcs, k, n)
-	case 68:
-		sumFloat32AVX512(dst, srcs, k, n)
+		sumBFloat16AVX2(dst, srcs, k, n)
 	case 69:
-		sumFloat64AVX512(dst, srcs, k, n)
-	case 70:
-		prodFloat32AVX512(dst, srcs, k, n)
+		prodBFloat16AVX2(dst, srcs, k, n)
 	case 71:
-		prodFloat64AVX512(dst, srcs, k, n)
-	case 72:
-		minFloat32AVX512(dst, srcs, k, n)
+		minBFloat16AVX2(dst, srcs, k, n)
 	case 73:
-		maxFloat32AVX512(dst, srcs, k, n)
-	case 74:
-		minFloat64AVX512(dst, srcs, k, n)
+		maxBFloat16AVX2(dst, srcs, k, n)
 	case 75:
-		maxFloat64AVX512(dst, srcs, k, n)
-	case 76:
-		sumBFloat16AVX512(dst, srcs, k, n)
+		sumFloat16AVX2(dst, srcs, k, n)
 	case 77:
-		prodBFloat16AVX512(dst, srcs, k, n)
-	case 78:
-		minBFloat16AVX512(dst, srcs, k, n)
+		prodFloat16AVX2(dst, srcs, k, n)
 	case 79:
-		maxBFloat16AVX512(dst, srcs, k, n)
-	case 80:
-		sumFloat16AVX512(dst, srcs, k, n)
+		minFloat16AVX2(dst, srcs, k, n)
 	case 81:
-		prodFloat16AVX512(dst, srcs, k, n)
-	case 82:
-		minFloat16AVX512(dst, srcs, k, n)
+		maxFloat16AVX2(dst, srcs, k, n)
 	case 83:
+		sumInt8AVX512(dst, srcs, k, n)
+	case 84:
+		sumInt8AVX512NT(dst, srcs, k, n)
+	case 85:
+		sumInt16AVX512(dst, srcs, k, n)
+	case 86:
+		sumInt16AVX512NT(dst, srcs, k, n)
+	case 87:
+		sumInt32AVX512(dst, srcs, k, n)
+	case 88:
+		sumInt32AVX512NT(dst, srcs, k, n)
+	case 89:
+		sumInt64AVX512(dst, srcs, k, n)
+	case 90:
+		sumInt64AVX512NT(dst, srcs, k, n)
+	case 91:
+		prodInt16AVX512(dst, srcs, k, n)
+	case 92:
+		prodInt16AVX512NT(dst, srcs, k, n)
+	case 93:
+		prodInt32AVX512(dst, srcs, k, n)
+	case 94:
+		prodInt32AVX512NT(dst, srcs, k, n)
+	case 95:
+		prodInt64AVX512(dst, srcs, k, n)
+	case 96:
+		prodInt64AVX512NT(dst, srcs, k, n)
+	case 97:
+		minInt8AVX512(dst, srcs, k, n)
+	case 98:
+		minInt8AVX512NT(dst, srcs, k, n)
+	case 99:
+		maxInt8AVX512(dst, srcs, k, n)
+	case 100:
+		maxInt8AVX512NT(dst, srcs, k, n)
+	case 101:
+		minUint8AVX512(dst, srcs, k, n)
+	case 102:
+		minUint8AVX512NT(dst, srcs, k, n)
+	case 103:
+		maxUint8AVX512(dst, srcs, k, n)
+	case 104:
+		maxUint8AVX512NT(dst, srcs, k, n)
+	case 105:
+		minInt16AVX512(dst, srcs, k, n)
+	case 106:
+		minInt16AVX512NT(dst, srcs, k, n)
+	case 107:
+		maxInt16AVX512(dst, srcs, k, n)
+	case 108:
+		maxInt16AVX512NT(dst, srcs, k, n)
+	case 109:
+		minUint16AVX512(dst, srcs, k, n)
+	case 110:
+		minUint16AVX512NT(dst, srcs, k, n)
+	case 111:
+		maxUint16AVX512(dst, srcs, k, n)
+	case 112:
+		maxUint16AVX512NT(dst, srcs, k, n)
+	case 113:
+		minInt32AVX512(dst, srcs, k, n)
+	case 114:
+		minInt32AVX512NT(dst, srcs, k, n)
+	case 115:
+		maxInt32AVX512(dst, srcs, k, n)
+	case 116:
+		maxInt32AVX512NT(dst, srcs, k, n)
+	case 117:
+		minUint32AVX512(dst, srcs, k, n)
+	case 118:
+		minUint32AVX512NT(dst, srcs, k, n)
+	case 119:
+		maxUint32AVX512(dst, srcs, k, n)
+	case 120:
+		maxUint32AVX512NT(dst, srcs, k, n)
+	case 121:
+		minInt64AVX512(dst, srcs, k, n)
+	case 122:
+		minInt64AVX512NT(dst, srcs, k, n)
+	case 123:
+		maxInt64AVX512(dst, srcs, k, n)
+	case 124:
+		maxInt64AVX512NT(dst, srcs, k, n)
+	case 125:
+		minUint64AVX512(dst, srcs, k, n)
+	case 126:
+		minUint64AVX512NT(dst, srcs, k, n)
+	case 127:
+		maxUint64AVX512(dst, srcs, k, n)
+	case 128:
+		maxUint64AVX512NT(dst, srcs, k, n)
+	case 129:
+		bandAVX512(dst, srcs, k, n)
+	case 130:
+		bandAVX512NT(dst, srcs, k, n)
+	case 131:
+		borAVX512(dst, srcs, k, n)
+	case 132:
+		borAVX512NT(dst, srcs, k, n)
+	case 133:
+		bxorAVX512(dst, srcs, k, n)
+	case 134:
+		bxorAVX512NT(dst, srcs, k, n)
+	case 135:
+		sumFloat32AVX512(dst, srcs, k, n)
+	case 136:
+		sumFloat32AVX512NT(dst, srcs, k, n)
+	case 137:
+		sumFloat64AVX512(dst, srcs, k, n)
+	case 138:
+		sumFloat64AVX512NT(dst, srcs, k, n)
+	case 139:
+		prodFloat32AVX512(dst, srcs, k, n)
+	case 140:
+		prodFloat32AVX512NT(dst, srcs, k, n)
+	case 141:
+		prodFloat64AVX512(dst, srcs, k, n)
+	case 142:
+		prodFloat64AVX512NT(dst, srcs, k, n)
+	case 143:
+		minFloat32AVX512(dst, srcs, k, n)
+	case 144:
+		minFloat32AVX512NT(dst, srcs, k, n)
+	case 145:
+		maxFloat32AVX512(dst, srcs, k, n)
+	case 146:
+		maxFloat32AVX512NT(dst, srcs, k, n)
+	case 147:
+		minFloat64AVX512(dst, srcs, k, n)
+	case 148:
+		minFloat64AVX512NT(dst, srcs, k, n)
+	case 149:
+		maxFloat64AVX512(dst, srcs, k, n)
+	case 150:
+		maxFloat64AVX512NT(dst, srcs, k, n)
+	case 151:
+		sumBFloat16AVX512(dst, srcs, k, n)
+	case 153:
+		prodBFloat16AVX512(dst, srcs, k, n)
+	case 155:
+		minBFloat16AVX512(dst, srcs, k, n)
+	case 157:
+		maxBFloat16AVX512(dst, srcs, k, n)
+	case 159:
+		sumFloat16AVX512(dst, srcs, k, n)
+	case 161:
+		prodFloat16AVX512(dst, srcs, k, n)
+	case 163:
+		minFloat16AVX512(dst, srcs, k, n)
+	case 165:
 		maxFloat16AVX512(dst, srcs, k, n)
 	default:
 		panic("simd: unknown vector kernel")

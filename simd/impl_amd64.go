@@ -17,14 +17,15 @@ func implAvailable(i impl) bool {
 }
 
 // asmFor returns the vector function of implementation i for (t, op) from the generated
-// table, or id 0 when there is none.
-func asmFor(i impl, t Type, op Op) (id, gran int) {
+// table, its non-temporal variant (whose dst must be aligned to gran), or ids 0 when there
+// is none.
+func asmFor(i impl, t Type, op Op) (id, nt, gran int) {
 	for _, e := range asmKernels {
 		if e.impl == i && e.t == t && e.op == op {
-			return e.id, e.gran
+			return e.id, e.nt, e.gran
 		}
 	}
-	return 0, 0
+	return 0, 0, 0
 }
 
 type asmKernel struct {
@@ -32,6 +33,7 @@ type asmKernel struct {
 	t    Type
 	op   Op
 	id   int
+	nt   int
 	gran int
 }
 

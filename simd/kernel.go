@@ -41,6 +41,7 @@ type Kernel struct {
 	half int8 // 0, or halfBF16 / halfFP16: widened to float32
 	gen  two  // pure-Go loop (not used for half types)
 	asm  int  // vector function id (see callAsm), 0 for none
+	nt   int  // its variant with non-temporal stores (dst aligned to gran), 0 for none
 	gran int  // bytes the vector function handles per step (a power of two)
 }
 
@@ -107,7 +108,7 @@ func newKernel(i impl, t Type, op Op) Kernel {
 		k.gen = genericKernel(t, op)
 	}
 	if i != implGeneric {
-		k.asm, k.gran = asmFor(i, t, op)
+		k.asm, k.nt, k.gran = asmFor(i, t, op)
 	}
 	return k
 }
@@ -207,28 +208,42 @@ func (k *Kernel) pass(dst []byte, p *[maxK][]byte, m int) {
 		return
 	}
 	n := len(dst)
-	done := 0
+	lo, hi := 0, 0 // the part the vector function does
 	if k.asm != 0 && n >= k.gran {
-		done = n &^ (k.gran - 1)
+		id := k.asm
+		if k.nt != 0 && n >= NonTemporalThreshold {
+			// align dst for the streaming stores; the head goes to the pure-Go loop
+			if head := int(-uintptrOf(dst)) & (k.gran - 1); head%k.t.Size() == 0 {
+				lo, id = head, k.nt
+			}
+		}
+		hi = lo + (n-lo)&^(k.gran-1)
 		var ptrs [maxK]*byte
 		for j := range m {
-			ptrs[j] = unsafe.SliceData(p[j])
+			ptrs[j] = unsafe.SliceData(p[j][lo:])
 		}
-		callAsm(k.asm, unsafe.SliceData(dst), &ptrs, m, done)
-		if done == n {
-			return
-		}
+		callAsm(id, unsafe.SliceData(dst[lo:]), &ptrs, m, hi-lo)
 	}
+	if lo > 0 {
+		k.generic(dst, p, m, 0, lo)
+	}
+	if hi < n {
+		k.generic(dst, p, m, hi, n)
+	}
+}
+
+// generic computes dst[from:to] = p[0] op ... op p[m-1] with the pure-Go loops.
+func (k *Kernel) generic(dst []byte, p *[maxK][]byte, m, from, to int) {
 	if k.half != 0 {
 		var q [maxK][]byte
 		for j := range m {
-			q[j] = p[j][done:]
+			q[j] = p[j][from:to]
 		}
-		halfPass(k.half == halfBF16, k.op, dst[done:], &q, m)
+		halfPass(k.half == halfBF16, k.op, dst[from:to], &q, m)
 		return
 	}
-	for off := done; off < n; off += genChunk {
-		end := min(off+genChunk, n)
+	for off := from; off < to; off += genChunk {
+		end := min(off+genChunk, to)
 		d := dst[off:end]
 		k.gen(d, p[0][off:end], p[1][off:end])
 		for j := 2; j < m; j++ {

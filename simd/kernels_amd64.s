@@ -68,6 +68,71 @@ sumInt8AVX2_done:
 	VZEROUPPER
 	RET
 
+// func sumInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·sumInt8AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumInt8AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      sumInt8AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+sumInt8AVX2NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumInt8AVX2NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VPADDB (DI)(SI*1), Y0, Y0
+	VPADDB 32(DI)(SI*1), Y1, Y1
+	VPADDB 64(DI)(SI*1), Y2, Y2
+	VPADDB 96(DI)(SI*1), Y3, Y3
+	INCQ   R8
+	JMP    sumInt8AVX2NT_srcU
+
+sumInt8AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      sumInt8AVX2NT_blocks
+
+sumInt8AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      sumInt8AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+sumInt8AVX2NT_src1:
+	CMPQ   R8, DX
+	JAE    sumInt8AVX2NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VPADDB (DI)(SI*1), Y0, Y0
+	INCQ   R8
+	JMP    sumInt8AVX2NT_src1
+
+sumInt8AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      sumInt8AVX2NT_vectors
+
+sumInt8AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func sumInt16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·sumInt16AVX2(SB), NOSPLIT, $0-32
@@ -129,6 +194,71 @@ sumInt16AVX2_store1:
 	JMP     sumInt16AVX2_vectors
 
 sumInt16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func sumInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·sumInt16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumInt16AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      sumInt16AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+sumInt16AVX2NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumInt16AVX2NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VPADDW (DI)(SI*1), Y0, Y0
+	VPADDW 32(DI)(SI*1), Y1, Y1
+	VPADDW 64(DI)(SI*1), Y2, Y2
+	VPADDW 96(DI)(SI*1), Y3, Y3
+	INCQ   R8
+	JMP    sumInt16AVX2NT_srcU
+
+sumInt16AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      sumInt16AVX2NT_blocks
+
+sumInt16AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      sumInt16AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+sumInt16AVX2NT_src1:
+	CMPQ   R8, DX
+	JAE    sumInt16AVX2NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VPADDW (DI)(SI*1), Y0, Y0
+	INCQ   R8
+	JMP    sumInt16AVX2NT_src1
+
+sumInt16AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      sumInt16AVX2NT_vectors
+
+sumInt16AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -196,6 +326,71 @@ sumInt32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func sumInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·sumInt32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumInt32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      sumInt32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+sumInt32AVX2NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumInt32AVX2NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VPADDD (DI)(SI*1), Y0, Y0
+	VPADDD 32(DI)(SI*1), Y1, Y1
+	VPADDD 64(DI)(SI*1), Y2, Y2
+	VPADDD 96(DI)(SI*1), Y3, Y3
+	INCQ   R8
+	JMP    sumInt32AVX2NT_srcU
+
+sumInt32AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      sumInt32AVX2NT_blocks
+
+sumInt32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      sumInt32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+sumInt32AVX2NT_src1:
+	CMPQ   R8, DX
+	JAE    sumInt32AVX2NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VPADDD (DI)(SI*1), Y0, Y0
+	INCQ   R8
+	JMP    sumInt32AVX2NT_src1
+
+sumInt32AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      sumInt32AVX2NT_vectors
+
+sumInt32AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func sumInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·sumInt64AVX2(SB), NOSPLIT, $0-32
@@ -257,6 +452,71 @@ sumInt64AVX2_store1:
 	JMP     sumInt64AVX2_vectors
 
 sumInt64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func sumInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·sumInt64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumInt64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      sumInt64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+sumInt64AVX2NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumInt64AVX2NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VPADDQ (DI)(SI*1), Y0, Y0
+	VPADDQ 32(DI)(SI*1), Y1, Y1
+	VPADDQ 64(DI)(SI*1), Y2, Y2
+	VPADDQ 96(DI)(SI*1), Y3, Y3
+	INCQ   R8
+	JMP    sumInt64AVX2NT_srcU
+
+sumInt64AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      sumInt64AVX2NT_blocks
+
+sumInt64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      sumInt64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+sumInt64AVX2NT_src1:
+	CMPQ   R8, DX
+	JAE    sumInt64AVX2NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VPADDQ (DI)(SI*1), Y0, Y0
+	INCQ   R8
+	JMP    sumInt64AVX2NT_src1
+
+sumInt64AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      sumInt64AVX2NT_vectors
+
+sumInt64AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -324,6 +584,71 @@ prodInt16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func prodInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·prodInt16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodInt16AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodInt16AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+prodInt16AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     prodInt16AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMULLW (DI)(SI*1), Y0, Y0
+	VPMULLW 32(DI)(SI*1), Y1, Y1
+	VPMULLW 64(DI)(SI*1), Y2, Y2
+	VPMULLW 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     prodInt16AVX2NT_srcU
+
+prodInt16AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      prodInt16AVX2NT_blocks
+
+prodInt16AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodInt16AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+prodInt16AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     prodInt16AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMULLW (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     prodInt16AVX2NT_src1
+
+prodInt16AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      prodInt16AVX2NT_vectors
+
+prodInt16AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func prodInt32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·prodInt32AVX2(SB), NOSPLIT, $0-32
@@ -385,6 +710,71 @@ prodInt32AVX2_store1:
 	JMP     prodInt32AVX2_vectors
 
 prodInt32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func prodInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·prodInt32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodInt32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodInt32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+prodInt32AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     prodInt32AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMULLD (DI)(SI*1), Y0, Y0
+	VPMULLD 32(DI)(SI*1), Y1, Y1
+	VPMULLD 64(DI)(SI*1), Y2, Y2
+	VPMULLD 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     prodInt32AVX2NT_srcU
+
+prodInt32AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      prodInt32AVX2NT_blocks
+
+prodInt32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodInt32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+prodInt32AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     prodInt32AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMULLD (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     prodInt32AVX2NT_src1
+
+prodInt32AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      prodInt32AVX2NT_vectors
+
+prodInt32AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -452,6 +842,71 @@ minInt8AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·minInt8AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minInt8AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      minInt8AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+minInt8AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     minInt8AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINSB (DI)(SI*1), Y0, Y0
+	VPMINSB 32(DI)(SI*1), Y1, Y1
+	VPMINSB 64(DI)(SI*1), Y2, Y2
+	VPMINSB 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     minInt8AVX2NT_srcU
+
+minInt8AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minInt8AVX2NT_blocks
+
+minInt8AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      minInt8AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+minInt8AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     minInt8AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINSB (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     minInt8AVX2NT_src1
+
+minInt8AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minInt8AVX2NT_vectors
+
+minInt8AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxInt8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·maxInt8AVX2(SB), NOSPLIT, $0-32
@@ -513,6 +968,71 @@ maxInt8AVX2_store1:
 	JMP     maxInt8AVX2_vectors
 
 maxInt8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·maxInt8AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxInt8AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      maxInt8AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+maxInt8AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxInt8AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSB (DI)(SI*1), Y0, Y0
+	VPMAXSB 32(DI)(SI*1), Y1, Y1
+	VPMAXSB 64(DI)(SI*1), Y2, Y2
+	VPMAXSB 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     maxInt8AVX2NT_srcU
+
+maxInt8AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxInt8AVX2NT_blocks
+
+maxInt8AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      maxInt8AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+maxInt8AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     maxInt8AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSB (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     maxInt8AVX2NT_src1
+
+maxInt8AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxInt8AVX2NT_vectors
+
+maxInt8AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -580,6 +1100,71 @@ minUint8AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minUint8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·minUint8AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minUint8AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      minUint8AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+minUint8AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     minUint8AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINUB (DI)(SI*1), Y0, Y0
+	VPMINUB 32(DI)(SI*1), Y1, Y1
+	VPMINUB 64(DI)(SI*1), Y2, Y2
+	VPMINUB 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     minUint8AVX2NT_srcU
+
+minUint8AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minUint8AVX2NT_blocks
+
+minUint8AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      minUint8AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+minUint8AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     minUint8AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINUB (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     minUint8AVX2NT_src1
+
+minUint8AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minUint8AVX2NT_vectors
+
+minUint8AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxUint8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·maxUint8AVX2(SB), NOSPLIT, $0-32
@@ -641,6 +1226,71 @@ maxUint8AVX2_store1:
 	JMP     maxUint8AVX2_vectors
 
 maxUint8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxUint8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·maxUint8AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxUint8AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      maxUint8AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+maxUint8AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxUint8AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUB (DI)(SI*1), Y0, Y0
+	VPMAXUB 32(DI)(SI*1), Y1, Y1
+	VPMAXUB 64(DI)(SI*1), Y2, Y2
+	VPMAXUB 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     maxUint8AVX2NT_srcU
+
+maxUint8AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxUint8AVX2NT_blocks
+
+maxUint8AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      maxUint8AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+maxUint8AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     maxUint8AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUB (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     maxUint8AVX2NT_src1
+
+maxUint8AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxUint8AVX2NT_vectors
+
+maxUint8AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -708,6 +1358,71 @@ minInt16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·minInt16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minInt16AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      minInt16AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+minInt16AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     minInt16AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINSW (DI)(SI*1), Y0, Y0
+	VPMINSW 32(DI)(SI*1), Y1, Y1
+	VPMINSW 64(DI)(SI*1), Y2, Y2
+	VPMINSW 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     minInt16AVX2NT_srcU
+
+minInt16AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minInt16AVX2NT_blocks
+
+minInt16AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      minInt16AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+minInt16AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     minInt16AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINSW (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     minInt16AVX2NT_src1
+
+minInt16AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minInt16AVX2NT_vectors
+
+minInt16AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxInt16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·maxInt16AVX2(SB), NOSPLIT, $0-32
@@ -769,6 +1484,71 @@ maxInt16AVX2_store1:
 	JMP     maxInt16AVX2_vectors
 
 maxInt16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·maxInt16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxInt16AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      maxInt16AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+maxInt16AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxInt16AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSW (DI)(SI*1), Y0, Y0
+	VPMAXSW 32(DI)(SI*1), Y1, Y1
+	VPMAXSW 64(DI)(SI*1), Y2, Y2
+	VPMAXSW 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     maxInt16AVX2NT_srcU
+
+maxInt16AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxInt16AVX2NT_blocks
+
+maxInt16AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      maxInt16AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+maxInt16AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     maxInt16AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSW (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     maxInt16AVX2NT_src1
+
+maxInt16AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxInt16AVX2NT_vectors
+
+maxInt16AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -836,6 +1616,71 @@ minUint16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minUint16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·minUint16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minUint16AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      minUint16AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+minUint16AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     minUint16AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINUW (DI)(SI*1), Y0, Y0
+	VPMINUW 32(DI)(SI*1), Y1, Y1
+	VPMINUW 64(DI)(SI*1), Y2, Y2
+	VPMINUW 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     minUint16AVX2NT_srcU
+
+minUint16AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minUint16AVX2NT_blocks
+
+minUint16AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      minUint16AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+minUint16AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     minUint16AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINUW (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     minUint16AVX2NT_src1
+
+minUint16AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minUint16AVX2NT_vectors
+
+minUint16AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxUint16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·maxUint16AVX2(SB), NOSPLIT, $0-32
@@ -897,6 +1742,71 @@ maxUint16AVX2_store1:
 	JMP     maxUint16AVX2_vectors
 
 maxUint16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxUint16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·maxUint16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxUint16AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      maxUint16AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+maxUint16AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxUint16AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUW (DI)(SI*1), Y0, Y0
+	VPMAXUW 32(DI)(SI*1), Y1, Y1
+	VPMAXUW 64(DI)(SI*1), Y2, Y2
+	VPMAXUW 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     maxUint16AVX2NT_srcU
+
+maxUint16AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxUint16AVX2NT_blocks
+
+maxUint16AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      maxUint16AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+maxUint16AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     maxUint16AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUW (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     maxUint16AVX2NT_src1
+
+maxUint16AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxUint16AVX2NT_vectors
+
+maxUint16AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -964,6 +1874,71 @@ minInt32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·minInt32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minInt32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      minInt32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+minInt32AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     minInt32AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINSD (DI)(SI*1), Y0, Y0
+	VPMINSD 32(DI)(SI*1), Y1, Y1
+	VPMINSD 64(DI)(SI*1), Y2, Y2
+	VPMINSD 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     minInt32AVX2NT_srcU
+
+minInt32AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minInt32AVX2NT_blocks
+
+minInt32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      minInt32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+minInt32AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     minInt32AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINSD (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     minInt32AVX2NT_src1
+
+minInt32AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minInt32AVX2NT_vectors
+
+minInt32AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxInt32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·maxInt32AVX2(SB), NOSPLIT, $0-32
@@ -1025,6 +2000,71 @@ maxInt32AVX2_store1:
 	JMP     maxInt32AVX2_vectors
 
 maxInt32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·maxInt32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxInt32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      maxInt32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+maxInt32AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxInt32AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSD (DI)(SI*1), Y0, Y0
+	VPMAXSD 32(DI)(SI*1), Y1, Y1
+	VPMAXSD 64(DI)(SI*1), Y2, Y2
+	VPMAXSD 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     maxInt32AVX2NT_srcU
+
+maxInt32AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxInt32AVX2NT_blocks
+
+maxInt32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      maxInt32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+maxInt32AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     maxInt32AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSD (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     maxInt32AVX2NT_src1
+
+maxInt32AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxInt32AVX2NT_vectors
+
+maxInt32AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -1092,6 +2132,71 @@ minUint32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minUint32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·minUint32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minUint32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      minUint32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+minUint32AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     minUint32AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINUD (DI)(SI*1), Y0, Y0
+	VPMINUD 32(DI)(SI*1), Y1, Y1
+	VPMINUD 64(DI)(SI*1), Y2, Y2
+	VPMINUD 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     minUint32AVX2NT_srcU
+
+minUint32AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minUint32AVX2NT_blocks
+
+minUint32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      minUint32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+minUint32AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     minUint32AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINUD (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     minUint32AVX2NT_src1
+
+minUint32AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minUint32AVX2NT_vectors
+
+minUint32AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxUint32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·maxUint32AVX2(SB), NOSPLIT, $0-32
@@ -1153,6 +2258,71 @@ maxUint32AVX2_store1:
 	JMP     maxUint32AVX2_vectors
 
 maxUint32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxUint32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·maxUint32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxUint32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      maxUint32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+maxUint32AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxUint32AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUD (DI)(SI*1), Y0, Y0
+	VPMAXUD 32(DI)(SI*1), Y1, Y1
+	VPMAXUD 64(DI)(SI*1), Y2, Y2
+	VPMAXUD 96(DI)(SI*1), Y3, Y3
+	INCQ    R8
+	JMP     maxUint32AVX2NT_srcU
+
+maxUint32AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxUint32AVX2NT_blocks
+
+maxUint32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      maxUint32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+maxUint32AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     maxUint32AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUD (DI)(SI*1), Y0, Y0
+	INCQ    R8
+	JMP     maxUint32AVX2NT_src1
+
+maxUint32AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxUint32AVX2NT_vectors
+
+maxUint32AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -1230,6 +2400,81 @@ minInt64AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·minInt64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minInt64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      minInt64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+minInt64AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       minInt64AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y4
+	VPCMPGTQ  Y4, Y0, Y5
+	VBLENDVPD Y5, Y4, Y0, Y0
+	VMOVDQU   32(DI)(SI*1), Y4
+	VPCMPGTQ  Y4, Y1, Y5
+	VBLENDVPD Y5, Y4, Y1, Y1
+	VMOVDQU   64(DI)(SI*1), Y4
+	VPCMPGTQ  Y4, Y2, Y5
+	VBLENDVPD Y5, Y4, Y2, Y2
+	VMOVDQU   96(DI)(SI*1), Y4
+	VPCMPGTQ  Y4, Y3, Y5
+	VBLENDVPD Y5, Y4, Y3, Y3
+	INCQ      R8
+	JMP       minInt64AVX2NT_srcU
+
+minInt64AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minInt64AVX2NT_blocks
+
+minInt64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      minInt64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+minInt64AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       minInt64AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y1
+	VPCMPGTQ  Y1, Y0, Y2
+	VBLENDVPD Y2, Y1, Y0, Y0
+	INCQ      R8
+	JMP       minInt64AVX2NT_src1
+
+minInt64AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minInt64AVX2NT_vectors
+
+minInt64AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·maxInt64AVX2(SB), NOSPLIT, $0-32
@@ -1301,6 +2546,81 @@ maxInt64AVX2_store1:
 	JMP     maxInt64AVX2_vectors
 
 maxInt64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·maxInt64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxInt64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      maxInt64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+maxInt64AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxInt64AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y4
+	VPCMPGTQ  Y0, Y4, Y5
+	VBLENDVPD Y5, Y4, Y0, Y0
+	VMOVDQU   32(DI)(SI*1), Y4
+	VPCMPGTQ  Y1, Y4, Y5
+	VBLENDVPD Y5, Y4, Y1, Y1
+	VMOVDQU   64(DI)(SI*1), Y4
+	VPCMPGTQ  Y2, Y4, Y5
+	VBLENDVPD Y5, Y4, Y2, Y2
+	VMOVDQU   96(DI)(SI*1), Y4
+	VPCMPGTQ  Y3, Y4, Y5
+	VBLENDVPD Y5, Y4, Y3, Y3
+	INCQ      R8
+	JMP       maxInt64AVX2NT_srcU
+
+maxInt64AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxInt64AVX2NT_blocks
+
+maxInt64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      maxInt64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+maxInt64AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       maxInt64AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y1
+	VPCMPGTQ  Y0, Y1, Y2
+	VBLENDVPD Y2, Y1, Y0, Y0
+	INCQ      R8
+	JMP       maxInt64AVX2NT_src1
+
+maxInt64AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxInt64AVX2NT_vectors
+
+maxInt64AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -1391,6 +2711,94 @@ minUint64AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minUint64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·minUint64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x8000000000000000, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+
+minUint64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      minUint64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y1
+	VMOVDQU 32(DI)(SI*1), Y2
+	VMOVDQU 64(DI)(SI*1), Y3
+	VMOVDQU 96(DI)(SI*1), Y4
+	MOVQ    $0x0000000000000001, R8
+
+minUint64AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       minUint64AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y5
+	VPXOR     Y0, Y1, Y6
+	VPXOR     Y0, Y5, Y7
+	VPCMPGTQ  Y7, Y6, Y6
+	VBLENDVPD Y6, Y5, Y1, Y1
+	VMOVDQU   32(DI)(SI*1), Y5
+	VPXOR     Y0, Y2, Y6
+	VPXOR     Y0, Y5, Y7
+	VPCMPGTQ  Y7, Y6, Y6
+	VBLENDVPD Y6, Y5, Y2, Y2
+	VMOVDQU   64(DI)(SI*1), Y5
+	VPXOR     Y0, Y3, Y6
+	VPXOR     Y0, Y5, Y7
+	VPCMPGTQ  Y7, Y6, Y6
+	VBLENDVPD Y6, Y5, Y3, Y3
+	VMOVDQU   96(DI)(SI*1), Y5
+	VPXOR     Y0, Y4, Y6
+	VPXOR     Y0, Y5, Y7
+	VPCMPGTQ  Y7, Y6, Y6
+	VBLENDVPD Y6, Y5, Y4, Y4
+	INCQ      R8
+	JMP       minUint64AVX2NT_srcU
+
+minUint64AVX2NT_storeU:
+	VMOVNTDQ Y1, (AX)(SI*1)
+	VMOVNTDQ Y2, 32(AX)(SI*1)
+	VMOVNTDQ Y3, 64(AX)(SI*1)
+	VMOVNTDQ Y4, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minUint64AVX2NT_blocks
+
+minUint64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      minUint64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y1
+	MOVQ    $0x0000000000000001, R8
+
+minUint64AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       minUint64AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y2
+	VPXOR     Y0, Y1, Y3
+	VPXOR     Y0, Y2, Y4
+	VPCMPGTQ  Y4, Y3, Y3
+	VBLENDVPD Y3, Y2, Y1, Y1
+	INCQ      R8
+	JMP       minUint64AVX2NT_src1
+
+minUint64AVX2NT_store1:
+	VMOVNTDQ Y1, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minUint64AVX2NT_vectors
+
+minUint64AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxUint64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2, SSE2
 TEXT ·maxUint64AVX2(SB), NOSPLIT, $0-32
@@ -1478,6 +2886,94 @@ maxUint64AVX2_done:
 	VZEROUPPER
 	RET
 
+// func maxUint64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·maxUint64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x8000000000000000, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+
+maxUint64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      maxUint64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y1
+	VMOVDQU 32(DI)(SI*1), Y2
+	VMOVDQU 64(DI)(SI*1), Y3
+	VMOVDQU 96(DI)(SI*1), Y4
+	MOVQ    $0x0000000000000001, R8
+
+maxUint64AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxUint64AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y5
+	VPXOR     Y0, Y1, Y6
+	VPXOR     Y0, Y5, Y7
+	VPCMPGTQ  Y6, Y7, Y6
+	VBLENDVPD Y6, Y5, Y1, Y1
+	VMOVDQU   32(DI)(SI*1), Y5
+	VPXOR     Y0, Y2, Y6
+	VPXOR     Y0, Y5, Y7
+	VPCMPGTQ  Y6, Y7, Y6
+	VBLENDVPD Y6, Y5, Y2, Y2
+	VMOVDQU   64(DI)(SI*1), Y5
+	VPXOR     Y0, Y3, Y6
+	VPXOR     Y0, Y5, Y7
+	VPCMPGTQ  Y6, Y7, Y6
+	VBLENDVPD Y6, Y5, Y3, Y3
+	VMOVDQU   96(DI)(SI*1), Y5
+	VPXOR     Y0, Y4, Y6
+	VPXOR     Y0, Y5, Y7
+	VPCMPGTQ  Y6, Y7, Y6
+	VBLENDVPD Y6, Y5, Y4, Y4
+	INCQ      R8
+	JMP       maxUint64AVX2NT_srcU
+
+maxUint64AVX2NT_storeU:
+	VMOVNTDQ Y1, (AX)(SI*1)
+	VMOVNTDQ Y2, 32(AX)(SI*1)
+	VMOVNTDQ Y3, 64(AX)(SI*1)
+	VMOVNTDQ Y4, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxUint64AVX2NT_blocks
+
+maxUint64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      maxUint64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y1
+	MOVQ    $0x0000000000000001, R8
+
+maxUint64AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       maxUint64AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y2
+	VPXOR     Y0, Y1, Y3
+	VPXOR     Y0, Y2, Y4
+	VPCMPGTQ  Y3, Y4, Y3
+	VBLENDVPD Y3, Y2, Y1, Y1
+	INCQ      R8
+	JMP       maxUint64AVX2NT_src1
+
+maxUint64AVX2NT_store1:
+	VMOVNTDQ Y1, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxUint64AVX2NT_vectors
+
+maxUint64AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func bandAVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·bandAVX2(SB), NOSPLIT, $0-32
@@ -1539,6 +3035,71 @@ bandAVX2_store1:
 	JMP     bandAVX2_vectors
 
 bandAVX2_done:
+	VZEROUPPER
+	RET
+
+// func bandAVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·bandAVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+bandAVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      bandAVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+bandAVX2NT_srcU:
+	CMPQ  R8, DX
+	JAE   bandAVX2NT_storeU
+	MOVQ  (CX)(R8*8), DI
+	VPAND (DI)(SI*1), Y0, Y0
+	VPAND 32(DI)(SI*1), Y1, Y1
+	VPAND 64(DI)(SI*1), Y2, Y2
+	VPAND 96(DI)(SI*1), Y3, Y3
+	INCQ  R8
+	JMP   bandAVX2NT_srcU
+
+bandAVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      bandAVX2NT_blocks
+
+bandAVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      bandAVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+bandAVX2NT_src1:
+	CMPQ  R8, DX
+	JAE   bandAVX2NT_store1
+	MOVQ  (CX)(R8*8), DI
+	VPAND (DI)(SI*1), Y0, Y0
+	INCQ  R8
+	JMP   bandAVX2NT_src1
+
+bandAVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      bandAVX2NT_vectors
+
+bandAVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -1606,6 +3167,71 @@ borAVX2_done:
 	VZEROUPPER
 	RET
 
+// func borAVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·borAVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+borAVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      borAVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+borAVX2NT_srcU:
+	CMPQ R8, DX
+	JAE  borAVX2NT_storeU
+	MOVQ (CX)(R8*8), DI
+	VPOR (DI)(SI*1), Y0, Y0
+	VPOR 32(DI)(SI*1), Y1, Y1
+	VPOR 64(DI)(SI*1), Y2, Y2
+	VPOR 96(DI)(SI*1), Y3, Y3
+	INCQ R8
+	JMP  borAVX2NT_srcU
+
+borAVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      borAVX2NT_blocks
+
+borAVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      borAVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+borAVX2NT_src1:
+	CMPQ R8, DX
+	JAE  borAVX2NT_store1
+	MOVQ (CX)(R8*8), DI
+	VPOR (DI)(SI*1), Y0, Y0
+	INCQ R8
+	JMP  borAVX2NT_src1
+
+borAVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      borAVX2NT_vectors
+
+borAVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func bxorAVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·bxorAVX2(SB), NOSPLIT, $0-32
@@ -1667,6 +3293,71 @@ bxorAVX2_store1:
 	JMP     bxorAVX2_vectors
 
 bxorAVX2_done:
+	VZEROUPPER
+	RET
+
+// func bxorAVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·bxorAVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+bxorAVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      bxorAVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+bxorAVX2NT_srcU:
+	CMPQ  R8, DX
+	JAE   bxorAVX2NT_storeU
+	MOVQ  (CX)(R8*8), DI
+	VPXOR (DI)(SI*1), Y0, Y0
+	VPXOR 32(DI)(SI*1), Y1, Y1
+	VPXOR 64(DI)(SI*1), Y2, Y2
+	VPXOR 96(DI)(SI*1), Y3, Y3
+	INCQ  R8
+	JMP   bxorAVX2NT_srcU
+
+bxorAVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      bxorAVX2NT_blocks
+
+bxorAVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      bxorAVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+bxorAVX2NT_src1:
+	CMPQ  R8, DX
+	JAE   bxorAVX2NT_store1
+	MOVQ  (CX)(R8*8), DI
+	VPXOR (DI)(SI*1), Y0, Y0
+	INCQ  R8
+	JMP   bxorAVX2NT_src1
+
+bxorAVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      bxorAVX2NT_vectors
+
+bxorAVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -1734,6 +3425,71 @@ sumFloat32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func sumFloat32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, MMX+
+TEXT ·sumFloat32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumFloat32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      sumFloat32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+sumFloat32AVX2NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumFloat32AVX2NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VADDPS (DI)(SI*1), Y0, Y0
+	VADDPS 32(DI)(SI*1), Y1, Y1
+	VADDPS 64(DI)(SI*1), Y2, Y2
+	VADDPS 96(DI)(SI*1), Y3, Y3
+	INCQ   R8
+	JMP    sumFloat32AVX2NT_srcU
+
+sumFloat32AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      sumFloat32AVX2NT_blocks
+
+sumFloat32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      sumFloat32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+sumFloat32AVX2NT_src1:
+	CMPQ   R8, DX
+	JAE    sumFloat32AVX2NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VADDPS (DI)(SI*1), Y0, Y0
+	INCQ   R8
+	JMP    sumFloat32AVX2NT_src1
+
+sumFloat32AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      sumFloat32AVX2NT_vectors
+
+sumFloat32AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func sumFloat64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX
 TEXT ·sumFloat64AVX2(SB), NOSPLIT, $0-32
@@ -1795,6 +3551,71 @@ sumFloat64AVX2_store1:
 	JMP     sumFloat64AVX2_vectors
 
 sumFloat64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func sumFloat64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, MMX+
+TEXT ·sumFloat64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumFloat64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      sumFloat64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+sumFloat64AVX2NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumFloat64AVX2NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VADDPD (DI)(SI*1), Y0, Y0
+	VADDPD 32(DI)(SI*1), Y1, Y1
+	VADDPD 64(DI)(SI*1), Y2, Y2
+	VADDPD 96(DI)(SI*1), Y3, Y3
+	INCQ   R8
+	JMP    sumFloat64AVX2NT_srcU
+
+sumFloat64AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      sumFloat64AVX2NT_blocks
+
+sumFloat64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      sumFloat64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+sumFloat64AVX2NT_src1:
+	CMPQ   R8, DX
+	JAE    sumFloat64AVX2NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VADDPD (DI)(SI*1), Y0, Y0
+	INCQ   R8
+	JMP    sumFloat64AVX2NT_src1
+
+sumFloat64AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      sumFloat64AVX2NT_vectors
+
+sumFloat64AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -1862,6 +3683,71 @@ prodFloat32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func prodFloat32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, MMX+
+TEXT ·prodFloat32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodFloat32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodFloat32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+prodFloat32AVX2NT_srcU:
+	CMPQ   R8, DX
+	JAE    prodFloat32AVX2NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VMULPS (DI)(SI*1), Y0, Y0
+	VMULPS 32(DI)(SI*1), Y1, Y1
+	VMULPS 64(DI)(SI*1), Y2, Y2
+	VMULPS 96(DI)(SI*1), Y3, Y3
+	INCQ   R8
+	JMP    prodFloat32AVX2NT_srcU
+
+prodFloat32AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      prodFloat32AVX2NT_blocks
+
+prodFloat32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodFloat32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+prodFloat32AVX2NT_src1:
+	CMPQ   R8, DX
+	JAE    prodFloat32AVX2NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VMULPS (DI)(SI*1), Y0, Y0
+	INCQ   R8
+	JMP    prodFloat32AVX2NT_src1
+
+prodFloat32AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      prodFloat32AVX2NT_vectors
+
+prodFloat32AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func prodFloat64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX
 TEXT ·prodFloat64AVX2(SB), NOSPLIT, $0-32
@@ -1923,6 +3809,71 @@ prodFloat64AVX2_store1:
 	JMP     prodFloat64AVX2_vectors
 
 prodFloat64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func prodFloat64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, MMX+
+TEXT ·prodFloat64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodFloat64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodFloat64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+prodFloat64AVX2NT_srcU:
+	CMPQ   R8, DX
+	JAE    prodFloat64AVX2NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VMULPD (DI)(SI*1), Y0, Y0
+	VMULPD 32(DI)(SI*1), Y1, Y1
+	VMULPD 64(DI)(SI*1), Y2, Y2
+	VMULPD 96(DI)(SI*1), Y3, Y3
+	INCQ   R8
+	JMP    prodFloat64AVX2NT_srcU
+
+prodFloat64AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      prodFloat64AVX2NT_blocks
+
+prodFloat64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodFloat64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+prodFloat64AVX2NT_src1:
+	CMPQ   R8, DX
+	JAE    prodFloat64AVX2NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VMULPD (DI)(SI*1), Y0, Y0
+	INCQ   R8
+	JMP    prodFloat64AVX2NT_src1
+
+prodFloat64AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      prodFloat64AVX2NT_vectors
+
+prodFloat64AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -2030,6 +3981,111 @@ minFloat32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minFloat32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·minFloat32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minFloat32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      minFloat32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+minFloat32AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       minFloat32AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y4
+	VMINPS    Y0, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y6, Y0, Y6
+	VBLENDVPS Y6, Y4, Y5, Y0
+	VMOVDQU   32(DI)(SI*1), Y4
+	VMINPS    Y1, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y1, Y1, Y1
+	VPANDN    Y6, Y1, Y6
+	VBLENDVPS Y6, Y4, Y5, Y1
+	VMOVDQU   64(DI)(SI*1), Y4
+	VMINPS    Y2, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y2, Y2, Y2
+	VPANDN    Y6, Y2, Y6
+	VBLENDVPS Y6, Y4, Y5, Y2
+	VMOVDQU   96(DI)(SI*1), Y4
+	VMINPS    Y3, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y3, Y3, Y3
+	VPANDN    Y6, Y3, Y6
+	VBLENDVPS Y6, Y4, Y5, Y3
+	INCQ      R8
+	JMP       minFloat32AVX2NT_srcU
+
+minFloat32AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minFloat32AVX2NT_blocks
+
+minFloat32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      minFloat32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+minFloat32AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       minFloat32AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y1
+	VMINPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	INCQ      R8
+	JMP       minFloat32AVX2NT_src1
+
+minFloat32AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minFloat32AVX2NT_vectors
+
+minFloat32AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxFloat32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·maxFloat32AVX2(SB), NOSPLIT, $0-32
@@ -2131,6 +4187,111 @@ maxFloat32AVX2_store1:
 	JMP     maxFloat32AVX2_vectors
 
 maxFloat32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxFloat32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·maxFloat32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxFloat32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      maxFloat32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+maxFloat32AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxFloat32AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y4
+	VMAXPS    Y0, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y6, Y0, Y6
+	VBLENDVPS Y6, Y4, Y5, Y0
+	VMOVDQU   32(DI)(SI*1), Y4
+	VMAXPS    Y1, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y1, Y1, Y1
+	VPANDN    Y6, Y1, Y6
+	VBLENDVPS Y6, Y4, Y5, Y1
+	VMOVDQU   64(DI)(SI*1), Y4
+	VMAXPS    Y2, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y2, Y2, Y2
+	VPANDN    Y6, Y2, Y6
+	VBLENDVPS Y6, Y4, Y5, Y2
+	VMOVDQU   96(DI)(SI*1), Y4
+	VMAXPS    Y3, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y3, Y3, Y3
+	VPANDN    Y6, Y3, Y6
+	VBLENDVPS Y6, Y4, Y5, Y3
+	INCQ      R8
+	JMP       maxFloat32AVX2NT_srcU
+
+maxFloat32AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxFloat32AVX2NT_blocks
+
+maxFloat32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      maxFloat32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+maxFloat32AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       maxFloat32AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y1
+	VMAXPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	INCQ      R8
+	JMP       maxFloat32AVX2NT_src1
+
+maxFloat32AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxFloat32AVX2NT_vectors
+
+maxFloat32AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -2238,6 +4399,111 @@ minFloat64AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minFloat64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·minFloat64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minFloat64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      minFloat64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+minFloat64AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       minFloat64AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y4
+	VMINPD    Y0, Y4, Y5
+	VCMPPD    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPD Y6, Y7, Y5, Y5
+	VCMPPD    $0x03, Y4, Y4, Y6
+	VCMPPD    $0x03, Y0, Y0, Y0
+	VPANDN    Y6, Y0, Y6
+	VBLENDVPD Y6, Y4, Y5, Y0
+	VMOVDQU   32(DI)(SI*1), Y4
+	VMINPD    Y1, Y4, Y5
+	VCMPPD    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPD Y6, Y7, Y5, Y5
+	VCMPPD    $0x03, Y4, Y4, Y6
+	VCMPPD    $0x03, Y1, Y1, Y1
+	VPANDN    Y6, Y1, Y6
+	VBLENDVPD Y6, Y4, Y5, Y1
+	VMOVDQU   64(DI)(SI*1), Y4
+	VMINPD    Y2, Y4, Y5
+	VCMPPD    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPD Y6, Y7, Y5, Y5
+	VCMPPD    $0x03, Y4, Y4, Y6
+	VCMPPD    $0x03, Y2, Y2, Y2
+	VPANDN    Y6, Y2, Y6
+	VBLENDVPD Y6, Y4, Y5, Y2
+	VMOVDQU   96(DI)(SI*1), Y4
+	VMINPD    Y3, Y4, Y5
+	VCMPPD    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPD Y6, Y7, Y5, Y5
+	VCMPPD    $0x03, Y4, Y4, Y6
+	VCMPPD    $0x03, Y3, Y3, Y3
+	VPANDN    Y6, Y3, Y6
+	VBLENDVPD Y6, Y4, Y5, Y3
+	INCQ      R8
+	JMP       minFloat64AVX2NT_srcU
+
+minFloat64AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minFloat64AVX2NT_blocks
+
+minFloat64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      minFloat64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+minFloat64AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       minFloat64AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y1
+	VMINPD    Y0, Y1, Y2
+	VCMPPD    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPD Y3, Y4, Y2, Y2
+	VCMPPD    $0x03, Y1, Y1, Y3
+	VCMPPD    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPD Y3, Y1, Y2, Y0
+	INCQ      R8
+	JMP       minFloat64AVX2NT_src1
+
+minFloat64AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minFloat64AVX2NT_vectors
+
+minFloat64AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxFloat64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·maxFloat64AVX2(SB), NOSPLIT, $0-32
@@ -2339,6 +4605,111 @@ maxFloat64AVX2_store1:
 	JMP     maxFloat64AVX2_vectors
 
 maxFloat64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxFloat64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·maxFloat64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxFloat64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      maxFloat64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+maxFloat64AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxFloat64AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y4
+	VMAXPD    Y0, Y4, Y5
+	VCMPPD    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPD Y6, Y7, Y5, Y5
+	VCMPPD    $0x03, Y4, Y4, Y6
+	VCMPPD    $0x03, Y0, Y0, Y0
+	VPANDN    Y6, Y0, Y6
+	VBLENDVPD Y6, Y4, Y5, Y0
+	VMOVDQU   32(DI)(SI*1), Y4
+	VMAXPD    Y1, Y4, Y5
+	VCMPPD    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPD Y6, Y7, Y5, Y5
+	VCMPPD    $0x03, Y4, Y4, Y6
+	VCMPPD    $0x03, Y1, Y1, Y1
+	VPANDN    Y6, Y1, Y6
+	VBLENDVPD Y6, Y4, Y5, Y1
+	VMOVDQU   64(DI)(SI*1), Y4
+	VMAXPD    Y2, Y4, Y5
+	VCMPPD    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPD Y6, Y7, Y5, Y5
+	VCMPPD    $0x03, Y4, Y4, Y6
+	VCMPPD    $0x03, Y2, Y2, Y2
+	VPANDN    Y6, Y2, Y6
+	VBLENDVPD Y6, Y4, Y5, Y2
+	VMOVDQU   96(DI)(SI*1), Y4
+	VMAXPD    Y3, Y4, Y5
+	VCMPPD    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPD Y6, Y7, Y5, Y5
+	VCMPPD    $0x03, Y4, Y4, Y6
+	VCMPPD    $0x03, Y3, Y3, Y3
+	VPANDN    Y6, Y3, Y6
+	VBLENDVPD Y6, Y4, Y5, Y3
+	INCQ      R8
+	JMP       maxFloat64AVX2NT_srcU
+
+maxFloat64AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxFloat64AVX2NT_blocks
+
+maxFloat64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      maxFloat64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+maxFloat64AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       maxFloat64AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y1
+	VMAXPD    Y0, Y1, Y2
+	VCMPPD    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPD Y3, Y4, Y2, Y2
+	VCMPPD    $0x03, Y1, Y1, Y3
+	VCMPPD    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPD Y3, Y1, Y2, Y0
+	INCQ      R8
+	JMP       maxFloat64AVX2NT_src1
+
+maxFloat64AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxFloat64AVX2NT_vectors
+
+maxFloat64AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -3374,6 +5745,71 @@ sumInt8AVX512_done:
 	VZEROUPPER
 	RET
 
+// func sumInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·sumInt8AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumInt8AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        sumInt8AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+sumInt8AVX512NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumInt8AVX512NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VPADDB (DI)(SI*1), Z0, Z0
+	VPADDB 64(DI)(SI*1), Z1, Z1
+	VPADDB 128(DI)(SI*1), Z2, Z2
+	VPADDB 192(DI)(SI*1), Z3, Z3
+	INCQ   R8
+	JMP    sumInt8AVX512NT_srcU
+
+sumInt8AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      sumInt8AVX512NT_blocks
+
+sumInt8AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        sumInt8AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+sumInt8AVX512NT_src1:
+	CMPQ   R8, DX
+	JAE    sumInt8AVX512NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VPADDB (DI)(SI*1), Z0, Z0
+	INCQ   R8
+	JMP    sumInt8AVX512NT_src1
+
+sumInt8AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      sumInt8AVX512NT_vectors
+
+sumInt8AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func sumInt16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·sumInt16AVX512(SB), NOSPLIT, $0-32
@@ -3435,6 +5871,71 @@ sumInt16AVX512_store1:
 	JMP       sumInt16AVX512_vectors
 
 sumInt16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func sumInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·sumInt16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumInt16AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        sumInt16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+sumInt16AVX512NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumInt16AVX512NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VPADDW (DI)(SI*1), Z0, Z0
+	VPADDW 64(DI)(SI*1), Z1, Z1
+	VPADDW 128(DI)(SI*1), Z2, Z2
+	VPADDW 192(DI)(SI*1), Z3, Z3
+	INCQ   R8
+	JMP    sumInt16AVX512NT_srcU
+
+sumInt16AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      sumInt16AVX512NT_blocks
+
+sumInt16AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        sumInt16AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+sumInt16AVX512NT_src1:
+	CMPQ   R8, DX
+	JAE    sumInt16AVX512NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VPADDW (DI)(SI*1), Z0, Z0
+	INCQ   R8
+	JMP    sumInt16AVX512NT_src1
+
+sumInt16AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      sumInt16AVX512NT_vectors
+
+sumInt16AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -3502,6 +6003,71 @@ sumInt32AVX512_done:
 	VZEROUPPER
 	RET
 
+// func sumInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·sumInt32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumInt32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        sumInt32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+sumInt32AVX512NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumInt32AVX512NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VPADDD (DI)(SI*1), Z0, Z0
+	VPADDD 64(DI)(SI*1), Z1, Z1
+	VPADDD 128(DI)(SI*1), Z2, Z2
+	VPADDD 192(DI)(SI*1), Z3, Z3
+	INCQ   R8
+	JMP    sumInt32AVX512NT_srcU
+
+sumInt32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      sumInt32AVX512NT_blocks
+
+sumInt32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        sumInt32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+sumInt32AVX512NT_src1:
+	CMPQ   R8, DX
+	JAE    sumInt32AVX512NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VPADDD (DI)(SI*1), Z0, Z0
+	INCQ   R8
+	JMP    sumInt32AVX512NT_src1
+
+sumInt32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      sumInt32AVX512NT_vectors
+
+sumInt32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func sumInt64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·sumInt64AVX512(SB), NOSPLIT, $0-32
@@ -3563,6 +6129,71 @@ sumInt64AVX512_store1:
 	JMP       sumInt64AVX512_vectors
 
 sumInt64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func sumInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·sumInt64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumInt64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        sumInt64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+sumInt64AVX512NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumInt64AVX512NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VPADDQ (DI)(SI*1), Z0, Z0
+	VPADDQ 64(DI)(SI*1), Z1, Z1
+	VPADDQ 128(DI)(SI*1), Z2, Z2
+	VPADDQ 192(DI)(SI*1), Z3, Z3
+	INCQ   R8
+	JMP    sumInt64AVX512NT_srcU
+
+sumInt64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      sumInt64AVX512NT_blocks
+
+sumInt64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        sumInt64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+sumInt64AVX512NT_src1:
+	CMPQ   R8, DX
+	JAE    sumInt64AVX512NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VPADDQ (DI)(SI*1), Z0, Z0
+	INCQ   R8
+	JMP    sumInt64AVX512NT_src1
+
+sumInt64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      sumInt64AVX512NT_vectors
+
+sumInt64AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -3630,6 +6261,71 @@ prodInt16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func prodInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·prodInt16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodInt16AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodInt16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodInt16AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     prodInt16AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMULLW (DI)(SI*1), Z0, Z0
+	VPMULLW 64(DI)(SI*1), Z1, Z1
+	VPMULLW 128(DI)(SI*1), Z2, Z2
+	VPMULLW 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     prodInt16AVX512NT_srcU
+
+prodInt16AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      prodInt16AVX512NT_blocks
+
+prodInt16AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodInt16AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+prodInt16AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     prodInt16AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMULLW (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     prodInt16AVX512NT_src1
+
+prodInt16AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      prodInt16AVX512NT_vectors
+
+prodInt16AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func prodInt32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·prodInt32AVX512(SB), NOSPLIT, $0-32
@@ -3691,6 +6387,71 @@ prodInt32AVX512_store1:
 	JMP       prodInt32AVX512_vectors
 
 prodInt32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func prodInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·prodInt32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodInt32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodInt32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodInt32AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     prodInt32AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMULLD (DI)(SI*1), Z0, Z0
+	VPMULLD 64(DI)(SI*1), Z1, Z1
+	VPMULLD 128(DI)(SI*1), Z2, Z2
+	VPMULLD 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     prodInt32AVX512NT_srcU
+
+prodInt32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      prodInt32AVX512NT_blocks
+
+prodInt32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodInt32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+prodInt32AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     prodInt32AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMULLD (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     prodInt32AVX512NT_src1
+
+prodInt32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      prodInt32AVX512NT_vectors
+
+prodInt32AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -3758,6 +6519,71 @@ prodInt64AVX512_done:
 	VZEROUPPER
 	RET
 
+// func prodInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+
+TEXT ·prodInt64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodInt64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodInt64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodInt64AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     prodInt64AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMULLQ (DI)(SI*1), Z0, Z0
+	VPMULLQ 64(DI)(SI*1), Z1, Z1
+	VPMULLQ 128(DI)(SI*1), Z2, Z2
+	VPMULLQ 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     prodInt64AVX512NT_srcU
+
+prodInt64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      prodInt64AVX512NT_blocks
+
+prodInt64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodInt64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+prodInt64AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     prodInt64AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMULLQ (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     prodInt64AVX512NT_src1
+
+prodInt64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      prodInt64AVX512NT_vectors
+
+prodInt64AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func minInt8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·minInt8AVX512(SB), NOSPLIT, $0-32
@@ -3819,6 +6645,71 @@ minInt8AVX512_store1:
 	JMP       minInt8AVX512_vectors
 
 minInt8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·minInt8AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minInt8AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minInt8AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minInt8AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     minInt8AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINSB (DI)(SI*1), Z0, Z0
+	VPMINSB 64(DI)(SI*1), Z1, Z1
+	VPMINSB 128(DI)(SI*1), Z2, Z2
+	VPMINSB 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     minInt8AVX512NT_srcU
+
+minInt8AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minInt8AVX512NT_blocks
+
+minInt8AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minInt8AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minInt8AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     minInt8AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINSB (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     minInt8AVX512NT_src1
+
+minInt8AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minInt8AVX512NT_vectors
+
+minInt8AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -3886,6 +6777,71 @@ maxInt8AVX512_done:
 	VZEROUPPER
 	RET
 
+// func maxInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·maxInt8AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxInt8AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxInt8AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxInt8AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxInt8AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSB (DI)(SI*1), Z0, Z0
+	VPMAXSB 64(DI)(SI*1), Z1, Z1
+	VPMAXSB 128(DI)(SI*1), Z2, Z2
+	VPMAXSB 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     maxInt8AVX512NT_srcU
+
+maxInt8AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxInt8AVX512NT_blocks
+
+maxInt8AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxInt8AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxInt8AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     maxInt8AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSB (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     maxInt8AVX512NT_src1
+
+maxInt8AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxInt8AVX512NT_vectors
+
+maxInt8AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func minUint8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·minUint8AVX512(SB), NOSPLIT, $0-32
@@ -3947,6 +6903,71 @@ minUint8AVX512_store1:
 	JMP       minUint8AVX512_vectors
 
 minUint8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minUint8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·minUint8AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minUint8AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minUint8AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minUint8AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     minUint8AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINUB (DI)(SI*1), Z0, Z0
+	VPMINUB 64(DI)(SI*1), Z1, Z1
+	VPMINUB 128(DI)(SI*1), Z2, Z2
+	VPMINUB 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     minUint8AVX512NT_srcU
+
+minUint8AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minUint8AVX512NT_blocks
+
+minUint8AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minUint8AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minUint8AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     minUint8AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINUB (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     minUint8AVX512NT_src1
+
+minUint8AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minUint8AVX512NT_vectors
+
+minUint8AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -4014,6 +7035,71 @@ maxUint8AVX512_done:
 	VZEROUPPER
 	RET
 
+// func maxUint8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·maxUint8AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxUint8AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxUint8AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxUint8AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxUint8AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUB (DI)(SI*1), Z0, Z0
+	VPMAXUB 64(DI)(SI*1), Z1, Z1
+	VPMAXUB 128(DI)(SI*1), Z2, Z2
+	VPMAXUB 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     maxUint8AVX512NT_srcU
+
+maxUint8AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxUint8AVX512NT_blocks
+
+maxUint8AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxUint8AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxUint8AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     maxUint8AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUB (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     maxUint8AVX512NT_src1
+
+maxUint8AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxUint8AVX512NT_vectors
+
+maxUint8AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func minInt16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·minInt16AVX512(SB), NOSPLIT, $0-32
@@ -4075,6 +7161,71 @@ minInt16AVX512_store1:
 	JMP       minInt16AVX512_vectors
 
 minInt16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·minInt16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minInt16AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minInt16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minInt16AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     minInt16AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINSW (DI)(SI*1), Z0, Z0
+	VPMINSW 64(DI)(SI*1), Z1, Z1
+	VPMINSW 128(DI)(SI*1), Z2, Z2
+	VPMINSW 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     minInt16AVX512NT_srcU
+
+minInt16AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minInt16AVX512NT_blocks
+
+minInt16AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minInt16AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minInt16AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     minInt16AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINSW (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     minInt16AVX512NT_src1
+
+minInt16AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minInt16AVX512NT_vectors
+
+minInt16AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -4142,6 +7293,71 @@ maxInt16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func maxInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·maxInt16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxInt16AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxInt16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxInt16AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxInt16AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSW (DI)(SI*1), Z0, Z0
+	VPMAXSW 64(DI)(SI*1), Z1, Z1
+	VPMAXSW 128(DI)(SI*1), Z2, Z2
+	VPMAXSW 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     maxInt16AVX512NT_srcU
+
+maxInt16AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxInt16AVX512NT_blocks
+
+maxInt16AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxInt16AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxInt16AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     maxInt16AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSW (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     maxInt16AVX512NT_src1
+
+maxInt16AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxInt16AVX512NT_vectors
+
+maxInt16AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func minUint16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·minUint16AVX512(SB), NOSPLIT, $0-32
@@ -4203,6 +7419,71 @@ minUint16AVX512_store1:
 	JMP       minUint16AVX512_vectors
 
 minUint16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minUint16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·minUint16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minUint16AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minUint16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minUint16AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     minUint16AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINUW (DI)(SI*1), Z0, Z0
+	VPMINUW 64(DI)(SI*1), Z1, Z1
+	VPMINUW 128(DI)(SI*1), Z2, Z2
+	VPMINUW 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     minUint16AVX512NT_srcU
+
+minUint16AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minUint16AVX512NT_blocks
+
+minUint16AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minUint16AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minUint16AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     minUint16AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINUW (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     minUint16AVX512NT_src1
+
+minUint16AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minUint16AVX512NT_vectors
+
+minUint16AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -4270,6 +7551,71 @@ maxUint16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func maxUint16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·maxUint16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxUint16AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxUint16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxUint16AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxUint16AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUW (DI)(SI*1), Z0, Z0
+	VPMAXUW 64(DI)(SI*1), Z1, Z1
+	VPMAXUW 128(DI)(SI*1), Z2, Z2
+	VPMAXUW 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     maxUint16AVX512NT_srcU
+
+maxUint16AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxUint16AVX512NT_blocks
+
+maxUint16AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxUint16AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxUint16AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     maxUint16AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUW (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     maxUint16AVX512NT_src1
+
+maxUint16AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxUint16AVX512NT_vectors
+
+maxUint16AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func minInt32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·minInt32AVX512(SB), NOSPLIT, $0-32
@@ -4331,6 +7677,71 @@ minInt32AVX512_store1:
 	JMP       minInt32AVX512_vectors
 
 minInt32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·minInt32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minInt32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minInt32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minInt32AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     minInt32AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINSD (DI)(SI*1), Z0, Z0
+	VPMINSD 64(DI)(SI*1), Z1, Z1
+	VPMINSD 128(DI)(SI*1), Z2, Z2
+	VPMINSD 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     minInt32AVX512NT_srcU
+
+minInt32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minInt32AVX512NT_blocks
+
+minInt32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minInt32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minInt32AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     minInt32AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINSD (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     minInt32AVX512NT_src1
+
+minInt32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minInt32AVX512NT_vectors
+
+minInt32AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -4398,6 +7809,71 @@ maxInt32AVX512_done:
 	VZEROUPPER
 	RET
 
+// func maxInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·maxInt32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxInt32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxInt32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxInt32AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxInt32AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSD (DI)(SI*1), Z0, Z0
+	VPMAXSD 64(DI)(SI*1), Z1, Z1
+	VPMAXSD 128(DI)(SI*1), Z2, Z2
+	VPMAXSD 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     maxInt32AVX512NT_srcU
+
+maxInt32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxInt32AVX512NT_blocks
+
+maxInt32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxInt32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxInt32AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     maxInt32AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSD (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     maxInt32AVX512NT_src1
+
+maxInt32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxInt32AVX512NT_vectors
+
+maxInt32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func minUint32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·minUint32AVX512(SB), NOSPLIT, $0-32
@@ -4459,6 +7935,71 @@ minUint32AVX512_store1:
 	JMP       minUint32AVX512_vectors
 
 minUint32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minUint32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·minUint32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minUint32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minUint32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minUint32AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     minUint32AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINUD (DI)(SI*1), Z0, Z0
+	VPMINUD 64(DI)(SI*1), Z1, Z1
+	VPMINUD 128(DI)(SI*1), Z2, Z2
+	VPMINUD 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     minUint32AVX512NT_srcU
+
+minUint32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minUint32AVX512NT_blocks
+
+minUint32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minUint32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minUint32AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     minUint32AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINUD (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     minUint32AVX512NT_src1
+
+minUint32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minUint32AVX512NT_vectors
+
+minUint32AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -4526,6 +8067,71 @@ maxUint32AVX512_done:
 	VZEROUPPER
 	RET
 
+// func maxUint32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·maxUint32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxUint32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxUint32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxUint32AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxUint32AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUD (DI)(SI*1), Z0, Z0
+	VPMAXUD 64(DI)(SI*1), Z1, Z1
+	VPMAXUD 128(DI)(SI*1), Z2, Z2
+	VPMAXUD 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     maxUint32AVX512NT_srcU
+
+maxUint32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxUint32AVX512NT_blocks
+
+maxUint32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxUint32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxUint32AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     maxUint32AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUD (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     maxUint32AVX512NT_src1
+
+maxUint32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxUint32AVX512NT_vectors
+
+maxUint32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func minInt64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·minInt64AVX512(SB), NOSPLIT, $0-32
@@ -4587,6 +8193,71 @@ minInt64AVX512_store1:
 	JMP       minInt64AVX512_vectors
 
 minInt64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·minInt64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minInt64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minInt64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minInt64AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     minInt64AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINSQ (DI)(SI*1), Z0, Z0
+	VPMINSQ 64(DI)(SI*1), Z1, Z1
+	VPMINSQ 128(DI)(SI*1), Z2, Z2
+	VPMINSQ 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     minInt64AVX512NT_srcU
+
+minInt64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minInt64AVX512NT_blocks
+
+minInt64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minInt64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minInt64AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     minInt64AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINSQ (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     minInt64AVX512NT_src1
+
+minInt64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minInt64AVX512NT_vectors
+
+minInt64AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -4654,6 +8325,71 @@ maxInt64AVX512_done:
 	VZEROUPPER
 	RET
 
+// func maxInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·maxInt64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxInt64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxInt64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxInt64AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxInt64AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSQ (DI)(SI*1), Z0, Z0
+	VPMAXSQ 64(DI)(SI*1), Z1, Z1
+	VPMAXSQ 128(DI)(SI*1), Z2, Z2
+	VPMAXSQ 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     maxInt64AVX512NT_srcU
+
+maxInt64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxInt64AVX512NT_blocks
+
+maxInt64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxInt64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxInt64AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     maxInt64AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXSQ (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     maxInt64AVX512NT_src1
+
+maxInt64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxInt64AVX512NT_vectors
+
+maxInt64AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func minUint64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·minUint64AVX512(SB), NOSPLIT, $0-32
@@ -4715,6 +8451,71 @@ minUint64AVX512_store1:
 	JMP       minUint64AVX512_vectors
 
 minUint64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minUint64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·minUint64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minUint64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minUint64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minUint64AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     minUint64AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMINUQ (DI)(SI*1), Z0, Z0
+	VPMINUQ 64(DI)(SI*1), Z1, Z1
+	VPMINUQ 128(DI)(SI*1), Z2, Z2
+	VPMINUQ 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     minUint64AVX512NT_srcU
+
+minUint64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minUint64AVX512NT_blocks
+
+minUint64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minUint64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minUint64AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     minUint64AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMINUQ (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     minUint64AVX512NT_src1
+
+minUint64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minUint64AVX512NT_vectors
+
+minUint64AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -4782,6 +8583,71 @@ maxUint64AVX512_done:
 	VZEROUPPER
 	RET
 
+// func maxUint64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·maxUint64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxUint64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxUint64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxUint64AVX512NT_srcU:
+	CMPQ    R8, DX
+	JAE     maxUint64AVX512NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUQ (DI)(SI*1), Z0, Z0
+	VPMAXUQ 64(DI)(SI*1), Z1, Z1
+	VPMAXUQ 128(DI)(SI*1), Z2, Z2
+	VPMAXUQ 192(DI)(SI*1), Z3, Z3
+	INCQ    R8
+	JMP     maxUint64AVX512NT_srcU
+
+maxUint64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxUint64AVX512NT_blocks
+
+maxUint64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxUint64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxUint64AVX512NT_src1:
+	CMPQ    R8, DX
+	JAE     maxUint64AVX512NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VPMAXUQ (DI)(SI*1), Z0, Z0
+	INCQ    R8
+	JMP     maxUint64AVX512NT_src1
+
+maxUint64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxUint64AVX512NT_vectors
+
+maxUint64AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func bandAVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·bandAVX512(SB), NOSPLIT, $0-32
@@ -4843,6 +8709,71 @@ bandAVX512_store1:
 	JMP       bandAVX512_vectors
 
 bandAVX512_done:
+	VZEROUPPER
+	RET
+
+// func bandAVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·bandAVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+bandAVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        bandAVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+bandAVX512NT_srcU:
+	CMPQ   R8, DX
+	JAE    bandAVX512NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VPANDQ (DI)(SI*1), Z0, Z0
+	VPANDQ 64(DI)(SI*1), Z1, Z1
+	VPANDQ 128(DI)(SI*1), Z2, Z2
+	VPANDQ 192(DI)(SI*1), Z3, Z3
+	INCQ   R8
+	JMP    bandAVX512NT_srcU
+
+bandAVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      bandAVX512NT_blocks
+
+bandAVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        bandAVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+bandAVX512NT_src1:
+	CMPQ   R8, DX
+	JAE    bandAVX512NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VPANDQ (DI)(SI*1), Z0, Z0
+	INCQ   R8
+	JMP    bandAVX512NT_src1
+
+bandAVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      bandAVX512NT_vectors
+
+bandAVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -4910,6 +8841,71 @@ borAVX512_done:
 	VZEROUPPER
 	RET
 
+// func borAVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·borAVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+borAVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        borAVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+borAVX512NT_srcU:
+	CMPQ  R8, DX
+	JAE   borAVX512NT_storeU
+	MOVQ  (CX)(R8*8), DI
+	VPORQ (DI)(SI*1), Z0, Z0
+	VPORQ 64(DI)(SI*1), Z1, Z1
+	VPORQ 128(DI)(SI*1), Z2, Z2
+	VPORQ 192(DI)(SI*1), Z3, Z3
+	INCQ  R8
+	JMP   borAVX512NT_srcU
+
+borAVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      borAVX512NT_blocks
+
+borAVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        borAVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+borAVX512NT_src1:
+	CMPQ  R8, DX
+	JAE   borAVX512NT_store1
+	MOVQ  (CX)(R8*8), DI
+	VPORQ (DI)(SI*1), Z0, Z0
+	INCQ  R8
+	JMP   borAVX512NT_src1
+
+borAVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      borAVX512NT_vectors
+
+borAVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func bxorAVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·bxorAVX512(SB), NOSPLIT, $0-32
@@ -4971,6 +8967,71 @@ bxorAVX512_store1:
 	JMP       bxorAVX512_vectors
 
 bxorAVX512_done:
+	VZEROUPPER
+	RET
+
+// func bxorAVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·bxorAVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+bxorAVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        bxorAVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+bxorAVX512NT_srcU:
+	CMPQ   R8, DX
+	JAE    bxorAVX512NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VPXORQ (DI)(SI*1), Z0, Z0
+	VPXORQ 64(DI)(SI*1), Z1, Z1
+	VPXORQ 128(DI)(SI*1), Z2, Z2
+	VPXORQ 192(DI)(SI*1), Z3, Z3
+	INCQ   R8
+	JMP    bxorAVX512NT_srcU
+
+bxorAVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      bxorAVX512NT_blocks
+
+bxorAVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        bxorAVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+bxorAVX512NT_src1:
+	CMPQ   R8, DX
+	JAE    bxorAVX512NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VPXORQ (DI)(SI*1), Z0, Z0
+	INCQ   R8
+	JMP    bxorAVX512NT_src1
+
+bxorAVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      bxorAVX512NT_vectors
+
+bxorAVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -5038,6 +9099,71 @@ sumFloat32AVX512_done:
 	VZEROUPPER
 	RET
 
+// func sumFloat32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·sumFloat32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumFloat32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        sumFloat32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+sumFloat32AVX512NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumFloat32AVX512NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VADDPS (DI)(SI*1), Z0, Z0
+	VADDPS 64(DI)(SI*1), Z1, Z1
+	VADDPS 128(DI)(SI*1), Z2, Z2
+	VADDPS 192(DI)(SI*1), Z3, Z3
+	INCQ   R8
+	JMP    sumFloat32AVX512NT_srcU
+
+sumFloat32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      sumFloat32AVX512NT_blocks
+
+sumFloat32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        sumFloat32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+sumFloat32AVX512NT_src1:
+	CMPQ   R8, DX
+	JAE    sumFloat32AVX512NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VADDPS (DI)(SI*1), Z0, Z0
+	INCQ   R8
+	JMP    sumFloat32AVX512NT_src1
+
+sumFloat32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      sumFloat32AVX512NT_vectors
+
+sumFloat32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func sumFloat64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·sumFloat64AVX512(SB), NOSPLIT, $0-32
@@ -5099,6 +9225,71 @@ sumFloat64AVX512_store1:
 	JMP       sumFloat64AVX512_vectors
 
 sumFloat64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func sumFloat64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·sumFloat64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+sumFloat64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        sumFloat64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+sumFloat64AVX512NT_srcU:
+	CMPQ   R8, DX
+	JAE    sumFloat64AVX512NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VADDPD (DI)(SI*1), Z0, Z0
+	VADDPD 64(DI)(SI*1), Z1, Z1
+	VADDPD 128(DI)(SI*1), Z2, Z2
+	VADDPD 192(DI)(SI*1), Z3, Z3
+	INCQ   R8
+	JMP    sumFloat64AVX512NT_srcU
+
+sumFloat64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      sumFloat64AVX512NT_blocks
+
+sumFloat64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        sumFloat64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+sumFloat64AVX512NT_src1:
+	CMPQ   R8, DX
+	JAE    sumFloat64AVX512NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VADDPD (DI)(SI*1), Z0, Z0
+	INCQ   R8
+	JMP    sumFloat64AVX512NT_src1
+
+sumFloat64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      sumFloat64AVX512NT_vectors
+
+sumFloat64AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -5166,6 +9357,71 @@ prodFloat32AVX512_done:
 	VZEROUPPER
 	RET
 
+// func prodFloat32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·prodFloat32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodFloat32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodFloat32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodFloat32AVX512NT_srcU:
+	CMPQ   R8, DX
+	JAE    prodFloat32AVX512NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VMULPS (DI)(SI*1), Z0, Z0
+	VMULPS 64(DI)(SI*1), Z1, Z1
+	VMULPS 128(DI)(SI*1), Z2, Z2
+	VMULPS 192(DI)(SI*1), Z3, Z3
+	INCQ   R8
+	JMP    prodFloat32AVX512NT_srcU
+
+prodFloat32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      prodFloat32AVX512NT_blocks
+
+prodFloat32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodFloat32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+prodFloat32AVX512NT_src1:
+	CMPQ   R8, DX
+	JAE    prodFloat32AVX512NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VMULPS (DI)(SI*1), Z0, Z0
+	INCQ   R8
+	JMP    prodFloat32AVX512NT_src1
+
+prodFloat32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      prodFloat32AVX512NT_vectors
+
+prodFloat32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func prodFloat64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·prodFloat64AVX512(SB), NOSPLIT, $0-32
@@ -5227,6 +9483,71 @@ prodFloat64AVX512_store1:
 	JMP       prodFloat64AVX512_vectors
 
 prodFloat64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func prodFloat64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·prodFloat64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodFloat64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodFloat64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodFloat64AVX512NT_srcU:
+	CMPQ   R8, DX
+	JAE    prodFloat64AVX512NT_storeU
+	MOVQ   (CX)(R8*8), DI
+	VMULPD (DI)(SI*1), Z0, Z0
+	VMULPD 64(DI)(SI*1), Z1, Z1
+	VMULPD 128(DI)(SI*1), Z2, Z2
+	VMULPD 192(DI)(SI*1), Z3, Z3
+	INCQ   R8
+	JMP    prodFloat64AVX512NT_srcU
+
+prodFloat64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      prodFloat64AVX512NT_blocks
+
+prodFloat64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodFloat64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+prodFloat64AVX512NT_src1:
+	CMPQ   R8, DX
+	JAE    prodFloat64AVX512NT_store1
+	MOVQ   (CX)(R8*8), DI
+	VMULPD (DI)(SI*1), Z0, Z0
+	INCQ   R8
+	JMP    prodFloat64AVX512NT_src1
+
+prodFloat64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      prodFloat64AVX512NT_vectors
+
+prodFloat64AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -5329,6 +9650,106 @@ minFloat32AVX512_done:
 	VZEROUPPER
 	RET
 
+// func minFloat32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·minFloat32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minFloat32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minFloat32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minFloat32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       minFloat32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VMINPS    Z0, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VMINPS    Z1, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z1, Z1, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VMINPS    Z2, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z2, Z2, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	INCQ      R8
+	JMP       minFloat32AVX512NT_srcU
+
+minFloat32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minFloat32AVX512NT_blocks
+
+minFloat32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minFloat32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minFloat32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       minFloat32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMINPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPORD     Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	INCQ      R8
+	JMP       minFloat32AVX512NT_src1
+
+minFloat32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minFloat32AVX512NT_vectors
+
+minFloat32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxFloat32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·maxFloat32AVX512(SB), NOSPLIT, $0-32
@@ -5425,6 +9846,106 @@ maxFloat32AVX512_store1:
 	JMP       maxFloat32AVX512_vectors
 
 maxFloat32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func maxFloat32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·maxFloat32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxFloat32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxFloat32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxFloat32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxFloat32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VMAXPS    Z0, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VMAXPS    Z1, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z1, Z1, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VMAXPS    Z2, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z2, Z2, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	INCQ      R8
+	JMP       maxFloat32AVX512NT_srcU
+
+maxFloat32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxFloat32AVX512NT_blocks
+
+maxFloat32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxFloat32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxFloat32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       maxFloat32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMAXPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	INCQ      R8
+	JMP       maxFloat32AVX512NT_src1
+
+maxFloat32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxFloat32AVX512NT_vectors
+
+maxFloat32AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -5527,6 +10048,106 @@ minFloat64AVX512_done:
 	VZEROUPPER
 	RET
 
+// func minFloat64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·minFloat64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+minFloat64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minFloat64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minFloat64AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       minFloat64AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VMINPD    Z0, Z4, Z5
+	VCMPPD    $0x00, Z4, Z5, K1
+	VPORQ     Z4, Z5, K1, Z5
+	VCMPPD    $0x03, Z4, Z4, K1
+	VCMPPD    $0x07, Z0, Z0, K1, K1
+	VMOVAPD   Z4, K1, Z5
+	VMOVAPD   Z5, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VMINPD    Z1, Z4, Z5
+	VCMPPD    $0x00, Z4, Z5, K1
+	VPORQ     Z4, Z5, K1, Z5
+	VCMPPD    $0x03, Z4, Z4, K1
+	VCMPPD    $0x07, Z1, Z1, K1, K1
+	VMOVAPD   Z4, K1, Z5
+	VMOVAPD   Z5, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VMINPD    Z2, Z4, Z5
+	VCMPPD    $0x00, Z4, Z5, K1
+	VPORQ     Z4, Z5, K1, Z5
+	VCMPPD    $0x03, Z4, Z4, K1
+	VCMPPD    $0x07, Z2, Z2, K1, K1
+	VMOVAPD   Z4, K1, Z5
+	VMOVAPD   Z5, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VMINPD    Z3, Z4, Z5
+	VCMPPD    $0x00, Z4, Z5, K1
+	VPORQ     Z4, Z5, K1, Z5
+	VCMPPD    $0x03, Z4, Z4, K1
+	VCMPPD    $0x07, Z3, Z3, K1, K1
+	VMOVAPD   Z4, K1, Z5
+	VMOVAPD   Z5, Z3
+	INCQ      R8
+	JMP       minFloat64AVX512NT_srcU
+
+minFloat64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minFloat64AVX512NT_blocks
+
+minFloat64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minFloat64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minFloat64AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       minFloat64AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMINPD    Z0, Z1, Z2
+	VCMPPD    $0x00, Z1, Z2, K1
+	VPORQ     Z1, Z2, K1, Z2
+	VCMPPD    $0x03, Z1, Z1, K1
+	VCMPPD    $0x07, Z0, Z0, K1, K1
+	VMOVAPD   Z1, K1, Z2
+	VMOVAPD   Z2, Z0
+	INCQ      R8
+	JMP       minFloat64AVX512NT_src1
+
+minFloat64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minFloat64AVX512NT_vectors
+
+minFloat64AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxFloat64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·maxFloat64AVX512(SB), NOSPLIT, $0-32
@@ -5623,6 +10244,106 @@ maxFloat64AVX512_store1:
 	JMP       maxFloat64AVX512_vectors
 
 maxFloat64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func maxFloat64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·maxFloat64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+maxFloat64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxFloat64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxFloat64AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxFloat64AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VMAXPD    Z0, Z4, Z5
+	VCMPPD    $0x00, Z4, Z5, K1
+	VPANDQ    Z4, Z5, K1, Z5
+	VCMPPD    $0x03, Z4, Z4, K1
+	VCMPPD    $0x07, Z0, Z0, K1, K1
+	VMOVAPD   Z4, K1, Z5
+	VMOVAPD   Z5, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VMAXPD    Z1, Z4, Z5
+	VCMPPD    $0x00, Z4, Z5, K1
+	VPANDQ    Z4, Z5, K1, Z5
+	VCMPPD    $0x03, Z4, Z4, K1
+	VCMPPD    $0x07, Z1, Z1, K1, K1
+	VMOVAPD   Z4, K1, Z5
+	VMOVAPD   Z5, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VMAXPD    Z2, Z4, Z5
+	VCMPPD    $0x00, Z4, Z5, K1
+	VPANDQ    Z4, Z5, K1, Z5
+	VCMPPD    $0x03, Z4, Z4, K1
+	VCMPPD    $0x07, Z2, Z2, K1, K1
+	VMOVAPD   Z4, K1, Z5
+	VMOVAPD   Z5, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VMAXPD    Z3, Z4, Z5
+	VCMPPD    $0x00, Z4, Z5, K1
+	VPANDQ    Z4, Z5, K1, Z5
+	VCMPPD    $0x03, Z4, Z4, K1
+	VCMPPD    $0x07, Z3, Z3, K1, K1
+	VMOVAPD   Z4, K1, Z5
+	VMOVAPD   Z5, Z3
+	INCQ      R8
+	JMP       maxFloat64AVX512NT_srcU
+
+maxFloat64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxFloat64AVX512NT_blocks
+
+maxFloat64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxFloat64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxFloat64AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       maxFloat64AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMAXPD    Z0, Z1, Z2
+	VCMPPD    $0x00, Z1, Z2, K1
+	VPANDQ    Z1, Z2, K1, Z2
+	VCMPPD    $0x03, Z1, Z1, K1
+	VCMPPD    $0x07, Z0, Z0, K1, K1
+	VMOVAPD   Z1, K1, Z2
+	VMOVAPD   Z2, Z0
+	INCQ      R8
+	JMP       maxFloat64AVX512NT_src1
+
+maxFloat64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxFloat64AVX512NT_vectors
+
+maxFloat64AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 

@@ -9,165 +9,330 @@ package simd
 //go:noescape
 func sumInt8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func sumInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // sumInt16AVX2 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Int16 Uint16] (n a multiple of 32).
 //
 //go:noescape
 func sumInt16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func sumInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // sumInt32AVX2 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Int32 Uint32] (n a multiple of 32).
 //
 //go:noescape
 func sumInt32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func sumInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // sumInt64AVX2 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Int64 Uint64] (n a multiple of 32).
 //
 //go:noescape
 func sumInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func sumInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // prodInt16AVX2 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Int16 Uint16] (n a multiple of 32).
 //
 //go:noescape
 func prodInt16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func prodInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // prodInt32AVX2 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Int32 Uint32] (n a multiple of 32).
 //
 //go:noescape
 func prodInt32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func prodInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minInt8AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Int8] (n a multiple of 32).
 //
 //go:noescape
 func minInt8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxInt8AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Int8] (n a multiple of 32).
 //
 //go:noescape
 func maxInt8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minUint8AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Uint8] (n a multiple of 32).
 //
 //go:noescape
 func minUint8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minUint8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxUint8AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Uint8] (n a multiple of 32).
 //
 //go:noescape
 func maxUint8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxUint8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minInt16AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Int16] (n a multiple of 32).
 //
 //go:noescape
 func minInt16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxInt16AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Int16] (n a multiple of 32).
 //
 //go:noescape
 func maxInt16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minUint16AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Uint16] (n a multiple of 32).
 //
 //go:noescape
 func minUint16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minUint16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxUint16AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Uint16] (n a multiple of 32).
 //
 //go:noescape
 func maxUint16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxUint16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minInt32AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Int32] (n a multiple of 32).
 //
 //go:noescape
 func minInt32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxInt32AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Int32] (n a multiple of 32).
 //
 //go:noescape
 func maxInt32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minUint32AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Uint32] (n a multiple of 32).
 //
 //go:noescape
 func minUint32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minUint32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxUint32AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Uint32] (n a multiple of 32).
 //
 //go:noescape
 func maxUint32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxUint32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minInt64AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Int64] (n a multiple of 32).
 //
 //go:noescape
 func minInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxInt64AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Int64] (n a multiple of 32).
 //
 //go:noescape
 func maxInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minUint64AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Uint64] (n a multiple of 32).
 //
 //go:noescape
 func minUint64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minUint64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxUint64AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Uint64] (n a multiple of 32).
 //
 //go:noescape
 func maxUint64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxUint64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // bandAVX2 computes dst = srcs[0] Band ... Band srcs[k-1] over n bytes of [Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64] (n a multiple of 32).
 //
 //go:noescape
 func bandAVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func bandAVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // borAVX2 computes dst = srcs[0] Bor ... Bor srcs[k-1] over n bytes of [Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64] (n a multiple of 32).
 //
 //go:noescape
 func borAVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func borAVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // bxorAVX2 computes dst = srcs[0] Bxor ... Bxor srcs[k-1] over n bytes of [Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64] (n a multiple of 32).
 //
 //go:noescape
 func bxorAVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func bxorAVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // sumFloat32AVX2 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Float32 Complex64] (n a multiple of 32).
 //
 //go:noescape
 func sumFloat32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func sumFloat32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // sumFloat64AVX2 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Float64 Complex128] (n a multiple of 32).
 //
 //go:noescape
 func sumFloat64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func sumFloat64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // prodFloat32AVX2 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Float32] (n a multiple of 32).
 //
 //go:noescape
 func prodFloat32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func prodFloat32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // prodFloat64AVX2 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Float64] (n a multiple of 32).
 //
 //go:noescape
 func prodFloat64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func prodFloat64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minFloat32AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Float32] (n a multiple of 32).
 //
 //go:noescape
 func minFloat32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minFloat32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // maxFloat32AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Float32] (n a multiple of 32).
 //
 //go:noescape
 func maxFloat32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxFloat32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minFloat64AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Float64] (n a multiple of 32).
 //
 //go:noescape
 func minFloat64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minFloat64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxFloat64AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Float64] (n a multiple of 32).
 //
 //go:noescape
 func maxFloat64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxFloat64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // sumBFloat16AVX2 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [BFloat16T] (n a multiple of 16).
 //
@@ -214,170 +379,340 @@ func maxFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 //go:noescape
 func sumInt8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func sumInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // sumInt16AVX512 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Int16 Uint16] (n a multiple of 64).
 //
 //go:noescape
 func sumInt16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func sumInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // sumInt32AVX512 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Int32 Uint32] (n a multiple of 64).
 //
 //go:noescape
 func sumInt32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func sumInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // sumInt64AVX512 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Int64 Uint64] (n a multiple of 64).
 //
 //go:noescape
 func sumInt64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func sumInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // prodInt16AVX512 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Int16 Uint16] (n a multiple of 64).
 //
 //go:noescape
 func prodInt16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func prodInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // prodInt32AVX512 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Int32 Uint32] (n a multiple of 64).
 //
 //go:noescape
 func prodInt32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func prodInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // prodInt64AVX512 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Int64 Uint64] (n a multiple of 64).
 //
 //go:noescape
 func prodInt64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func prodInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minInt8AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Int8] (n a multiple of 64).
 //
 //go:noescape
 func minInt8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // maxInt8AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Int8] (n a multiple of 64).
 //
 //go:noescape
 func maxInt8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minUint8AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Uint8] (n a multiple of 64).
 //
 //go:noescape
 func minUint8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minUint8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // maxUint8AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Uint8] (n a multiple of 64).
 //
 //go:noescape
 func maxUint8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxUint8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minInt16AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Int16] (n a multiple of 64).
 //
 //go:noescape
 func minInt16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // maxInt16AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Int16] (n a multiple of 64).
 //
 //go:noescape
 func maxInt16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minUint16AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Uint16] (n a multiple of 64).
 //
 //go:noescape
 func minUint16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minUint16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // maxUint16AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Uint16] (n a multiple of 64).
 //
 //go:noescape
 func maxUint16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxUint16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minInt32AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Int32] (n a multiple of 64).
 //
 //go:noescape
 func minInt32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // maxInt32AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Int32] (n a multiple of 64).
 //
 //go:noescape
 func maxInt32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minUint32AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Uint32] (n a multiple of 64).
 //
 //go:noescape
 func minUint32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minUint32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // maxUint32AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Uint32] (n a multiple of 64).
 //
 //go:noescape
 func maxUint32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxUint32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minInt64AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Int64] (n a multiple of 64).
 //
 //go:noescape
 func minInt64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // maxInt64AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Int64] (n a multiple of 64).
 //
 //go:noescape
 func maxInt64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minUint64AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Uint64] (n a multiple of 64).
 //
 //go:noescape
 func minUint64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minUint64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // maxUint64AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Uint64] (n a multiple of 64).
 //
 //go:noescape
 func maxUint64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxUint64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // bandAVX512 computes dst = srcs[0] Band ... Band srcs[k-1] over n bytes of [Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64] (n a multiple of 64).
 //
 //go:noescape
 func bandAVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func bandAVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // borAVX512 computes dst = srcs[0] Bor ... Bor srcs[k-1] over n bytes of [Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64] (n a multiple of 64).
 //
 //go:noescape
 func borAVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func borAVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // bxorAVX512 computes dst = srcs[0] Bxor ... Bxor srcs[k-1] over n bytes of [Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64] (n a multiple of 64).
 //
 //go:noescape
 func bxorAVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func bxorAVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // sumFloat32AVX512 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Float32 Complex64] (n a multiple of 64).
 //
 //go:noescape
 func sumFloat32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func sumFloat32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // sumFloat64AVX512 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Float64 Complex128] (n a multiple of 64).
 //
 //go:noescape
 func sumFloat64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func sumFloat64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // prodFloat32AVX512 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Float32] (n a multiple of 64).
 //
 //go:noescape
 func prodFloat32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func prodFloat32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // prodFloat64AVX512 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Float64] (n a multiple of 64).
 //
 //go:noescape
 func prodFloat64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func prodFloat64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minFloat32AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Float32] (n a multiple of 64).
 //
 //go:noescape
 func minFloat32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minFloat32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxFloat32AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Float32] (n a multiple of 64).
 //
 //go:noescape
 func maxFloat32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxFloat32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minFloat64AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Float64] (n a multiple of 64).
 //
 //go:noescape
 func minFloat64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minFloat64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxFloat64AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Float64] (n a multiple of 64).
 //
 //go:noescape
 func maxFloat64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxFloat64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // sumBFloat16AVX512 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [BFloat16T] (n a multiple of 32).
 //

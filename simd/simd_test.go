@@ -262,12 +262,29 @@ func firstDiff(t Type, got, want []byte) string {
 // for lengths 0..300 elements, every operand at its own random offset, guard bands around
 // every buffer.
 func TestKernels(t *testing.T) {
-	impls := availableImpls()
-	t.Logf("implementations: %v (in use: %s)", impls, Impl())
+	t.Logf("implementations: %v (in use: %s)", availableImpls(), Impl())
 	step := 1
 	if testing.Short() {
 		step = 7
 	}
+	checkAll(t, step)
+}
+
+// TestKernelsNonTemporal runs the vector paths with non-temporal stores, which
+// otherwise start at NonTemporalThreshold.
+func TestKernelsNonTemporal(t *testing.T) {
+	old := NonTemporalThreshold
+	t.Cleanup(func() { NonTemporalThreshold = old }) // after the parallel subtests
+	NonTemporalThreshold = 0
+	step := 3
+	if testing.Short() {
+		step = 11
+	}
+	checkAll(t, step)
+}
+
+func checkAll(t *testing.T, step int) {
+	impls := availableImpls()
 	for _, typ := range Types() {
 		for _, op := range Ops() {
 			if !Supports(typ, op) {
@@ -275,7 +292,7 @@ func TestKernels(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("op=%v/type=%v", op, typ), func(t *testing.T) {
 				t.Parallel()
-				rng := rand.New(rand.NewPCG(uint64(typ), uint64(op)))
+				rng := rand.New(rand.NewPCG(uint64(typ), uint64(op)+uint64(step)<<8))
 				for count := rng.IntN(step); count <= 300; count += step {
 					f := forms[count%len(forms)]
 					if longMode || count < 20 {

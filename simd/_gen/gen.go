@@ -303,11 +303,13 @@ func (k *kernel) operand(m Mem) Op {
 }
 
 // store writes acc to m, rounding to bfloat16/float16 to nearest even.
-func (k *kernel) store(acc VecVirtual, m Mem) {
+func (k *kernel) store(acc VecVirtual, m Mem, nt bool) {
 	z := k.isa.z()
 	switch k.conv {
 	case plain:
-		if z {
+		if nt {
+			VMOVNTDQ(acc, m)
+		} else if z {
 			VMOVDQU64(acc, m)
 		} else {
 			VMOVDQU(acc, m)
@@ -347,11 +349,21 @@ func (k *kernel) store(acc VecVirtual, m Mem) {
 
 const unroll = 4
 
-func (k *kernel) generate() {
-	TEXT(k.name, NOSPLIT, "func(dst *byte, srcs *[8]*byte, k, n int)")
+// generate writes the kernel; with nt, a variant that stores with non-temporal hints
+// (dst aligned to the vector size) and ends with SFENCE, so that a later release store
+// still orders after the data.
+func (k *kernel) generate(nt bool) {
+	name := k.name
+	if nt {
+		name += "NT"
+	}
+	TEXT(name, NOSPLIT, "func(dst *byte, srcs *[8]*byte, k, n int)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes dst = srcs[0] %s ... %s srcs[k-1] over n bytes of %v (n a multiple of %d).",
-		k.name, k.op, k.op, k.types, k.inBytes()))
+		name, k.op, k.op, k.types, k.inBytes()))
+	if nt {
+		Doc(fmt.Sprintf("It stores with non-temporal hints: dst must be aligned to %d bytes.", k.isa.vb))
+	}
 	dst := Load(Param("dst"), GP64())
 	srcs := Load(Param("srcs"), GP64())
 	kk := Load(Param("k"), GP64())
@@ -376,35 +388,38 @@ func (k *kernel) generate() {
 		}
 		j := GP64()
 		MOVQ(U64(1), j)
-		Label(k.name + "_src" + tag)
+		Label(name + "_src" + tag)
 		CMPQ(j, kk)
-		JAE(LabelRef(k.name + "_store" + tag))
+		JAE(LabelRef(name + "_store" + tag))
 		MOVQ(Mem{Base: srcs, Index: j, Scale: 8}, p)
 		for i := range accs {
 			k.combine(accs[i], k.operand(Mem{Base: p, Index: off, Scale: 1, Disp: i * ib}))
 		}
 		INCQ(j)
-		JMP(LabelRef(k.name + "_src" + tag))
-		Label(k.name + "_store" + tag)
+		JMP(LabelRef(name + "_src" + tag))
+		Label(name + "_store" + tag)
 		for i := range accs {
-			k.store(accs[i], Mem{Base: dst, Index: off, Scale: 1, Disp: i * ib})
+			k.store(accs[i], Mem{Base: dst, Index: off, Scale: 1, Disp: i * ib}, nt)
 		}
 	}
-	Label(k.name + "_blocks")
+	Label(name + "_blocks")
 	CMPQ(n, U32(unroll*ib))
-	JB(LabelRef(k.name + "_vectors"))
+	JB(LabelRef(name + "_vectors"))
 	body(unroll, "U")
 	ADDQ(U32(unroll*ib), off)
 	SUBQ(U32(unroll*ib), n)
-	JMP(LabelRef(k.name + "_blocks"))
-	Label(k.name + "_vectors")
+	JMP(LabelRef(name + "_blocks"))
+	Label(name + "_vectors")
 	CMPQ(n, U32(ib))
-	JB(LabelRef(k.name + "_done"))
+	JB(LabelRef(name + "_done"))
 	body(1, "1")
 	ADDQ(U32(ib), off)
 	SUBQ(U32(ib), n)
-	JMP(LabelRef(k.name + "_vectors"))
-	Label(k.name + "_done")
+	JMP(LabelRef(name + "_vectors"))
+	Label(name + "_done")
+	if nt {
+		SFENCE()
+	}
 	VZEROUPPER()
 	RET()
 }
@@ -452,7 +467,10 @@ func main() {
 		floatKernels(is)
 	}
 	for _, k := range kernels {
-		k.generate()
+		k.generate(false)
+		if k.conv == plain {
+			k.generate(true)
+		}
 	}
 	copyNT(avx2)
 	copyNT(avx512)
@@ -470,18 +488,26 @@ func writeDispatch() {
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "// asmKernels lists every vector kernel by implementation, type and operator.")
 	fmt.Fprintln(&b, "var asmKernels = []asmKernel{")
+	// ids: kernel i is function 2i+1, its non-temporal variant (if any) 2i+2
 	for i, k := range kernels {
+		nt := 0
+		if k.conv == plain {
+			nt = 2*i + 2
+		}
 		for _, t := range k.types {
-			fmt.Fprintf(&b, "{%s, %s, %s, %d, %d},\n", k.isa.impl, t, k.op, i+1, k.inBytes())
+			fmt.Fprintf(&b, "{%s, %s, %s, %d, %d, %d},\n", k.isa.impl, t, k.op, 2*i+1, nt, k.inBytes())
 		}
 	}
 	fmt.Fprintln(&b, "}")
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "// callAsm calls vector kernel id (an index in asmKernels, from 1).")
+	fmt.Fprintln(&b, "// callAsm calls vector function id (see asmKernels).")
 	fmt.Fprintln(&b, "func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {")
 	fmt.Fprintln(&b, "switch id {")
 	for i, k := range kernels {
-		fmt.Fprintf(&b, "case %d:\n%s(dst, srcs, k, n)\n", i+1, k.name)
+		fmt.Fprintf(&b, "case %d:\n%s(dst, srcs, k, n)\n", 2*i+1, k.name)
+		if k.conv == plain {
+			fmt.Fprintf(&b, "case %d:\n%sNT(dst, srcs, k, n)\n", 2*i+2, k.name)
+		}
 	}
 	fmt.Fprintln(&b, "default:\npanic(\"simd: unknown vector kernel\")")
 	fmt.Fprintln(&b, "}\n}")
