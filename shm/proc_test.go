@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -100,7 +101,26 @@ func childMain(role string) int {
 
 type rankProc struct {
 	cmd *exec.Cmd
-	out *bytes.Buffer
+	out *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer that a child's output goroutine writes while
+// the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // startRanks starts size copies of the test binary as ranks of role.
@@ -113,7 +133,7 @@ func startRanks(t *testing.T, role, name string, size int, env ...string) []rank
 			fmt.Sprintf("%s=%d", EnvRank, r), fmt.Sprintf("%s=%d", EnvSize, size), EnvArena+"="+name,
 			"SHMCOLL_TEST_SLOT=65536", "SHMCOLL_TEST_ROUNDS=200", "SHMCOLL_TEST_WORDS=1024")
 		cmd.Env = append(cmd.Env, env...)
-		out := new(bytes.Buffer)
+		out := new(syncBuffer)
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -237,7 +237,9 @@ func TestJoinBadSegments(t *testing.T) {
 		var wg sync.WaitGroup
 		var e0 *Endpoint
 		var err0 error
-		wg.Go(func() { e0, err0 = Join(context.Background(), name, 0, 2, Options{SlotBytes: 4096, JoinTimeout: 2 * time.Second}) })
+		wg.Go(func() {
+			e0, err0 = Join(context.Background(), name, 0, 2, Options{SlotBytes: 4096, JoinTimeout: 2 * time.Second})
+		})
 		path, _ := SegmentPath(name)
 		for !fileExists(path) {
 			time.Sleep(time.Millisecond)
