@@ -56,7 +56,7 @@ type Result struct {
 
 // Summary holds order statistics of a sample.
 type Summary struct {
-	N                          int
+	N                           int
 	Min, Median, Mean, Max, P99 float64
 }
 
