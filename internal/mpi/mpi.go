@@ -532,10 +532,26 @@ func (c Comm) Barrier() error {
 	return check(call, funnel(func() C.int { return C.sc_barrier(c.h) }))
 }
 
+// Collectives. Each is a method taking raw bytes and an explicit Datatype
+// (for callers whose element types are not Go's, such as shmcoll's
+// simd.Element) and a generic function on typed slices. Lengths are in
+// bytes for the methods, multiples of the datatype's size.
+
+// elems is the element count of b for dt, as MPI's int.
+func elems(call, what string, b []byte, dt Datatype) (C.int, error) {
+	if !dt.Valid() {
+		return 0, fmt.Errorf("%w: %s: invalid datatype %v", ErrArgument, call, dt)
+	}
+	if len(b)%dt.Size() != 0 {
+		return 0, fmt.Errorf("%w: %s: %s of %d bytes is not a whole number of %v", ErrArgument, call, what, len(b), dt)
+	}
+	return count(call, what, len(b)/dt.Size())
+}
+
 // count converts a length to MPI's int count.
 func count(call, what string, n int) (C.int, error) {
 	if n < 0 || n > math.MaxInt32 {
-		return 0, fmt.Errorf("%w: %s: %s %d does not fit MPI's int count", ErrArgument, call, what, n)
+		return 0, fmt.Errorf("%w: %s: %s of %d elements does not fit MPI's int count", ErrArgument, call, what, n)
 	}
 	return C.int(n), nil
 }
@@ -547,34 +563,41 @@ func checkOp(call string, op Op, t Datatype) error {
 	return nil
 }
 
-func ptr[T Elem](s []T) unsafe.Pointer {
+func ptr(b []byte) unsafe.Pointer {
+	if b == nil {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(b))
+}
+
+func asBytes[T Elem](s []T) []byte {
 	if s == nil {
 		return nil
 	}
-	return unsafe.Pointer(unsafe.SliceData(s))
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }
 
 // sendPtr returns the send buffer for C: nil (MPI_IN_PLACE) when send is nil
-// or is recv itself. Any other overlap is an error, as MPI forbids aliasing.
-func sendPtr[T Elem](call string, send, recv []T) (unsafe.Pointer, error) {
+// or starts where recv starts. Any other overlap is an error, as MPI forbids
+// aliasing.
+func sendPtr(call string, send, recv []byte) (unsafe.Pointer, error) {
 	if len(send) == 0 || len(recv) == 0 {
 		return ptr(send), nil
 	}
-	size := unsafe.Sizeof(send[0])
 	s0 := uintptr(unsafe.Pointer(unsafe.SliceData(send)))
 	r0 := uintptr(unsafe.Pointer(unsafe.SliceData(recv)))
 	if s0 == r0 {
 		return nil, nil
 	}
-	s1, r1 := s0+uintptr(len(send))*size, r0+uintptr(len(recv))*size
-	if s0 < r1 && r0 < s1 {
+	if s0 < r0+uintptr(len(recv)) && r0 < s0+uintptr(len(send)) {
 		return nil, fmt.Errorf("%w: %s: send and recv overlap (pass a nil send for in place)", ErrArgument, call)
 	}
 	return ptr(send), nil
 }
 
 // Bcast is MPI_Bcast of buf from root.
-func Bcast[T Elem](c Comm, buf []T, root int) error {
+func (c Comm) Bcast(buf []byte, dt Datatype, root int) error {
 	const call = "MPI_Bcast"
 	if err := c.ready(call); err != nil {
 		return err
@@ -582,11 +605,11 @@ func Bcast[T Elem](c Comm, buf []T, root int) error {
 	if err := c.checkRank(call, "root", root); err != nil {
 		return err
 	}
-	n, err := count(call, "len(buf)", len(buf))
+	n, err := elems(call, "buf", buf, dt)
 	if err != nil {
 		return err
 	}
-	t, b := C.int(TypeOf[T]()), ptr(buf)
+	t, b := C.int(dt), ptr(buf)
 	if rt.direct {
 		return check(call, C.sc_bcast(b, n, t, C.int(root), c.h))
 	}
@@ -595,19 +618,18 @@ func Bcast[T Elem](c Comm, buf []T, root int) error {
 
 // Allreduce is MPI_Allreduce: recv = op over all ranks' send. A nil send (or
 // send == recv) reduces in place, with the input in recv.
-func Allreduce[T Elem](c Comm, send, recv []T, op Op) error {
+func (c Comm) Allreduce(send, recv []byte, dt Datatype, op Op) error {
 	const call = "MPI_Allreduce"
 	if err := c.ready(call); err != nil {
 		return err
 	}
-	dt := TypeOf[T]()
 	if err := checkOp(call, op, dt); err != nil {
 		return err
 	}
 	if send != nil && len(send) != len(recv) {
 		return fmt.Errorf("%w: %s: len(send) %d != len(recv) %d", ErrArgument, call, len(send), len(recv))
 	}
-	n, err := count(call, "len(recv)", len(recv))
+	n, err := elems(call, "recv", recv, dt)
 	if err != nil {
 		return err
 	}
@@ -625,7 +647,7 @@ func Allreduce[T Elem](c Comm, send, recv []T, op Op) error {
 // Reduce is MPI_Reduce: recv on root = op over all ranks' send; recv is
 // ignored elsewhere (may be nil). At the root a nil send (or send == recv)
 // reduces in place.
-func Reduce[T Elem](c Comm, send, recv []T, op Op, root int) error {
+func (c Comm) Reduce(send, recv []byte, dt Datatype, op Op, root int) error {
 	const call = "MPI_Reduce"
 	if err := c.ready(call); err != nil {
 		return err
@@ -633,28 +655,28 @@ func Reduce[T Elem](c Comm, send, recv []T, op Op, root int) error {
 	if err := c.checkRank(call, "root", root); err != nil {
 		return err
 	}
-	dt := TypeOf[T]()
 	if err := checkOp(call, op, dt); err != nil {
 		return err
 	}
 	var s, r unsafe.Pointer
-	var length int
+	var n C.int
+	var err error
 	if c.rank == root {
 		if send != nil && len(send) != len(recv) {
 			return fmt.Errorf("%w: %s: len(send) %d != len(recv) %d at the root", ErrArgument, call, len(send), len(recv))
 		}
-		var err error
 		if s, err = sendPtr(call, send, recv); err != nil {
 			return err
 		}
-		r, length = ptr(recv), len(recv)
+		r = ptr(recv)
+		n, err = elems(call, "recv", recv, dt)
 	} else {
 		if send == nil {
 			return fmt.Errorf("%w: %s: nil send on rank %d, not the root", ErrArgument, call, c.rank)
 		}
-		s, length = ptr(send), len(send)
+		s = ptr(send)
+		n, err = elems(call, "send", send, dt)
 	}
-	n, err := count(call, "length", length)
 	if err != nil {
 		return err
 	}
@@ -666,28 +688,27 @@ func Reduce[T Elem](c Comm, send, recv []T, op Op, root int) error {
 }
 
 // ReduceScatterBlock is MPI_Reduce_scatter_block: rank i receives block i
-// (len(recv) elements) of op over all ranks' send (Size()*len(recv)
-// elements). With a nil send the input is recv itself (Size() blocks) and the
-// result lands in its first block.
-func ReduceScatterBlock[T Elem](c Comm, send, recv []T, op Op) error {
+// (len(recv) bytes) of op over all ranks' send (Size() blocks). With a nil
+// send the input is recv itself (Size() blocks) and the result lands in its
+// first block.
+func (c Comm) ReduceScatterBlock(send, recv []byte, dt Datatype, op Op) error {
 	const call = "MPI_Reduce_scatter_block"
 	if err := c.ready(call); err != nil {
 		return err
 	}
-	dt := TypeOf[T]()
 	if err := checkOp(call, op, dt); err != nil {
 		return err
 	}
-	block := len(recv)
+	block := recv
 	if send == nil {
 		if len(recv)%c.size != 0 {
 			return fmt.Errorf("%w: %s in place: len(recv) %d is not a multiple of size %d", ErrArgument, call, len(recv), c.size)
 		}
-		block = len(recv) / c.size
+		block = recv[:len(recv)/c.size]
 	} else if len(send) != c.size*len(recv) {
 		return fmt.Errorf("%w: %s: len(send) %d != size %d * len(recv) %d", ErrArgument, call, len(send), c.size, len(recv))
 	}
-	n, err := count(call, "block", block)
+	n, err := elems(call, "block", block, dt)
 	if err != nil {
 		return err
 	}
@@ -708,21 +729,21 @@ func ReduceScatterBlock[T Elem](c Comm, send, recv []T, op Op) error {
 // Allgather is MPI_Allgather: recv = every rank's send, in rank order
 // (len(recv) == Size()*len(send)). With a nil send each rank's contribution
 // is already in its own block of recv.
-func Allgather[T Elem](c Comm, send, recv []T) error {
+func (c Comm) Allgather(send, recv []byte, dt Datatype) error {
 	const call = "MPI_Allgather"
 	if err := c.ready(call); err != nil {
 		return err
 	}
-	block := len(send)
+	block := send
 	if send == nil {
 		if len(recv)%c.size != 0 {
 			return fmt.Errorf("%w: %s in place: len(recv) %d is not a multiple of size %d", ErrArgument, call, len(recv), c.size)
 		}
-		block = len(recv) / c.size
+		block = recv[:len(recv)/c.size]
 	} else if len(recv) != c.size*len(send) {
 		return fmt.Errorf("%w: %s: len(recv) %d != size %d * len(send) %d", ErrArgument, call, len(recv), c.size, len(send))
 	}
-	n, err := count(call, "block", block)
+	n, err := elems(call, "block", block, dt)
 	if err != nil {
 		return err
 	}
@@ -733,19 +754,23 @@ func Allgather[T Elem](c Comm, send, recv []T) error {
 	if s == nil && send != nil {
 		return fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
 	}
-	r, t := ptr(recv), C.int(TypeOf[T]())
+	r, t := ptr(recv), C.int(dt)
 	if rt.direct {
 		return check(call, C.sc_allgather(s, r, n, t, c.h))
 	}
 	return check(call, funnel(func() C.int { return C.sc_allgather(s, r, n, t, c.h) }))
 }
 
-// Allgatherv is MPI_Allgatherv: rank i's counts[i] elements land at
-// recv[displs[i]:]. A nil displs packs the blocks in rank order. With a nil
+// Allgatherv is MPI_Allgatherv: rank i's counts[i] elements land at element
+// displs[i] of recv. A nil displs packs the blocks in rank order. With a nil
 // send each rank's contribution is already in place in recv.
-func Allgatherv[T Elem](c Comm, send, recv []T, counts, displs []int) error {
+func (c Comm) Allgatherv(send, recv []byte, dt Datatype, counts, displs []int) error {
 	const call = "MPI_Allgatherv"
 	if err := c.ready(call); err != nil {
+		return err
+	}
+	total, err := elems(call, "recv", recv, dt)
+	if err != nil {
 		return err
 	}
 	if len(counts) != c.size || (displs != nil && len(displs) != c.size) {
@@ -759,17 +784,20 @@ func Allgatherv[T Elem](c Comm, send, recv []T, counts, displs []int) error {
 		if displs != nil {
 			d = displs[i]
 		}
-		if k < 0 || d < 0 || d > len(recv) || k > len(recv)-d {
-			return fmt.Errorf("%w: %s: block %d (count %d at %d) outside recv of %d", ErrArgument, call, i, k, d, len(recv))
-		}
-		if k > math.MaxInt32 || d > math.MaxInt32 {
-			return fmt.Errorf("%w: %s: block %d (count %d at %d) does not fit MPI's int", ErrArgument, call, i, k, d)
+		if k < 0 || d < 0 || d > int(total) || k > int(total)-d {
+			return fmt.Errorf("%w: %s: block %d (count %d at %d) outside recv of %d", ErrArgument, call, i, k, d, total)
 		}
 		cc[i], cd[i] = C.int(k), C.int(d)
 		off = d + k
 	}
-	if send != nil && len(send) != counts[c.rank] {
-		return fmt.Errorf("%w: %s: len(send) %d != counts[%d] %d", ErrArgument, call, len(send), c.rank, counts[c.rank])
+	var n C.int
+	if send != nil {
+		if n, err = elems(call, "send", send, dt); err != nil {
+			return err
+		}
+		if int(n) != counts[c.rank] {
+			return fmt.Errorf("%w: %s: send has %d elements, counts[%d] is %d", ErrArgument, call, n, c.rank, counts[c.rank])
+		}
 	}
 	s, err := sendPtr(call, send, recv)
 	if err != nil {
@@ -778,7 +806,7 @@ func Allgatherv[T Elem](c Comm, send, recv []T, counts, displs []int) error {
 	if s == nil && send != nil {
 		return fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
 	}
-	n, r, t := C.int(len(send)), ptr(recv), C.int(TypeOf[T]())
+	r, t := ptr(recv), C.int(dt)
 	pc, pd := &cc[0], &cd[0]
 	if rt.direct {
 		return check(call, C.sc_allgatherv(s, n, r, pc, pd, t, c.h))
@@ -787,7 +815,7 @@ func Allgatherv[T Elem](c Comm, send, recv []T, counts, displs []int) error {
 }
 
 // Send is MPI_Send of buf to rank dest with tag (>= 0).
-func Send[T Elem](c Comm, buf []T, dest, tag int) error {
+func (c Comm) Send(buf []byte, dt Datatype, dest, tag int) error {
 	const call = "MPI_Send"
 	if err := c.ready(call); err != nil {
 		return err
@@ -798,11 +826,11 @@ func Send[T Elem](c Comm, buf []T, dest, tag int) error {
 	if tag < 0 || tag > math.MaxInt32 {
 		return fmt.Errorf("%w: %s: tag %d", ErrArgument, call, tag)
 	}
-	n, err := count(call, "len(buf)", len(buf))
+	n, err := elems(call, "buf", buf, dt)
 	if err != nil {
 		return err
 	}
-	b, t := ptr(buf), C.int(TypeOf[T]())
+	b, t := ptr(buf), C.int(dt)
 	if rt.direct {
 		return check(call, C.sc_send(b, n, t, C.int(dest), C.int(tag), c.h))
 	}
@@ -812,7 +840,7 @@ func Send[T Elem](c Comm, buf []T, dest, tag int) error {
 // Recv is MPI_Recv into buf from rank src with tag (>= 0); it returns the
 // number of elements received. A longer message is an MPI error
 // (MPI_ERR_TRUNCATE).
-func Recv[T Elem](c Comm, buf []T, src, tag int) (int, error) {
+func (c Comm) Recv(buf []byte, dt Datatype, src, tag int) (int, error) {
 	const call = "MPI_Recv"
 	if err := c.ready(call); err != nil {
 		return 0, err
@@ -823,11 +851,11 @@ func Recv[T Elem](c Comm, buf []T, src, tag int) (int, error) {
 	if tag < 0 || tag > math.MaxInt32 {
 		return 0, fmt.Errorf("%w: %s: tag %d", ErrArgument, call, tag)
 	}
-	n, err := count(call, "len(buf)", len(buf))
+	n, err := elems(call, "buf", buf, dt)
 	if err != nil {
 		return 0, err
 	}
-	b, t := ptr(buf), C.int(TypeOf[T]())
+	b, t := ptr(buf), C.int(dt)
 	got := new(C.int)
 	var rc C.int
 	if rt.direct {
@@ -836,4 +864,44 @@ func Recv[T Elem](c Comm, buf []T, src, tag int) (int, error) {
 		rc = funnel(func() C.int { return C.sc_recv(b, n, t, C.int(src), C.int(tag), c.h, got) })
 	}
 	return int(*got), check(call, rc)
+}
+
+// Bcast is [Comm.Bcast] on a typed slice.
+func Bcast[T Elem](c Comm, buf []T, root int) error {
+	return c.Bcast(asBytes(buf), TypeOf[T](), root)
+}
+
+// Allreduce is [Comm.Allreduce] on typed slices.
+func Allreduce[T Elem](c Comm, send, recv []T, op Op) error {
+	return c.Allreduce(asBytes(send), asBytes(recv), TypeOf[T](), op)
+}
+
+// Reduce is [Comm.Reduce] on typed slices.
+func Reduce[T Elem](c Comm, send, recv []T, op Op, root int) error {
+	return c.Reduce(asBytes(send), asBytes(recv), TypeOf[T](), op, root)
+}
+
+// ReduceScatterBlock is [Comm.ReduceScatterBlock] on typed slices.
+func ReduceScatterBlock[T Elem](c Comm, send, recv []T, op Op) error {
+	return c.ReduceScatterBlock(asBytes(send), asBytes(recv), TypeOf[T](), op)
+}
+
+// Allgather is [Comm.Allgather] on typed slices.
+func Allgather[T Elem](c Comm, send, recv []T) error {
+	return c.Allgather(asBytes(send), asBytes(recv), TypeOf[T]())
+}
+
+// Allgatherv is [Comm.Allgatherv] on typed slices.
+func Allgatherv[T Elem](c Comm, send, recv []T, counts, displs []int) error {
+	return c.Allgatherv(asBytes(send), asBytes(recv), TypeOf[T](), counts, displs)
+}
+
+// Send is [Comm.Send] of a typed slice.
+func Send[T Elem](c Comm, buf []T, dest, tag int) error {
+	return c.Send(asBytes(buf), TypeOf[T](), dest, tag)
+}
+
+// Recv is [Comm.Recv] into a typed slice.
+func Recv[T Elem](c Comm, buf []T, src, tag int) (int, error) {
+	return c.Recv(asBytes(buf), TypeOf[T](), src, tag)
 }

@@ -749,3 +749,37 @@ func TestAbort(t *testing.T) {
 	_ = w.Barrier()
 	t.Error("the barrier returned although rank 1 aborted")
 }
+
+// TestRankRaw uses the byte-buffer methods with an explicit datatype, as
+// callers with their own element types do.
+func TestRankRaw(t *testing.T) {
+	w := rankOnly(t)
+	p, r := w.Size(), w.Rank()
+	buf := make([]byte, 2*300)
+	for i := 0; i < 300; i++ {
+		v := uint16(uval(r, i))
+		buf[2*i], buf[2*i+1] = byte(v), byte(v>>8) // little endian, as on every target
+	}
+	must(t, w.Allreduce(nil, buf, Uint16, Sum))
+	for i := 0; i < 300; i++ {
+		got := uint16(buf[2*i]) | uint16(buf[2*i+1])<<8
+		if want := expect[uint16](Uint16, Sum, p, i); got != want {
+			t.Fatalf("[%d] = %d, want %d", i, got, want)
+		}
+	}
+	x := []byte{byte(r + 1), 0xf0}
+	must(t, w.Allreduce(nil, x, Byte, BXor))
+	var want byte
+	for i := 0; i < p; i++ {
+		want ^= byte(i + 1)
+	}
+	if x[0] != want || x[1] != map[bool]byte{true: 0, false: 0xf0}[p%2 == 0] {
+		t.Errorf("bxor of bytes: %x", x)
+	}
+	if err := w.Allreduce(nil, make([]byte, 3), Uint16, Sum); !errors.Is(err, ErrArgument) {
+		t.Errorf("odd byte count for uint16: %v", err)
+	}
+	if err := w.Bcast(make([]byte, 4), Datatype(0), 0); !errors.Is(err, ErrArgument) {
+		t.Errorf("invalid datatype: %v", err)
+	}
+}
