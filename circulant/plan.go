@@ -69,7 +69,7 @@ func (s Span) Len() int { return s.Hi - s.Lo }
 // are R[Send] of rank From: in From's rotated buffer they are the elements
 // PeerElems. Send and Recv never overlap.
 type Round struct {
-	Skip      int  // the skip s of the round: To = Rank+s, From = Rank-s (mod p) for reduce-scatter rounds, the opposite for allgather rounds
+	Skip      int  // s: To = Rank+s and From = Rank-s (mod p) when reducing, the opposite when copying
 	To, From  int  // peer ranks
 	Send      Span // blocks of R sent to To (R indices)
 	Recv      Span // blocks of R that receive From's blocks (R indices)
@@ -82,7 +82,7 @@ type Round struct {
 // Plan is the complete round-by-round program of one rank for one
 // collective of [RS] (Träff 2025) on a circulant graph. Build it once per
 // (kind, p, rank, skips, block sizes) and reuse it: running it allocates
-// nothing. A Plan is immutable and safe for concurrent use.
+// nothing. Treat it as read-only; it is then safe for concurrent use.
 type Plan struct {
 	Kind   Kind
 	P      int     // number of ranks
