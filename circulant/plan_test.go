@@ -441,3 +441,43 @@ func TestNewPlanErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSkipsExact enumerates every descending sequence from p to 1
+// for small p and checks that CheckSkips accepts exactly those whose
+// reduce-scatter and allreduce plans the tree argument proves correct.
+func TestCheckSkipsExact(t *testing.T) {
+	accepted := 0
+	for p := 2; p <= 14; p++ {
+		// Subsets of {2..p-1} as the middle skips.
+		for mask := 0; mask < 1<<(p-2); mask++ {
+			skips := []int{p}
+			for v := p - 1; v >= 2; v-- {
+				if mask&(1<<(v-2)) != 0 {
+					skips = append(skips, v)
+				}
+			}
+			skips = append(skips, 1)
+			ok := CheckSkips(p, skips) == nil
+			for _, kind := range []Kind{ReduceScatter, Allreduce} {
+				pl := &Plan{Kind: kind, P: p, Skips: skips}
+				q := len(skips) - 1
+				for k := 0; k < q; k++ {
+					pl.Rounds = append(pl.Rounds, pl.rsRound(skips[k], skips[k+1]))
+				}
+				if kind == Allreduce {
+					for k := q - 1; k >= 0; k-- {
+						pl.Rounds = append(pl.Rounds, pl.agRound(skips[k], skips[k+1]))
+					}
+				}
+				proved := verifyRelative(pl) == nil
+				if proved != ok {
+					t.Fatalf("p=%d skips %v %v: CheckSkips says %v, the tree argument %v", p, skips, kind, ok, proved)
+				}
+			}
+			if ok {
+				accepted++
+			}
+		}
+	}
+	t.Logf("%d valid skip sequences for p <= 14", accepted)
+}
