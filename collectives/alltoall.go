@@ -10,11 +10,11 @@ import (
 // piece k of each of its send blocks into its slot half, behind a table of
 // (offset, length) per destination, and posts phase 1; every rank then
 // copies its piece from every rank's half. Segment k of S holds piece k of
-// every block (see segment.go). Alltoallv first agrees on S: every rank
-// publishes the S its own blocks need and all take the largest. A
-// destination checks that the length its source published equals what its
-// own receive counts expect, so that mismatched counts abort the call on
-// every rank instead of corrupting memory.
+// every block (see segment.go). Alltoallv first agrees on S in a step of its
+// own: every rank publishes the S its own blocks need and its send counts,
+// all take the largest S, and each checks that what every source sends it
+// is what it expects to receive, so that mismatched counts abort the call
+// on every rank (all wait for all in the data steps) before data moves.
 //
 // Slot reuse: the half is written only before phase 1 of a step; halves
 // alternate between steps and begin() orders the reuse (see step.go).
@@ -22,7 +22,7 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 	a := &c.cur
 	esz, p := a.esz, c.size
 	hdr := alignUp(16 * p)
-	if hdr >= c.half {
+	if hdr >= c.half || 8*(p+1) > c.half {
 		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small for %d ranks", ErrInvalidArgument, c.half, p))
 	}
 	S, err := numPieces(a.counts, (c.half-hdr)/esz)
@@ -35,14 +35,22 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		le.PutUint64(c.slotHalf(c.rank, e), uint64(S))
+		h := c.slotHalf(c.rank, e)
+		le.PutUint64(h, uint64(S))
+		for j, n := range a.counts {
+			le.PutUint64(h[8+8*j:], uint64(n))
+		}
 		c.post(e, 1)
 		for i := 1; i < p; i++ {
 			q := (c.rank + i) % p
 			if err := c.wait(ctx, q, e, 1); err != nil {
 				return err
 			}
-			S = max(S, int(le.Uint64(c.slotHalf(q, e))))
+			qh := c.slotHalf(q, e)
+			S = max(S, int(le.Uint64(qh)))
+			if n := int(le.Uint64(qh[8+8*c.rank:])); n != a.rcounts[q] {
+				return c.mismatch(fmt.Sprintf("rank %d expects %d elements from rank %d, which sends %d", c.rank, a.rcounts[q], q, n))
+			}
 		}
 		c.last.Steps++
 		c.last.Rounds++
@@ -104,6 +112,6 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 
 // mismatch aborts the communicator with a descriptor-mismatch cause.
 func (c *Comm) mismatch(what string) error {
-	c.ep.Abort(fmt.Errorf("%s%v call %d: %s", mismatchPrefix, c.cur.coll, c.seq, what))
+	c.ep.Abort(fmt.Errorf("%w: %v call %d: %s", ErrMismatch, c.cur.coll, c.seq, what))
 	return c.fail(c.ep.Err())
 }

@@ -47,7 +47,30 @@ func (c *Comm) pick(ctx context.Context, bytes int) error {
 		return c.fail(err)
 	}
 	c.cur.alg = a
-	return c.run(ctx)
+	if err := c.run(ctx); err != nil {
+		return err
+	}
+	return c.finish(ctx)
+}
+
+// finish ends a call whose last step did not make this rank depend on
+// every rank (a bcast, scatter, gather or reduce that did not wait for
+// everybody): it waits until every rank has begun that step and compares
+// their descriptors, so that a mismatch fails the call on every rank, not
+// only on the ranks that read from a mismatched one. Every rank then has
+// begun the step, so the next step needs no check in begin.
+func (c *Comm) finish(ctx context.Context) error {
+	if c.cur.fully {
+		return nil
+	}
+	e := c.step
+	for i := 1; i < c.size; i++ {
+		if err := c.wait(ctx, (c.rank+i)%c.size, e, 1); err != nil {
+			return err
+		}
+	}
+	c.synced = e
+	return nil
 }
 
 // bytesOf views s as bytes; nil stays nil (in place).

@@ -33,10 +33,6 @@ var (
 	ErrNotCommutative = errors.New("collectives: algorithm needs a commutative operator")
 )
 
-// mismatchPrefix starts the abort cause of a descriptor mismatch, so that
-// every rank, not only the one that found it, can wrap [ErrMismatch].
-const mismatchPrefix = "descriptor mismatch: "
-
 // Error is the error of a failed collective call: which rank, which call,
 // and why.
 type Error struct {
@@ -53,12 +49,17 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is reports whether target is ErrMismatch and the cause is an abort made
-// by a descriptor mismatch on some rank.
+// Is reports whether target is ErrMismatch, ErrInvalidArgument or
+// ErrNotCommutative and the communicator was aborted for that reason by
+// some rank, so that every rank's error matches what the detecting rank
+// found (errors.Is(err, ErrMismatch) holds on every rank of a mismatched
+// call).
 func (e *Error) Is(target error) bool {
-	if target != ErrMismatch {
+	switch target {
+	case ErrMismatch, ErrInvalidArgument, ErrNotCommutative:
+	default:
 		return false
 	}
 	var ae *shm.AbortError
-	return errors.As(e.Err, &ae) && strings.Contains(ae.Cause, mismatchPrefix)
+	return errors.As(e.Err, &ae) && strings.Contains(ae.Cause, target.Error())
 }
