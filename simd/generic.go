@@ -390,20 +390,28 @@ func combineF32(op Op, acc, x []float32) {
 // halfPass computes one pass dst = round(s0 op s1 op ... op s(m-1)) for bfloat16
 // (bf true) or float16, accumulating in float32.
 func halfPass(bf bool, op Op, dst []byte, srcs *[maxK][]byte, m int) {
-	var acc, tmp [halfChunk]float32
-	widen, narrow := widenFP16, narrowFP16
-	if bf {
-		widen, narrow = widenBF16, narrowBF16
-	}
+	var acc, tmp [halfChunk]float32 // direct calls below keep these on the stack
 	for off := 0; off < len(dst); off += 2 * halfChunk {
 		end := min(off+2*halfChunk, len(dst))
 		a := acc[:(end-off)/2]
 		t := tmp[:len(a)]
-		widen(a, srcs[0][off:end])
+		if bf {
+			widenBF16(a, srcs[0][off:end])
+		} else {
+			widenFP16(a, srcs[0][off:end])
+		}
 		for j := 1; j < m; j++ {
-			widen(t, srcs[j][off:end])
+			if bf {
+				widenBF16(t, srcs[j][off:end])
+			} else {
+				widenFP16(t, srcs[j][off:end])
+			}
 			combineF32(op, a, t)
 		}
-		narrow(dst[off:end], a)
+		if bf {
+			narrowBF16(dst[off:end], a)
+		} else {
+			narrowFP16(dst[off:end], a)
+		}
 	}
 }

@@ -47,7 +47,7 @@ func copyNonTemporal(dst, src []byte) bool {
 	case implGeneric:
 		return false
 	}
-	head := int(-uintptrOf(dst)) & (vb - 1)
+	head := min(int(-uintptrOf(dst))&(vb-1), len(dst))
 	copy(dst[:head], src)
 	body := (len(dst) - head) &^ (4*vb - 1)
 	if body > 0 {
