@@ -1,0 +1,171 @@
+//go:build mpi
+
+package hier
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/shmcoll/shmcoll/collectives"
+	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// mpiTypes maps the simd types MPI has; the others cross nodes as bytes.
+var mpiTypes = map[simd.Type]mpi.Datatype{
+	simd.Int8: mpi.Int8, simd.Int16: mpi.Int16, simd.Int32: mpi.Int32, simd.Int64: mpi.Int64,
+	simd.Uint8: mpi.Uint8, simd.Uint16: mpi.Uint16, simd.Uint32: mpi.Uint32, simd.Uint64: mpi.Uint64,
+	simd.Float32: mpi.Float32, simd.Float64: mpi.Float64,
+	simd.Complex64: mpi.Complex64, simd.Complex128: mpi.Complex128,
+}
+
+var mpiOps = map[simd.Op]mpi.Op{
+	simd.Sum: mpi.Sum, simd.Prod: mpi.Prod, simd.Min: mpi.Min, simd.Max: mpi.Max,
+	simd.Band: mpi.BAnd, simd.Bor: mpi.BOr, simd.Bxor: mpi.BXor,
+}
+
+// byMPI returns the MPI datatype and operator for (t, op), if MPI has both.
+func byMPI(t simd.Type, op simd.Op) (mpi.Datatype, mpi.Op, bool) {
+	dt, ok1 := mpiTypes[t]
+	mop, ok2 := mpiOps[op]
+	return dt, mop, ok1 && ok2 && mop.Applies(dt)
+}
+
+// HasMPIType reports whether (t, op) crosses nodes as an MPI reduction; the
+// others are allgathered as bytes and reduced with shmcoll's kernels.
+func HasMPIType(t simd.Type, op simd.Op) bool {
+	_, _, ok := byMPI(t, op)
+	return ok
+}
+
+// crossReduce reduces block in place across the ranks of comm (a lane).
+func (c *Comm) crossReduce(comm mpi.Comm, block []byte, t simd.Type, op simd.Op) error {
+	if comm.Size() <= 1 || len(block) == 0 {
+		return nil
+	}
+	if dt, mop, ok := byMPI(t, op); ok {
+		return comm.Allreduce(nil, block, dt, mop)
+	}
+	k, err := simd.Lookup(t, op)
+	if err != nil {
+		return err
+	}
+	n, nb := comm.Size(), len(block)
+	if cap(c.scratch) < n*nb {
+		c.scratch = make([]byte, n*nb)
+	}
+	all := c.scratch[:n*nb]
+	if err := comm.Allgather(block, all, mpi.Byte); err != nil {
+		return err
+	}
+	srcs := make([][]byte, n)
+	for j := range srcs {
+		srcs[j] = all[j*nb : (j+1)*nb]
+	}
+	k.ReduceK(block, srcs) // in node order on every member: the same bits everywhere
+	return nil
+}
+
+// choose picks the algorithm for a call of the given size (equal on all ranks).
+func (c *Comm) choose(bytes int) Algorithm {
+	if c.alg != Auto {
+		return c.alg
+	}
+	if bytes < leaderBelow || c.lanes == 1 {
+		return Leader
+	}
+	return MultiLane
+}
+
+// blocks cuts n elements into the node's blocks: c.lanes nearly equal ones,
+// then empty blocks for the local ranks beyond the smallest node's size.
+func (c *Comm) blocks(n int) (counts []int, displ int) {
+	counts = make([]int, c.node.Size())
+	for i := 0; i < c.lanes; i++ {
+		lo, hi := i*n/c.lanes, (i+1)*n/c.lanes
+		counts[i] = hi - lo
+		if i < c.node.Rank() {
+			displ += counts[i]
+		}
+	}
+	return counts, displ
+}
+
+// fail aborts the node's arena after an MPI error, so that the node's other
+// ranks, waiting in shared memory, return too.
+func (c *Comm) fail(coll string, err error) error {
+	err = fmt.Errorf("hier: %s on rank %d (node %d): %w", coll, c.world.Rank(), c.nodeIdx, err)
+	c.local.Abort(err)
+	return err
+}
+
+func sameStart[T simd.Element](a, b []T) bool {
+	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
+// Allreduce combines send of all ranks element-wise with op into recv on
+// every rank. send nil (or send == recv) means in place. The algorithm is
+// [Options].Algorithm, or by size (see the package documentation).
+func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op simd.Op) error {
+	t := simd.TypeOf[T]()
+	if !simd.Supports(t, op) {
+		return fmt.Errorf("hier: allreduce: %v does not apply to %v: %w", op, t, simd.ErrUnsupported)
+	}
+	if send != nil && len(send) != len(recv) {
+		return fmt.Errorf("hier: allreduce: len(send) %d != len(recv) %d", len(send), len(recv))
+	}
+	if sameStart(send, recv) {
+		send = nil
+	}
+	cop := collectives.Builtin(op)
+	switch c.choose(len(recv) * t.Size()) {
+	case Leader:
+		return allreduceLeader(ctx, c, send, recv, t, op, cop)
+	default:
+		return allreduceMultiLane(ctx, c, send, recv, t, op, cop)
+	}
+}
+
+func allreduceLeader[T simd.Element](ctx context.Context, c *Comm, send, recv []T, t simd.Type, op simd.Op, cop collectives.Op) error {
+	var err error
+	if c.node.Rank() == 0 {
+		err = collectives.Reduce(ctx, c.local, send, recv, cop, 0)
+	} else {
+		s := send
+		if s == nil {
+			s = recv
+		}
+		err = collectives.Reduce(ctx, c.local, s, nil, cop, 0)
+	}
+	if err != nil {
+		return err
+	}
+	if c.node.Rank() == 0 {
+		if err := c.crossReduce(c.lane, simd.AsBytes(recv), t, op); err != nil {
+			return c.fail("allreduce", err)
+		}
+	}
+	return collectives.Bcast(ctx, c.local, recv, 0)
+}
+
+func allreduceMultiLane[T simd.Element](ctx context.Context, c *Comm, send, recv []T, t simd.Type, op simd.Op, cop collectives.Op) error {
+	counts, d := c.blocks(len(recv))
+	me := c.node.Rank()
+	block := recv[d : d+counts[me]]
+	var err error
+	if send != nil {
+		err = collectives.ReduceScatter(ctx, c.local, send, block, counts, cop)
+	} else {
+		err = collectives.ReduceScatter(ctx, c.local, nil, recv, counts, cop)
+	}
+	if err != nil {
+		return err
+	}
+	if me < c.lanes {
+		if err := c.crossReduce(c.lane, simd.AsBytes(block), t, op); err != nil {
+			return c.fail("allreduce", err)
+		}
+	}
+	return collectives.Allgatherv(ctx, c.local, nil, recv, counts, nil)
+}

@@ -1,0 +1,94 @@
+package collectives
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/shmcoll/shmcoll/shm"
+)
+
+// TestProcesses runs the matrix among real processes: the test binary
+// re-executes itself p times as TestProcessChild with the environment
+// shmrun sets (SHMCOLL_RANK, SHMCOLL_SIZE, SHMCOLL_ARENA).
+func TestProcesses(t *testing.T) {
+	if os.Getenv(shm.EnvArena) != "" {
+		t.Skip("in a child")
+	}
+	ps := []int{2, 3, 4}
+	if long {
+		ps = []int{2, 3, 4, 5, 6, 7, 8}
+	}
+	if testing.Short() {
+		ps = []int{3}
+	}
+	for _, alg := range []Algorithm{Flat, Circulant} {
+		for _, p := range ps {
+			t.Run(fmt.Sprintf("alg=%v/p=%d", alg, p), func(t *testing.T) {
+				name := shm.NewName()
+				out := make([][]byte, p)
+				errs := make([]error, p)
+				var wg sync.WaitGroup
+				for r := range p {
+					cmd := exec.Command(os.Args[0], "-test.run=^TestProcessChild$", "-test.count=1")
+					cmd.Env = append(os.Environ(),
+						shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p),
+						shm.EnvArena+"="+name, "SHMCOLL_TEST_ALG="+alg.String())
+					wg.Go(func() { out[r], errs[r] = cmd.CombinedOutput() })
+				}
+				wg.Wait()
+				for r := range p {
+					if errs[r] != nil {
+						t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
+					}
+				}
+			})
+		}
+	}
+	noLeaks(t)
+}
+
+// TestProcessChild is one rank of TestProcesses.
+func TestProcessChild(t *testing.T) {
+	if os.Getenv(shm.EnvArena) == "" {
+		t.Skip("run by TestProcesses")
+	}
+	alg, err := ParseAlgorithm(os.Getenv("SHMCOLL_TEST_ALG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := JoinEnv(bg, pinAll(alg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.InProcess() {
+		t.Fatal("a process rank says it is in-process")
+	}
+	if err := matrixCalls(t, c, alg, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Split in two halves with their own arenas, used beside the parent.
+	sub, err := c.Split(bg, c.Rank()%2, c.Rank())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	v := []int64{int64(c.Rank())}
+	if err := Allreduce(bg, sub, nil, v, Sum); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(0)
+	for q := c.Rank() % 2; q < c.Size(); q += 2 {
+		want += int64(q)
+	}
+	if v[0] != want {
+		t.Errorf("split allreduce: %d, want %d", v[0], want)
+	}
+	if err := Barrier(bg, c); err != nil {
+		t.Fatal(err)
+	}
+}
