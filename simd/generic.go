@@ -47,7 +47,11 @@ func minInt[T integer](d, a, b []byte) {
 	dd, aa, bb := view[T](d), view[T](a), view[T](b)
 	aa, bb = aa[:len(dd)], bb[:len(dd)]
 	for i := range dd {
-		dd[i] = min(aa[i], bb[i])
+		x, y := aa[i], bb[i]
+		if y < x {
+			x = y
+		}
+		dd[i] = x
 	}
 }
 
@@ -55,7 +59,11 @@ func maxInt[T integer](d, a, b []byte) {
 	dd, aa, bb := view[T](d), view[T](a), view[T](b)
 	aa, bb = aa[:len(dd)], bb[:len(dd)]
 	for i := range dd {
-		dd[i] = max(aa[i], bb[i])
+		x, y := aa[i], bb[i]
+		if y > x {
+			x = y
+		}
+		dd[i] = x
 	}
 }
 
@@ -230,7 +238,11 @@ func sumFloat[T float](d, a, b []byte) {
 	dd, aa, bb := view[T](d), view[T](a), view[T](b)
 	aa, bb = aa[:len(dd)], bb[:len(dd)]
 	for i := range dd {
-		dd[i] = addF(aa[i], bb[i])
+		r := T(aa[i] + bb[i]) // addF, written out: generic calls do not inline here
+		if r != r {
+			r = nanResult(aa[i], bb[i], r)
+		}
+		dd[i] = r
 	}
 }
 
@@ -238,7 +250,11 @@ func prodFloat[T float](d, a, b []byte) {
 	dd, aa, bb := view[T](d), view[T](a), view[T](b)
 	aa, bb = aa[:len(dd)], bb[:len(dd)]
 	for i := range dd {
-		dd[i] = mulF(aa[i], bb[i])
+		r := T(aa[i] * bb[i])
+		if r != r {
+			r = nanResult(aa[i], bb[i], r)
+		}
+		dd[i] = r
 	}
 }
 
@@ -246,7 +262,15 @@ func minFloat[T float](d, a, b []byte) {
 	dd, aa, bb := view[T](d), view[T](a), view[T](b)
 	aa, bb = aa[:len(dd)], bb[:len(dd)]
 	for i := range dd {
-		dd[i] = minF(aa[i], bb[i])
+		x, y := aa[i], bb[i]
+		switch {
+		case x < y:
+		case y < x:
+			x = y
+		default:
+			x = minF(x, y) // equal or unordered: the rare cases
+		}
+		dd[i] = x
 	}
 }
 
@@ -254,7 +278,15 @@ func maxFloat[T float](d, a, b []byte) {
 	dd, aa, bb := view[T](d), view[T](a), view[T](b)
 	aa, bb = aa[:len(dd)], bb[:len(dd)]
 	for i := range dd {
-		dd[i] = maxF(aa[i], bb[i])
+		x, y := aa[i], bb[i]
+		switch {
+		case x > y:
+		case y > x:
+			x = y
+		default:
+			x = maxF(x, y)
+		}
+		dd[i] = x
 	}
 }
 
