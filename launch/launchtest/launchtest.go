@@ -1,4 +1,4 @@
-// Package testrank is a small rank program for the tests of launch and
+// Package launchtest is a small rank program for the tests of launchers
 // shmrun: a test binary calls MaybeRun first thing in TestMain and is then
 // re-executed as the ranks, with SHMCOLL_TESTRANK=1 and a list of actions as
 // arguments, run in order:
@@ -21,7 +21,7 @@
 //	shmfile         create /dev/shm/$SHMCOLL_ARENA, as a rank that creates a named arena and dies would leave it
 //
 // An action followed by @R (for instance exit:3@2) runs only on rank R.
-package testrank
+package launchtest
 
 import (
 	"fmt"
@@ -48,7 +48,7 @@ func MaybeRun() {
 		return
 	}
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "testrank:", err)
+		fmt.Fprintln(os.Stderr, "launchtest:", err)
 		os.Exit(100)
 	}
 	os.Exit(0)
@@ -154,7 +154,7 @@ func run(actions []string) error {
 			}
 			f.Close()
 		case "panic":
-			panic("testrank: panic action")
+			panic("launchtest: panic action")
 		default:
 			return fmt.Errorf("unknown action %q", a)
 		}

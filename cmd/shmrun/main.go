@@ -1,0 +1,143 @@
+// Command shmrun starts the ranks of a shmcoll job on this node.
+//
+// Usage:
+//
+//	shmrun -np N [-bind core|socket|none|auto] [-map compact|spread] [-timeout D] prog [args...]
+//
+// It starts N copies of prog with SHMCOLL_RANK, SHMCOLL_SIZE and
+// SHMCOLL_ARENA set (and SHMCOLL_CPU for bound ranks), prefixes every line
+// the ranks print with "[rank] ", forwards SIGINT, SIGTERM and SIGHUP to
+// them, and ends as soon as one rank fails: the others are sent SIGTERM, then
+// SIGKILL after -grace. Nothing of the job is left behind in /dev/shm.
+//
+// Binding: -bind core binds each rank to one CPU, socket to all CPUs of a
+// package, none leaves ranks unbound; auto (the default) is core when there
+// are at least N physical cores and none otherwise. -map chooses the CPUs:
+// compact fills one package first, spread deals ranks across packages.
+// SHMCOLL_TOPOLOGY (e.g. 2x4) plans on a fake topology, whose CPUs map onto
+// the host's modulo their count.
+//
+// Exit status: 0 when every rank exits with 0; the status of the first rank
+// that failed, or 128+signal if it was killed by a signal; 124 when -timeout
+// expires; 127 when prog cannot be found; 2 for bad usage; 1 otherwise.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"github.com/shmcoll/shmcoll/launch"
+	"github.com/shmcoll/shmcoll/numa"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit codes besides the ranks' own.
+const (
+	exitFailure  = 1
+	exitUsage    = 2
+	exitTimeout  = 124
+	exitNotFound = 127
+)
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("shmrun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	np := fs.Int("np", 0, "number of ranks (required)")
+	bindFlag := fs.String("bind", "auto", "bind ranks to a `core`, a socket, none, or auto")
+	mapFlag := fs.String("map", "compact", "placement of bound ranks: `compact` or spread")
+	timeout := fs.Duration("timeout", 0, "kill the job after this `duration` (0: never)")
+	grace := fs.Duration("grace", launch.DefaultKillGrace, "time between SIGTERM and SIGKILL when killing ranks")
+	noPrefix := fs.Bool("noprefix", false, "do not prefix output lines with the rank")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: shmrun -np N [flags] prog [args...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	usageError := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "shmrun: "+format+"\n", a...)
+		fmt.Fprintln(stderr, "usage: shmrun -np N [flags] prog [args...] (shmrun -h for the flags)")
+		return exitUsage
+	}
+	if *np < 1 || *np > launch.MaxRanks {
+		return usageError("-np %d: need 1 to %d ranks", *np, launch.MaxRanks)
+	}
+	if fs.NArg() == 0 {
+		return usageError("missing program to run")
+	}
+	bind, err := launch.ParseBind(*bindFlag)
+	if err != nil {
+		return usageError("-bind %q: want core, socket, none or auto", *bindFlag)
+	}
+	policy, err := numa.ParsePolicy(*mapFlag)
+	if err != nil || policy == numa.None {
+		return usageError("-map %q: want compact or spread", *mapFlag)
+	}
+	if *timeout < 0 || *grace < 0 {
+		return usageError("-timeout and -grace must not be negative")
+	}
+
+	// Catch the signals before the ranks exist, so that none is lost.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	job, err := launch.Start(context.Background(), launch.Config{
+		NP:        *np,
+		Prog:      fs.Arg(0),
+		Args:      fs.Args()[1:],
+		Bind:      bind,
+		Map:       policy,
+		Stdout:    stdout,
+		Stderr:    stderr,
+		NoPrefix:  *noPrefix,
+		Timeout:   *timeout,
+		KillGrace: *grace,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "shmrun:", err)
+		switch {
+		case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
+			return exitNotFound
+		case errors.Is(err, launch.ErrBadConfig):
+			return exitUsage
+		}
+		return exitFailure
+	}
+	for done := false; !done; {
+		select {
+		case s := <-sigs:
+			job.Signal(s.(syscall.Signal))
+		case <-job.Done():
+			done = true
+		}
+	}
+	err = job.Wait()
+	var re *launch.RankError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &re):
+		fmt.Fprintf(stderr, "shmrun: %v\n", re)
+		return re.ExitCode()
+	case errors.Is(err, launch.ErrTimeout):
+		fmt.Fprintf(stderr, "shmrun: %v\n", err)
+		return exitTimeout
+	}
+	fmt.Fprintf(stderr, "shmrun: %v\n", err)
+	return exitFailure
+}

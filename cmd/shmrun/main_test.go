@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shmcoll/shmcoll/launch/launchtest"
+)
+
+// envMain makes the test binary act as shmrun itself.
+const envMain = "SHMRUN_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envMain) != "" {
+		os.Unsetenv(envMain) // the ranks are rank programs, not shmrun
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	launchtest.MaybeRun()
+	os.Exit(m.Run())
+}
+
+// shmrun runs shmrun in this process with the test binary as the rank program.
+func shmrun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	t.Setenv(launchtest.Env, "1")
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func sortedLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	l := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	sort.Strings(l)
+	return l
+}
+
+func TestUsageErrors(t *testing.T) {
+	self := os.Args[0]
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-np", "0", self}, "-np 0: need 1 to 4096 ranks"},
+		{[]string{"-np", "-2", self}, "-np -2: need 1 to 4096 ranks"},
+		{[]string{self}, "-np 0: need 1 to 4096 ranks"},
+		{[]string{"-np", "5000", self}, "-np 5000: need 1 to 4096 ranks"},
+		{[]string{"-np", "2"}, "missing program to run"},
+		{[]string{"-np", "2", "-bind", "numa", self}, `-bind "numa": want core, socket, none or auto`},
+		{[]string{"-np", "2", "-map", "scatter", self}, `-map "scatter": want compact or spread`},
+		{[]string{"-np", "2", "-map", "none", self}, `-map "none": want compact or spread`},
+		{[]string{"-np", "2", "-timeout", "-1s", self}, "must not be negative"},
+		{[]string{"-np", "x", self}, `invalid value "x" for flag -np`},
+		{[]string{"-frobnicate", self}, "flag provided but not defined: -frobnicate"},
+	} {
+		code, stdout, stderr := shmrun(t, tc.args...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, tc.msg) || !strings.Contains(stderr, "usage: shmrun") {
+			t.Errorf("shmrun %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, stdout, stderr, tc.msg)
+		}
+	}
+	if code, _, stderr := shmrun(t, "-h"); code != 0 || !strings.Contains(stderr, "-bind") {
+		t.Errorf("shmrun -h: exit %d, %q", code, stderr)
+	}
+}
+
+func TestProgramNotFound(t *testing.T) {
+	code, _, stderr := shmrun(t, "-np", "2", "shmcoll-no-such-program")
+	if code != 127 || !strings.Contains(stderr, `"shmcoll-no-such-program"`) {
+		t.Errorf("exit %d, stderr %q; want 127 naming the program", code, stderr)
+	}
+	code, _, _ = shmrun(t, "-np", "2", "./no/such/path")
+	if code != 127 {
+		t.Errorf("missing path: exit %d, want 127", code)
+	}
+}
+
+func TestSuccess(t *testing.T) {
+	code, stdout, stderr := shmrun(t, "-np", "3", os.Args[0], "env", "stderr:to stderr")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	re := regexp.MustCompile(`^\[(\d)\] env (\d) 3 shmcoll\.\d+\.[0-9a-f]{16} \d*$`)
+	lines := sortedLines(stdout)
+	if len(lines) != 3 {
+		t.Fatalf("stdout %q", stdout)
+	}
+	for i, l := range lines {
+		if m := re.FindStringSubmatch(l); m == nil || m[1] != strconv.Itoa(i) || m[2] != m[1] {
+			t.Errorf("line %q", l)
+		}
+	}
+	if got := sortedLines(stderr); !slices.Equal(got, []string{"[0] to stderr", "[1] to stderr", "[2] to stderr"}) {
+		t.Errorf("stderr %q", got)
+	}
+	code, stdout, _ = shmrun(t, "-np", "2", "-noprefix", os.Args[0], "echo:x")
+	if code != 0 || stdout != "x\nx\n" {
+		t.Errorf("-noprefix: exit %d, stdout %q", code, stdout)
+	}
+	// Flags after the program belong to the program.
+	code, stdout, _ = shmrun(t, "-np", "1", os.Args[0], "echo:-np")
+	if code != 0 || stdout != "[0] -np\n" {
+		t.Errorf("program flags: exit %d, stdout %q", code, stdout)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"-np", "3", os.Args[0], "exit:7@1", "sleep:1h"}, 7, "rank 1 (pid "},
+		{[]string{"-np", "3", os.Args[0], "signal:9@2", "sleep:1h"}, 128 + 9, "rank 2 (pid "},
+		{[]string{"-np", "2", os.Args[0], "panic@0", "sleep:1h"}, 2, "rank 0 (pid "},
+		{[]string{"-np", "2", "-timeout", "200ms", os.Args[0], "sleep:1h"}, 124, "timed out after 200ms"},
+		{[]string{"-np", "1", os.Args[0], "exit:255"}, 255, "exited with status 255"},
+	} {
+		start := time.Now()
+		code, _, stderr := shmrun(t, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.msg) {
+			t.Errorf("shmrun %q: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, tc.code, tc.msg)
+		}
+		t.Logf("%q: %v", tc.args, time.Since(start))
+	}
+}
+
+// startShmrun starts the test binary as a real shmrun process.
+func startShmrun(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envMain+"=1", launchtest.Env+"=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, &out
+}
+
+func readPids(t *testing.T, dir string, np int) []int {
+	t.Helper()
+	pids := make([]int, np)
+	deadline := time.Now().Add(30 * time.Second)
+	for r := range np {
+		for {
+			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank%d.pid", r)))
+			if err == nil {
+				pids[r], _ = strconv.Atoi(string(b))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rank %d wrote no pid file", r)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return pids
+}
+
+// alive reports whether pid is a living (not zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("rank process %d outlived shmrun", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("shmrun did not exit")
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// TestSIGTERMEndsAllRanks sends SIGTERM to a real shmrun: it forwards it,
+// the ranks die of it, shmrun exits with 128+15 and no rank survives.
+func TestSIGTERMEndsAllRanks(t *testing.T) {
+	dir := t.TempDir()
+	cmd, out := startShmrun(t, "-np", "3", os.Args[0], "pidfile:"+dir, "sleep:1h")
+	pids := readPids(t, dir, 3)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitCode(t, cmd); code != 128+15 {
+		t.Errorf("shmrun exit %d, want 143; output %q", code, out)
+	}
+	waitGone(t, pids)
+}
+
+// TestSIGINTForwarded: ranks that handle SIGINT see it exactly once (a
+// terminal's SIGINT reaches only shmrun's process group; shmrun forwards it)
+// and exit normally.
+func TestSIGINTForwarded(t *testing.T) {
+	dir := t.TempDir()
+	cmd, out := startShmrun(t, "-np", "2", os.Args[0], "trapterm:0", "pidfile:"+dir, "sleep:1h")
+	pids := readPids(t, dir, 2)
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := exitCode(t, cmd); code != 0 {
+		t.Errorf("shmrun exit %d, want 0; output %q", code, out)
+	}
+	for r := range 2 {
+		if want := fmt.Sprintf("[%d] rank %d got interrupt\n", r, r); strings.Count(out.String(), want) != 1 {
+			t.Errorf("output %q does not hold %q once", out, want)
+		}
+	}
+	waitGone(t, pids)
+}
+
+// TestShmrunKilled: when shmrun dies by SIGKILL (no chance to forward), its
+// ranks die with it.
+func TestShmrunKilled(t *testing.T) {
+	dir := t.TempDir()
+	cmd, _ := startShmrun(t, "-np", "2", os.Args[0], "pidfile:"+dir, "sleep:1h")
+	pids := readPids(t, dir, 2)
+	cmd.Process.Kill()
+	exitCode(t, cmd)
+	waitGone(t, pids)
+}
+
+func TestFailureEndsShmrun(t *testing.T) {
+	dir := t.TempDir()
+	cmd, out := startShmrun(t, "-np", "4", os.Args[0], "pidfile:"+dir, "await:"+dir, "exit:9@3", "sleep:1h")
+	pids := readPids(t, dir, 4)
+	if code := exitCode(t, cmd); code != 9 {
+		t.Errorf("shmrun exit %d, want 9; output %q", code, out)
+	}
+	if !strings.Contains(out.String(), "shmrun: rank 3 (pid "+strconv.Itoa(pids[3])+") exited with status 9") {
+		t.Errorf("output %q does not name rank 3", out)
+	}
+	waitGone(t, pids)
+}
