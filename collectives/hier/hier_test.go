@@ -1,0 +1,429 @@
+//go:build mpi
+
+package hier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// The TestRank* tests run inside ranks started by mpirun; TestMPIRun starts
+// them with several emulated node layouts.
+
+var launched = os.Getenv("OMPI_COMM_WORLD_SIZE") != "" || os.Getenv("PMI_SIZE") != ""
+
+func TestMain(m *testing.M) {
+	if !launched {
+		os.Exit(m.Run())
+	}
+	if err := mpi.Init(mpi.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, "mpi.Init:", err)
+		os.Exit(3)
+	}
+	code := m.Run()
+	worst := []int32{int32(code)}
+	if err := mpi.Allreduce(mpi.World(), nil, worst, mpi.Max); err != nil {
+		fmt.Fprintln(os.Stderr, "agreeing on the exit code:", err)
+		worst[0] = 1
+	}
+	if err := mpi.Finalize(); err != nil {
+		fmt.Fprintln(os.Stderr, "mpi.Finalize:", err)
+		worst[0] = 1
+	}
+	if dir := os.Getenv("SHMCOLL_HIER_TEST_DIR"); dir != "" {
+		rank := os.Getenv("OMPI_COMM_WORLD_RANK") + os.Getenv("PMI_RANK")
+		if err := os.WriteFile(filepath.Join(dir, "rank"+rank), []byte(strconv.Itoa(int(worst[0]))), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			worst[0] = 1
+		}
+	}
+	os.Exit(int(worst[0]))
+}
+
+type layout struct {
+	np    int
+	nodes string // SHMCOLL_NODE_SIZE
+}
+
+// TestMPIRun runs the rank tests at 2 to 8 ranks on 1 to 4 emulated nodes,
+// even and uneven, under the MPI this binary is linked with (MPICH, which
+// spins when oversubscribed, gets the larger layouts with SHMCOLL_LONG=1),
+// then checks that an aborting rank ends the job and leaves no segment.
+func TestMPIRun(t *testing.T) {
+	if launched {
+		t.Skip("inside a rank")
+	}
+	in := mpi.Lookup(mpi.Linked())
+	if err := in.Err(); err != nil {
+		t.Fatalf("built with -tags mpi for %s, but: %v", mpi.Linked(), err)
+	}
+	long := os.Getenv("SHMCOLL_LONG") == "1"
+	layouts := []layout{{2, "1"}, {2, ""}, {4, "2"}, {4, "3,1"}, {4, "1"}, {6, "2"}, {6, "4,2"}, {8, "4"}, {8, "3"}}
+	if mpi.Linked() == mpi.MPICH && !long {
+		layouts = []layout{{2, "1"}, {4, "2"}, {4, "3,1"}}
+	}
+	for _, l := range layouts {
+		t.Run(fmt.Sprintf("np=%d/nodes=%s", l.np, l.nodes), func(t *testing.T) {
+			before := segments(t)
+			dir := t.TempDir()
+			out, err := launch(t, in, l.np, []string{"SHMCOLL_NODE_SIZE=" + l.nodes, "SHMCOLL_HIER_TEST_DIR=" + dir}, "^TestRank")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			for r := 0; r < l.np; r++ {
+				b, err := os.ReadFile(filepath.Join(dir, "rank"+strconv.Itoa(r)))
+				if err != nil || string(b) != "0" {
+					t.Fatalf("rank %d did not finish cleanly (%q, %v):\n%s", r, b, err, out)
+				}
+			}
+			if after := segments(t); after > before {
+				t.Errorf("%d segments left in /dev/shm", after-before)
+			}
+		})
+	}
+	t.Run("abort", func(t *testing.T) {
+		before := segments(t)
+		out, err := launch(t, in, 4, []string{"SHMCOLL_NODE_SIZE=2", "SHMCOLL_HIER_TEST_ABORT=1"}, "^TestAbort$")
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("mpirun: got %v, want a nonzero exit after MPI_Abort\n%s", err, out)
+		}
+		if !strings.Contains(out, "aborting with code 7") {
+			t.Fatalf("rank 1 did not reach MPI_Abort:\n%s", out)
+		}
+		if after := segments(t); after > before {
+			t.Errorf("%d segments left in /dev/shm after the abort", after-before)
+		}
+	})
+}
+
+// segments counts this user's shmcoll segments in /dev/shm.
+func segments(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/dev/shm")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	n := 0
+	prefix := "shmcoll." + strconv.Itoa(os.Getuid()) + "."
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func launch(t *testing.T, in mpi.Installation, np int, env []string, run string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := in.Command(ctx, np, exe, "-test.run="+run, "-test.count=1", "-test.v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), env...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%s did not finish in time: %v", strings.Join(cmd.Args, " "), err)
+	} else if err != nil {
+		err = fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	return "\n" + buf.String(), err
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newComm forms the hierarchy for a rank test.
+func newComm(t *testing.T, alg Algorithm) *Comm {
+	t.Helper()
+	if !launched {
+		t.Skip("runs inside ranks started by TestMPIRun")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := New(ctx, mpi.World(), Options{Algorithm: alg})
+	must(t, err)
+	t.Cleanup(func() { must(t, c.Close()) })
+	return c
+}
+
+// wantLayout is the node layout SHMCOLL_NODE_SIZE asks for on p ranks.
+func wantLayout(t *testing.T, p int) []int {
+	sizes, err := parseNodeSizes(os.Getenv("SHMCOLL_NODE_SIZE"))
+	must(t, err)
+	switch len(sizes) {
+	case 0:
+		return []int{p}
+	case 1:
+		var out []int
+		for left := p; left > 0; left -= sizes[0] {
+			out = append(out, min(left, sizes[0]))
+		}
+		return out
+	}
+	return sizes
+}
+
+func TestRankForm(t *testing.T) {
+	c := newComm(t, Auto)
+	want := wantLayout(t, c.Size())
+	got := c.NodeSizes()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("node sizes %v, want %v", got, want)
+	}
+	// Emulated nodes are consecutive world ranks.
+	idx, nodes, local := c.Node()
+	first := 0
+	for _, s := range want[:idx] {
+		first += s
+	}
+	if nodes != len(want) || c.Rank() != first+local || c.Local().Size() != want[idx] || c.Local().Rank() != local {
+		t.Errorf("rank %d: node %d of %d, local rank %d of %d; want layout %v", c.Rank(), idx, nodes, local, c.Local().Size(), want)
+	}
+	lanes := want[0]
+	for _, s := range want {
+		lanes = min(lanes, s)
+	}
+	if c.lanes != lanes {
+		t.Errorf("lanes %d, want %d", c.lanes, lanes)
+	}
+}
+
+// Test data: small integers, exact in every type and order (|sum| <= 32).
+func input(t simd.Type, op simd.Op, r, i int) (int64, int64) {
+	switch {
+	case op == simd.Prod:
+		return 1 + int64(b2i((r+i)%3 == 0)), 0
+	case t >= simd.Uint8 && t <= simd.Uint64, op == simd.Band, op == simd.Bor, op == simd.Bxor, op == simd.Land, op == simd.Lor:
+		return int64((r*5 + i*3) % 9), int64((r*7 + i) % 9)
+	}
+	return int64((r*5+i*3)%9) - 4, int64((r*7+i)%9) - 4
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// expect is our own reference: op over ranks 0..p-1 of input.
+func expect(t simd.Type, op simd.Op, p, i int) (int64, int64) {
+	re, im := input(t, op, 0, i)
+	for r := 1; r < p; r++ {
+		a, b := input(t, op, r, i)
+		switch op {
+		case simd.Sum:
+			re, im = re+a, im+b
+		case simd.Prod:
+			re, im = re*a-im*b, re*b+im*a
+		case simd.Min:
+			re = min(re, a)
+		case simd.Max:
+			re = max(re, a)
+		case simd.Band:
+			re &= a
+		case simd.Bor:
+			re |= a
+		case simd.Bxor:
+			re ^= a
+		case simd.Land:
+			re = int64(b2i(re != 0 && a != 0))
+		case simd.Lor:
+			re = int64(b2i(re != 0 || a != 0))
+		}
+	}
+	return re, im
+}
+
+func conv[T simd.Element](re, im int64) T {
+	var z T
+	switch p := any(&z).(type) {
+	case *int8:
+		*p = int8(re)
+	case *int16:
+		*p = int16(re)
+	case *int32:
+		*p = int32(re)
+	case *int64:
+		*p = re
+	case *uint8:
+		*p = uint8(re)
+	case *uint16:
+		*p = uint16(re)
+	case *uint32:
+		*p = uint32(re)
+	case *uint64:
+		*p = uint64(re)
+	case *float32:
+		*p = float32(re)
+	case *float64:
+		*p = float64(re)
+	case *simd.BFloat16:
+		*p = simd.BFloat16FromFloat32(float32(re))
+	case *simd.Float16:
+		*p = simd.Float16FromFloat32(float32(re))
+	case *complex64:
+		*p = complex(float32(re), float32(im))
+	case *complex128:
+		*p = complex(float64(re), float64(im))
+	default:
+		panic(fmt.Sprintf("conv: %T", z))
+	}
+	return z
+}
+
+func allreduceType[T simd.Element](t *testing.T, c *Comm, sizes []int) {
+	typ := simd.TypeOf[T]()
+	ctx := context.Background()
+	for _, op := range simd.Ops() {
+		if !simd.Supports(typ, op) {
+			continue
+		}
+		for _, n := range sizes {
+			for _, inPlace := range []bool{false, true} {
+				send, recv := make([]T, n), make([]T, n)
+				for i := range send {
+					send[i] = conv[T](input(typ, op, c.Rank(), i))
+				}
+				var err error
+				if inPlace {
+					copy(recv, send)
+					err = Allreduce(ctx, c, nil, recv, op)
+				} else {
+					err = Allreduce(ctx, c, send, recv, op)
+				}
+				must(t, err)
+				for i := range recv {
+					if want := conv[T](expect(typ, op, c.Size(), i)); recv[i] != want {
+						t.Errorf("%v %v n=%d inPlace=%v: [%d] = %v, want %v", typ, op, n, inPlace, i, recv[i], want)
+						break
+					}
+				}
+				// Against the MPI library's own allreduce, where MPI has the type.
+				if dt, mop, ok := byMPI(typ, op); ok && n > 0 && !inPlace {
+					ref := make([]T, n)
+					must(t, mpi.World().Allreduce(simd.AsBytes(send), simd.AsBytes(ref), dt, mop))
+					if !bytes.Equal(simd.AsBytes(ref), simd.AsBytes(recv)) {
+						t.Errorf("%v %v n=%d: differs from MPI_Allreduce", typ, op, n)
+					}
+				}
+			}
+		}
+	}
+}
+
+func testAllreduce(t *testing.T, alg Algorithm) {
+	c := newComm(t, alg)
+	sizes := []int{0, 1, 7, 1000}
+	allreduceType[int8](t, c, sizes)
+	allreduceType[int16](t, c, sizes)
+	allreduceType[int32](t, c, sizes)
+	allreduceType[int64](t, c, sizes)
+	allreduceType[uint8](t, c, sizes)
+	allreduceType[uint16](t, c, sizes)
+	allreduceType[uint32](t, c, sizes)
+	allreduceType[uint64](t, c, sizes)
+	allreduceType[float32](t, c, sizes)
+	allreduceType[float64](t, c, []int{0, 1, 7, 1000, 300007})
+	allreduceType[simd.BFloat16](t, c, sizes)
+	allreduceType[simd.Float16](t, c, sizes)
+	allreduceType[complex64](t, c, sizes)
+	allreduceType[complex128](t, c, sizes)
+}
+
+func TestRankAllreduceLeader(t *testing.T)    { testAllreduce(t, Leader) }
+func TestRankAllreduceMultiLane(t *testing.T) { testAllreduce(t, MultiLane) }
+
+// TestRankBitwise reduces random floats (rounding everywhere) and checks
+// that every rank got the same bits, with each algorithm and Auto.
+func TestRankBitwise(t *testing.T) {
+	for _, alg := range []Algorithm{Leader, MultiLane, Auto} {
+		c := newComm(t, alg)
+		rng := rand.New(rand.NewPCG(uint64(c.Rank()), 42))
+		for _, n := range []int{3, 5000, 100003} {
+			f64 := make([]float64, n)
+			for i := range f64 {
+				f64[i] = rng.NormFloat64() * 1e3
+			}
+			must(t, Allreduce(context.Background(), c, nil, f64, simd.Sum))
+			bf := make([]simd.BFloat16, n)
+			for i := range bf {
+				bf[i] = simd.BFloat16FromFloat32(float32(rng.NormFloat64()))
+			}
+			must(t, Allreduce(context.Background(), c, nil, bf, simd.Sum))
+			h := fnv.New64a()
+			h.Write(simd.AsBytes(f64))
+			h.Write(simd.AsBytes(bf))
+			sums := make([]uint64, c.Size())
+			must(t, mpi.Allgather(mpi.World(), []uint64{h.Sum64()}, sums))
+			for r, s := range sums {
+				if s != sums[0] {
+					t.Errorf("%v n=%d: rank %d's result differs from rank 0's", alg, n, r)
+				}
+			}
+		}
+	}
+}
+
+func TestRankArguments(t *testing.T) {
+	c := newComm(t, Auto)
+	ctx := context.Background()
+	if err := Allreduce(ctx, c, make([]float32, 3), make([]float32, 3), simd.Band); !errors.Is(err, simd.ErrUnsupported) {
+		t.Errorf("band on float32: %v", err)
+	}
+	if err := Allreduce(ctx, c, make([]int32, 3), make([]int32, 4), simd.Sum); err == nil {
+		t.Error("lengths 3 and 4 accepted")
+	}
+	if _, err := emulatedNode([]int{3, 2}, 0, 4); !errors.Is(err, ErrBadNodeSizes) {
+		t.Errorf("sizes 3,2 on 4 ranks: %v", err)
+	}
+	if _, err := parseNodeSizes("2,x"); !errors.Is(err, ErrBadNodeSizes) {
+		t.Errorf("2,x: %v", err)
+	}
+	if n, err := emulatedNode([]int{3, 1, 2}, 4, 6); n != 2 || err != nil {
+		t.Errorf("rank 4 of 3,1,2: node %d, %v", n, err)
+	}
+}
+
+// TestAbort runs only when TestMPIRun asks: rank 1 aborts the job while
+// the others wait in a hierarchical allreduce.
+func TestAbort(t *testing.T) {
+	if os.Getenv("SHMCOLL_HIER_TEST_ABORT") != "1" {
+		t.Skip("only under TestMPIRun/abort")
+	}
+	c := newComm(t, MultiLane)
+	if c.Rank() == 1 {
+		fmt.Println("rank 1 aborting with code 7")
+		os.Stdout.Sync()
+		mpi.World().Abort(7)
+	}
+	_ = Allreduce(context.Background(), c, nil, make([]float64, 1<<16), simd.Sum)
+	t.Error("the allreduce returned although rank 1 aborted")
+}
