@@ -34,120 +34,158 @@ var asmKernels = []asmKernel{
 	{implAVX2, Int64, Max, 39, 40, 32},
 	{implAVX2, Uint64, Min, 41, 42, 32},
 	{implAVX2, Uint64, Max, 43, 44, 32},
-	{implAVX2, Int8, Band, 45, 46, 32},
-	{implAVX2, Int16, Band, 45, 46, 32},
-	{implAVX2, Int32, Band, 45, 46, 32},
-	{implAVX2, Int64, Band, 45, 46, 32},
-	{implAVX2, Uint8, Band, 45, 46, 32},
-	{implAVX2, Uint16, Band, 45, 46, 32},
-	{implAVX2, Uint32, Band, 45, 46, 32},
-	{implAVX2, Uint64, Band, 45, 46, 32},
-	{implAVX2, Int8, Bor, 47, 48, 32},
-	{implAVX2, Int16, Bor, 47, 48, 32},
-	{implAVX2, Int32, Bor, 47, 48, 32},
-	{implAVX2, Int64, Bor, 47, 48, 32},
-	{implAVX2, Uint8, Bor, 47, 48, 32},
-	{implAVX2, Uint16, Bor, 47, 48, 32},
-	{implAVX2, Uint32, Bor, 47, 48, 32},
-	{implAVX2, Uint64, Bor, 47, 48, 32},
-	{implAVX2, Int8, Bxor, 49, 50, 32},
-	{implAVX2, Int16, Bxor, 49, 50, 32},
-	{implAVX2, Int32, Bxor, 49, 50, 32},
-	{implAVX2, Int64, Bxor, 49, 50, 32},
-	{implAVX2, Uint8, Bxor, 49, 50, 32},
-	{implAVX2, Uint16, Bxor, 49, 50, 32},
-	{implAVX2, Uint32, Bxor, 49, 50, 32},
-	{implAVX2, Uint64, Bxor, 49, 50, 32},
-	{implAVX2, Float32, Sum, 51, 52, 32},
-	{implAVX2, Complex64, Sum, 51, 52, 32},
-	{implAVX2, Float64, Sum, 53, 54, 32},
-	{implAVX2, Complex128, Sum, 53, 54, 32},
-	{implAVX2, Float32, Prod, 55, 56, 32},
-	{implAVX2, Float64, Prod, 57, 58, 32},
-	{implAVX2, Float32, Min, 59, 60, 32},
-	{implAVX2, Float32, Max, 61, 62, 32},
-	{implAVX2, Float64, Min, 63, 64, 32},
-	{implAVX2, Float64, Max, 65, 66, 32},
-	{implAVX2, BFloat16T, Sum, 67, 0, 16},
-	{implAVX2, BFloat16T, Prod, 69, 0, 16},
-	{implAVX2, BFloat16T, Min, 71, 0, 16},
-	{implAVX2, BFloat16T, Max, 73, 0, 16},
-	{implAVX2, Float16T, Sum, 75, 0, 16},
-	{implAVX2, Float16T, Prod, 77, 0, 16},
-	{implAVX2, Float16T, Min, 79, 0, 16},
-	{implAVX2, Float16T, Max, 81, 0, 16},
-	{implAVX512, Int8, Sum, 83, 84, 64},
-	{implAVX512, Uint8, Sum, 83, 84, 64},
-	{implAVX512, Int16, Sum, 85, 86, 64},
-	{implAVX512, Uint16, Sum, 85, 86, 64},
-	{implAVX512, Int32, Sum, 87, 88, 64},
-	{implAVX512, Uint32, Sum, 87, 88, 64},
-	{implAVX512, Int64, Sum, 89, 90, 64},
-	{implAVX512, Uint64, Sum, 89, 90, 64},
-	{implAVX512, Int16, Prod, 91, 92, 64},
-	{implAVX512, Uint16, Prod, 91, 92, 64},
-	{implAVX512, Int32, Prod, 93, 94, 64},
-	{implAVX512, Uint32, Prod, 93, 94, 64},
-	{implAVX512, Int64, Prod, 95, 96, 64},
-	{implAVX512, Uint64, Prod, 95, 96, 64},
-	{implAVX512, Int8, Min, 97, 98, 64},
-	{implAVX512, Int8, Max, 99, 100, 64},
-	{implAVX512, Uint8, Min, 101, 102, 64},
-	{implAVX512, Uint8, Max, 103, 104, 64},
-	{implAVX512, Int16, Min, 105, 106, 64},
-	{implAVX512, Int16, Max, 107, 108, 64},
-	{implAVX512, Uint16, Min, 109, 110, 64},
-	{implAVX512, Uint16, Max, 111, 112, 64},
-	{implAVX512, Int32, Min, 113, 114, 64},
-	{implAVX512, Int32, Max, 115, 116, 64},
-	{implAVX512, Uint32, Min, 117, 118, 64},
-	{implAVX512, Uint32, Max, 119, 120, 64},
-	{implAVX512, Int64, Min, 121, 122, 64},
-	{implAVX512, Int64, Max, 123, 124, 64},
-	{implAVX512, Uint64, Min, 125, 126, 64},
-	{implAVX512, Uint64, Max, 127, 128, 64},
-	{implAVX512, Int8, Band, 129, 130, 64},
-	{implAVX512, Int16, Band, 129, 130, 64},
-	{implAVX512, Int32, Band, 129, 130, 64},
-	{implAVX512, Int64, Band, 129, 130, 64},
-	{implAVX512, Uint8, Band, 129, 130, 64},
-	{implAVX512, Uint16, Band, 129, 130, 64},
-	{implAVX512, Uint32, Band, 129, 130, 64},
-	{implAVX512, Uint64, Band, 129, 130, 64},
-	{implAVX512, Int8, Bor, 131, 132, 64},
-	{implAVX512, Int16, Bor, 131, 132, 64},
-	{implAVX512, Int32, Bor, 131, 132, 64},
-	{implAVX512, Int64, Bor, 131, 132, 64},
-	{implAVX512, Uint8, Bor, 131, 132, 64},
-	{implAVX512, Uint16, Bor, 131, 132, 64},
-	{implAVX512, Uint32, Bor, 131, 132, 64},
-	{implAVX512, Uint64, Bor, 131, 132, 64},
-	{implAVX512, Int8, Bxor, 133, 134, 64},
-	{implAVX512, Int16, Bxor, 133, 134, 64},
-	{implAVX512, Int32, Bxor, 133, 134, 64},
-	{implAVX512, Int64, Bxor, 133, 134, 64},
-	{implAVX512, Uint8, Bxor, 133, 134, 64},
-	{implAVX512, Uint16, Bxor, 133, 134, 64},
-	{implAVX512, Uint32, Bxor, 133, 134, 64},
-	{implAVX512, Uint64, Bxor, 133, 134, 64},
-	{implAVX512, Float32, Sum, 135, 136, 64},
-	{implAVX512, Complex64, Sum, 135, 136, 64},
-	{implAVX512, Float64, Sum, 137, 138, 64},
-	{implAVX512, Complex128, Sum, 137, 138, 64},
-	{implAVX512, Float32, Prod, 139, 140, 64},
-	{implAVX512, Float64, Prod, 141, 142, 64},
-	{implAVX512, Float32, Min, 143, 144, 64},
-	{implAVX512, Float32, Max, 145, 146, 64},
-	{implAVX512, Float64, Min, 147, 148, 64},
-	{implAVX512, Float64, Max, 149, 150, 64},
-	{implAVX512, BFloat16T, Sum, 151, 0, 32},
-	{implAVX512, BFloat16T, Prod, 153, 0, 32},
-	{implAVX512, BFloat16T, Min, 155, 0, 32},
-	{implAVX512, BFloat16T, Max, 157, 0, 32},
-	{implAVX512, Float16T, Sum, 159, 0, 32},
-	{implAVX512, Float16T, Prod, 161, 0, 32},
-	{implAVX512, Float16T, Min, 163, 0, 32},
-	{implAVX512, Float16T, Max, 165, 0, 32},
+	{implAVX2, Int8, Prod, 45, 46, 32},
+	{implAVX2, Uint8, Prod, 45, 46, 32},
+	{implAVX2, Int64, Prod, 47, 48, 32},
+	{implAVX2, Uint64, Prod, 47, 48, 32},
+	{implAVX2, Int8, Land, 49, 50, 32},
+	{implAVX2, Uint8, Land, 49, 50, 32},
+	{implAVX2, Int8, Lor, 51, 52, 32},
+	{implAVX2, Uint8, Lor, 51, 52, 32},
+	{implAVX2, Int16, Land, 53, 54, 32},
+	{implAVX2, Uint16, Land, 53, 54, 32},
+	{implAVX2, Int16, Lor, 55, 56, 32},
+	{implAVX2, Uint16, Lor, 55, 56, 32},
+	{implAVX2, Int32, Land, 57, 58, 32},
+	{implAVX2, Uint32, Land, 57, 58, 32},
+	{implAVX2, Int32, Lor, 59, 60, 32},
+	{implAVX2, Uint32, Lor, 59, 60, 32},
+	{implAVX2, Int64, Land, 61, 62, 32},
+	{implAVX2, Uint64, Land, 61, 62, 32},
+	{implAVX2, Int64, Lor, 63, 64, 32},
+	{implAVX2, Uint64, Lor, 63, 64, 32},
+	{implAVX2, Int8, Band, 65, 66, 32},
+	{implAVX2, Int16, Band, 65, 66, 32},
+	{implAVX2, Int32, Band, 65, 66, 32},
+	{implAVX2, Int64, Band, 65, 66, 32},
+	{implAVX2, Uint8, Band, 65, 66, 32},
+	{implAVX2, Uint16, Band, 65, 66, 32},
+	{implAVX2, Uint32, Band, 65, 66, 32},
+	{implAVX2, Uint64, Band, 65, 66, 32},
+	{implAVX2, Int8, Bor, 67, 68, 32},
+	{implAVX2, Int16, Bor, 67, 68, 32},
+	{implAVX2, Int32, Bor, 67, 68, 32},
+	{implAVX2, Int64, Bor, 67, 68, 32},
+	{implAVX2, Uint8, Bor, 67, 68, 32},
+	{implAVX2, Uint16, Bor, 67, 68, 32},
+	{implAVX2, Uint32, Bor, 67, 68, 32},
+	{implAVX2, Uint64, Bor, 67, 68, 32},
+	{implAVX2, Int8, Bxor, 69, 70, 32},
+	{implAVX2, Int16, Bxor, 69, 70, 32},
+	{implAVX2, Int32, Bxor, 69, 70, 32},
+	{implAVX2, Int64, Bxor, 69, 70, 32},
+	{implAVX2, Uint8, Bxor, 69, 70, 32},
+	{implAVX2, Uint16, Bxor, 69, 70, 32},
+	{implAVX2, Uint32, Bxor, 69, 70, 32},
+	{implAVX2, Uint64, Bxor, 69, 70, 32},
+	{implAVX2, Float32, Sum, 71, 72, 32},
+	{implAVX2, Complex64, Sum, 71, 72, 32},
+	{implAVX2, Float64, Sum, 73, 74, 32},
+	{implAVX2, Complex128, Sum, 73, 74, 32},
+	{implAVX2, Float32, Prod, 75, 76, 32},
+	{implAVX2, Float64, Prod, 77, 78, 32},
+	{implAVX2, Float32, Min, 79, 80, 32},
+	{implAVX2, Float32, Max, 81, 82, 32},
+	{implAVX2, Float64, Min, 83, 84, 32},
+	{implAVX2, Float64, Max, 85, 86, 32},
+	{implAVX2, BFloat16T, Sum, 87, 0, 16},
+	{implAVX2, BFloat16T, Prod, 89, 0, 16},
+	{implAVX2, BFloat16T, Min, 91, 0, 16},
+	{implAVX2, BFloat16T, Max, 93, 0, 16},
+	{implAVX2, Float16T, Sum, 95, 0, 16},
+	{implAVX2, Float16T, Prod, 97, 0, 16},
+	{implAVX2, Float16T, Min, 99, 0, 16},
+	{implAVX2, Float16T, Max, 101, 0, 16},
+	{implAVX512, Int8, Sum, 103, 104, 64},
+	{implAVX512, Uint8, Sum, 103, 104, 64},
+	{implAVX512, Int16, Sum, 105, 106, 64},
+	{implAVX512, Uint16, Sum, 105, 106, 64},
+	{implAVX512, Int32, Sum, 107, 108, 64},
+	{implAVX512, Uint32, Sum, 107, 108, 64},
+	{implAVX512, Int64, Sum, 109, 110, 64},
+	{implAVX512, Uint64, Sum, 109, 110, 64},
+	{implAVX512, Int16, Prod, 111, 112, 64},
+	{implAVX512, Uint16, Prod, 111, 112, 64},
+	{implAVX512, Int32, Prod, 113, 114, 64},
+	{implAVX512, Uint32, Prod, 113, 114, 64},
+	{implAVX512, Int64, Prod, 115, 116, 64},
+	{implAVX512, Uint64, Prod, 115, 116, 64},
+	{implAVX512, Int8, Min, 117, 118, 64},
+	{implAVX512, Int8, Max, 119, 120, 64},
+	{implAVX512, Uint8, Min, 121, 122, 64},
+	{implAVX512, Uint8, Max, 123, 124, 64},
+	{implAVX512, Int16, Min, 125, 126, 64},
+	{implAVX512, Int16, Max, 127, 128, 64},
+	{implAVX512, Uint16, Min, 129, 130, 64},
+	{implAVX512, Uint16, Max, 131, 132, 64},
+	{implAVX512, Int32, Min, 133, 134, 64},
+	{implAVX512, Int32, Max, 135, 136, 64},
+	{implAVX512, Uint32, Min, 137, 138, 64},
+	{implAVX512, Uint32, Max, 139, 140, 64},
+	{implAVX512, Int64, Min, 141, 142, 64},
+	{implAVX512, Int64, Max, 143, 144, 64},
+	{implAVX512, Uint64, Min, 145, 146, 64},
+	{implAVX512, Uint64, Max, 147, 148, 64},
+	{implAVX512, Int8, Prod, 149, 150, 64},
+	{implAVX512, Uint8, Prod, 149, 150, 64},
+	{implAVX512, Int8, Land, 151, 152, 64},
+	{implAVX512, Uint8, Land, 151, 152, 64},
+	{implAVX512, Int8, Lor, 153, 154, 64},
+	{implAVX512, Uint8, Lor, 153, 154, 64},
+	{implAVX512, Int16, Land, 155, 156, 64},
+	{implAVX512, Uint16, Land, 155, 156, 64},
+	{implAVX512, Int16, Lor, 157, 158, 64},
+	{implAVX512, Uint16, Lor, 157, 158, 64},
+	{implAVX512, Int32, Land, 159, 160, 64},
+	{implAVX512, Uint32, Land, 159, 160, 64},
+	{implAVX512, Int32, Lor, 161, 162, 64},
+	{implAVX512, Uint32, Lor, 161, 162, 64},
+	{implAVX512, Int64, Land, 163, 164, 64},
+	{implAVX512, Uint64, Land, 163, 164, 64},
+	{implAVX512, Int64, Lor, 165, 166, 64},
+	{implAVX512, Uint64, Lor, 165, 166, 64},
+	{implAVX512, Int8, Band, 167, 168, 64},
+	{implAVX512, Int16, Band, 167, 168, 64},
+	{implAVX512, Int32, Band, 167, 168, 64},
+	{implAVX512, Int64, Band, 167, 168, 64},
+	{implAVX512, Uint8, Band, 167, 168, 64},
+	{implAVX512, Uint16, Band, 167, 168, 64},
+	{implAVX512, Uint32, Band, 167, 168, 64},
+	{implAVX512, Uint64, Band, 167, 168, 64},
+	{implAVX512, Int8, Bor, 169, 170, 64},
+	{implAVX512, Int16, Bor, 169, 170, 64},
+	{implAVX512, Int32, Bor, 169, 170, 64},
+	{implAVX512, Int64, Bor, 169, 170, 64},
+	{implAVX512, Uint8, Bor, 169, 170, 64},
+	{implAVX512, Uint16, Bor, 169, 170, 64},
+	{implAVX512, Uint32, Bor, 169, 170, 64},
+	{implAVX512, Uint64, Bor, 169, 170, 64},
+	{implAVX512, Int8, Bxor, 171, 172, 64},
+	{implAVX512, Int16, Bxor, 171, 172, 64},
+	{implAVX512, Int32, Bxor, 171, 172, 64},
+	{implAVX512, Int64, Bxor, 171, 172, 64},
+	{implAVX512, Uint8, Bxor, 171, 172, 64},
+	{implAVX512, Uint16, Bxor, 171, 172, 64},
+	{implAVX512, Uint32, Bxor, 171, 172, 64},
+	{implAVX512, Uint64, Bxor, 171, 172, 64},
+	{implAVX512, Float32, Sum, 173, 174, 64},
+	{implAVX512, Complex64, Sum, 173, 174, 64},
+	{implAVX512, Float64, Sum, 175, 176, 64},
+	{implAVX512, Complex128, Sum, 175, 176, 64},
+	{implAVX512, Float32, Prod, 177, 178, 64},
+	{implAVX512, Float64, Prod, 179, 180, 64},
+	{implAVX512, Float32, Min, 181, 182, 64},
+	{implAVX512, Float32, Max, 183, 184, 64},
+	{implAVX512, Float64, Min, 185, 186, 64},
+	{implAVX512, Float64, Max, 187, 188, 64},
+	{implAVX512, BFloat16T, Sum, 189, 0, 32},
+	{implAVX512, BFloat16T, Prod, 191, 0, 32},
+	{implAVX512, BFloat16T, Min, 193, 0, 32},
+	{implAVX512, BFloat16T, Max, 195, 0, 32},
+	{implAVX512, Float16T, Sum, 197, 0, 32},
+	{implAVX512, Float16T, Prod, 199, 0, 32},
+	{implAVX512, Float16T, Min, 201, 0, 32},
+	{implAVX512, Float16T, Max, 203, 0, 32},
 }
 
 // callAsm calls vector function id (see asmKernels).
@@ -242,216 +280,292 @@ func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {
 	case 44:
 		maxUint64AVX2NT(dst, srcs, k, n)
 	case 45:
-		bandAVX2(dst, srcs, k, n)
+		prodInt8AVX2(dst, srcs, k, n)
 	case 46:
-		bandAVX2NT(dst, srcs, k, n)
+		prodInt8AVX2NT(dst, srcs, k, n)
 	case 47:
-		borAVX2(dst, srcs, k, n)
+		prodInt64AVX2(dst, srcs, k, n)
 	case 48:
-		borAVX2NT(dst, srcs, k, n)
+		prodInt64AVX2NT(dst, srcs, k, n)
 	case 49:
-		bxorAVX2(dst, srcs, k, n)
+		landInt8AVX2(dst, srcs, k, n)
 	case 50:
-		bxorAVX2NT(dst, srcs, k, n)
+		landInt8AVX2NT(dst, srcs, k, n)
 	case 51:
-		sumFloat32AVX2(dst, srcs, k, n)
+		lorInt8AVX2(dst, srcs, k, n)
 	case 52:
-		sumFloat32AVX2NT(dst, srcs, k, n)
+		lorInt8AVX2NT(dst, srcs, k, n)
 	case 53:
-		sumFloat64AVX2(dst, srcs, k, n)
+		landInt16AVX2(dst, srcs, k, n)
 	case 54:
-		sumFloat64AVX2NT(dst, srcs, k, n)
+		landInt16AVX2NT(dst, srcs, k, n)
 	case 55:
-		prodFloat32AVX2(dst, srcs, k, n)
+		lorInt16AVX2(dst, srcs, k, n)
 	case 56:
-		prodFloat32AVX2NT(dst, srcs, k, n)
+		lorInt16AVX2NT(dst, srcs, k, n)
 	case 57:
-		prodFloat64AVX2(dst, srcs, k, n)
+		landInt32AVX2(dst, srcs, k, n)
 	case 58:
-		prodFloat64AVX2NT(dst, srcs, k, n)
+		landInt32AVX2NT(dst, srcs, k, n)
 	case 59:
-		minFloat32AVX2(dst, srcs, k, n)
+		lorInt32AVX2(dst, srcs, k, n)
 	case 60:
-		minFloat32AVX2NT(dst, srcs, k, n)
+		lorInt32AVX2NT(dst, srcs, k, n)
 	case 61:
-		maxFloat32AVX2(dst, srcs, k, n)
+		landInt64AVX2(dst, srcs, k, n)
 	case 62:
-		maxFloat32AVX2NT(dst, srcs, k, n)
+		landInt64AVX2NT(dst, srcs, k, n)
 	case 63:
-		minFloat64AVX2(dst, srcs, k, n)
+		lorInt64AVX2(dst, srcs, k, n)
 	case 64:
-		minFloat64AVX2NT(dst, srcs, k, n)
+		lorInt64AVX2NT(dst, srcs, k, n)
 	case 65:
-		maxFloat64AVX2(dst, srcs, k, n)
+		bandAVX2(dst, srcs, k, n)
 	case 66:
-		maxFloat64AVX2NT(dst, srcs, k, n)
+		bandAVX2NT(dst, srcs, k, n)
 	case 67:
-		sumBFloat16AVX2(dst, srcs, k, n)
+		borAVX2(dst, srcs, k, n)
+	case 68:
+		borAVX2NT(dst, srcs, k, n)
 	case 69:
-		prodBFloat16AVX2(dst, srcs, k, n)
+		bxorAVX2(dst, srcs, k, n)
+	case 70:
+		bxorAVX2NT(dst, srcs, k, n)
 	case 71:
-		minBFloat16AVX2(dst, srcs, k, n)
+		sumFloat32AVX2(dst, srcs, k, n)
+	case 72:
+		sumFloat32AVX2NT(dst, srcs, k, n)
 	case 73:
-		maxBFloat16AVX2(dst, srcs, k, n)
+		sumFloat64AVX2(dst, srcs, k, n)
+	case 74:
+		sumFloat64AVX2NT(dst, srcs, k, n)
 	case 75:
-		sumFloat16AVX2(dst, srcs, k, n)
+		prodFloat32AVX2(dst, srcs, k, n)
+	case 76:
+		prodFloat32AVX2NT(dst, srcs, k, n)
 	case 77:
-		prodFloat16AVX2(dst, srcs, k, n)
+		prodFloat64AVX2(dst, srcs, k, n)
+	case 78:
+		prodFloat64AVX2NT(dst, srcs, k, n)
 	case 79:
-		minFloat16AVX2(dst, srcs, k, n)
+		minFloat32AVX2(dst, srcs, k, n)
+	case 80:
+		minFloat32AVX2NT(dst, srcs, k, n)
 	case 81:
-		maxFloat16AVX2(dst, srcs, k, n)
+		maxFloat32AVX2(dst, srcs, k, n)
+	case 82:
+		maxFloat32AVX2NT(dst, srcs, k, n)
 	case 83:
-		sumInt8AVX512(dst, srcs, k, n)
+		minFloat64AVX2(dst, srcs, k, n)
 	case 84:
-		sumInt8AVX512NT(dst, srcs, k, n)
+		minFloat64AVX2NT(dst, srcs, k, n)
 	case 85:
-		sumInt16AVX512(dst, srcs, k, n)
+		maxFloat64AVX2(dst, srcs, k, n)
 	case 86:
-		sumInt16AVX512NT(dst, srcs, k, n)
+		maxFloat64AVX2NT(dst, srcs, k, n)
 	case 87:
-		sumInt32AVX512(dst, srcs, k, n)
-	case 88:
-		sumInt32AVX512NT(dst, srcs, k, n)
+		sumBFloat16AVX2(dst, srcs, k, n)
 	case 89:
-		sumInt64AVX512(dst, srcs, k, n)
-	case 90:
-		sumInt64AVX512NT(dst, srcs, k, n)
+		prodBFloat16AVX2(dst, srcs, k, n)
 	case 91:
-		prodInt16AVX512(dst, srcs, k, n)
-	case 92:
-		prodInt16AVX512NT(dst, srcs, k, n)
+		minBFloat16AVX2(dst, srcs, k, n)
 	case 93:
-		prodInt32AVX512(dst, srcs, k, n)
-	case 94:
-		prodInt32AVX512NT(dst, srcs, k, n)
+		maxBFloat16AVX2(dst, srcs, k, n)
 	case 95:
-		prodInt64AVX512(dst, srcs, k, n)
-	case 96:
-		prodInt64AVX512NT(dst, srcs, k, n)
+		sumFloat16AVX2(dst, srcs, k, n)
 	case 97:
-		minInt8AVX512(dst, srcs, k, n)
-	case 98:
-		minInt8AVX512NT(dst, srcs, k, n)
+		prodFloat16AVX2(dst, srcs, k, n)
 	case 99:
-		maxInt8AVX512(dst, srcs, k, n)
-	case 100:
-		maxInt8AVX512NT(dst, srcs, k, n)
+		minFloat16AVX2(dst, srcs, k, n)
 	case 101:
-		minUint8AVX512(dst, srcs, k, n)
-	case 102:
-		minUint8AVX512NT(dst, srcs, k, n)
+		maxFloat16AVX2(dst, srcs, k, n)
 	case 103:
-		maxUint8AVX512(dst, srcs, k, n)
+		sumInt8AVX512(dst, srcs, k, n)
 	case 104:
-		maxUint8AVX512NT(dst, srcs, k, n)
+		sumInt8AVX512NT(dst, srcs, k, n)
 	case 105:
-		minInt16AVX512(dst, srcs, k, n)
+		sumInt16AVX512(dst, srcs, k, n)
 	case 106:
-		minInt16AVX512NT(dst, srcs, k, n)
+		sumInt16AVX512NT(dst, srcs, k, n)
 	case 107:
-		maxInt16AVX512(dst, srcs, k, n)
+		sumInt32AVX512(dst, srcs, k, n)
 	case 108:
-		maxInt16AVX512NT(dst, srcs, k, n)
+		sumInt32AVX512NT(dst, srcs, k, n)
 	case 109:
-		minUint16AVX512(dst, srcs, k, n)
+		sumInt64AVX512(dst, srcs, k, n)
 	case 110:
-		minUint16AVX512NT(dst, srcs, k, n)
+		sumInt64AVX512NT(dst, srcs, k, n)
 	case 111:
-		maxUint16AVX512(dst, srcs, k, n)
+		prodInt16AVX512(dst, srcs, k, n)
 	case 112:
-		maxUint16AVX512NT(dst, srcs, k, n)
+		prodInt16AVX512NT(dst, srcs, k, n)
 	case 113:
-		minInt32AVX512(dst, srcs, k, n)
+		prodInt32AVX512(dst, srcs, k, n)
 	case 114:
-		minInt32AVX512NT(dst, srcs, k, n)
+		prodInt32AVX512NT(dst, srcs, k, n)
 	case 115:
-		maxInt32AVX512(dst, srcs, k, n)
+		prodInt64AVX512(dst, srcs, k, n)
 	case 116:
-		maxInt32AVX512NT(dst, srcs, k, n)
+		prodInt64AVX512NT(dst, srcs, k, n)
 	case 117:
-		minUint32AVX512(dst, srcs, k, n)
+		minInt8AVX512(dst, srcs, k, n)
 	case 118:
-		minUint32AVX512NT(dst, srcs, k, n)
+		minInt8AVX512NT(dst, srcs, k, n)
 	case 119:
-		maxUint32AVX512(dst, srcs, k, n)
+		maxInt8AVX512(dst, srcs, k, n)
 	case 120:
-		maxUint32AVX512NT(dst, srcs, k, n)
+		maxInt8AVX512NT(dst, srcs, k, n)
 	case 121:
-		minInt64AVX512(dst, srcs, k, n)
+		minUint8AVX512(dst, srcs, k, n)
 	case 122:
-		minInt64AVX512NT(dst, srcs, k, n)
+		minUint8AVX512NT(dst, srcs, k, n)
 	case 123:
-		maxInt64AVX512(dst, srcs, k, n)
+		maxUint8AVX512(dst, srcs, k, n)
 	case 124:
-		maxInt64AVX512NT(dst, srcs, k, n)
+		maxUint8AVX512NT(dst, srcs, k, n)
 	case 125:
-		minUint64AVX512(dst, srcs, k, n)
+		minInt16AVX512(dst, srcs, k, n)
 	case 126:
-		minUint64AVX512NT(dst, srcs, k, n)
+		minInt16AVX512NT(dst, srcs, k, n)
 	case 127:
-		maxUint64AVX512(dst, srcs, k, n)
+		maxInt16AVX512(dst, srcs, k, n)
 	case 128:
-		maxUint64AVX512NT(dst, srcs, k, n)
+		maxInt16AVX512NT(dst, srcs, k, n)
 	case 129:
-		bandAVX512(dst, srcs, k, n)
+		minUint16AVX512(dst, srcs, k, n)
 	case 130:
-		bandAVX512NT(dst, srcs, k, n)
+		minUint16AVX512NT(dst, srcs, k, n)
 	case 131:
-		borAVX512(dst, srcs, k, n)
+		maxUint16AVX512(dst, srcs, k, n)
 	case 132:
-		borAVX512NT(dst, srcs, k, n)
+		maxUint16AVX512NT(dst, srcs, k, n)
 	case 133:
-		bxorAVX512(dst, srcs, k, n)
+		minInt32AVX512(dst, srcs, k, n)
 	case 134:
-		bxorAVX512NT(dst, srcs, k, n)
+		minInt32AVX512NT(dst, srcs, k, n)
 	case 135:
-		sumFloat32AVX512(dst, srcs, k, n)
+		maxInt32AVX512(dst, srcs, k, n)
 	case 136:
-		sumFloat32AVX512NT(dst, srcs, k, n)
+		maxInt32AVX512NT(dst, srcs, k, n)
 	case 137:
-		sumFloat64AVX512(dst, srcs, k, n)
+		minUint32AVX512(dst, srcs, k, n)
 	case 138:
-		sumFloat64AVX512NT(dst, srcs, k, n)
+		minUint32AVX512NT(dst, srcs, k, n)
 	case 139:
-		prodFloat32AVX512(dst, srcs, k, n)
+		maxUint32AVX512(dst, srcs, k, n)
 	case 140:
-		prodFloat32AVX512NT(dst, srcs, k, n)
+		maxUint32AVX512NT(dst, srcs, k, n)
 	case 141:
-		prodFloat64AVX512(dst, srcs, k, n)
+		minInt64AVX512(dst, srcs, k, n)
 	case 142:
-		prodFloat64AVX512NT(dst, srcs, k, n)
+		minInt64AVX512NT(dst, srcs, k, n)
 	case 143:
-		minFloat32AVX512(dst, srcs, k, n)
+		maxInt64AVX512(dst, srcs, k, n)
 	case 144:
-		minFloat32AVX512NT(dst, srcs, k, n)
+		maxInt64AVX512NT(dst, srcs, k, n)
 	case 145:
-		maxFloat32AVX512(dst, srcs, k, n)
+		minUint64AVX512(dst, srcs, k, n)
 	case 146:
-		maxFloat32AVX512NT(dst, srcs, k, n)
+		minUint64AVX512NT(dst, srcs, k, n)
 	case 147:
-		minFloat64AVX512(dst, srcs, k, n)
+		maxUint64AVX512(dst, srcs, k, n)
 	case 148:
-		minFloat64AVX512NT(dst, srcs, k, n)
+		maxUint64AVX512NT(dst, srcs, k, n)
 	case 149:
-		maxFloat64AVX512(dst, srcs, k, n)
+		prodInt8AVX512(dst, srcs, k, n)
 	case 150:
-		maxFloat64AVX512NT(dst, srcs, k, n)
+		prodInt8AVX512NT(dst, srcs, k, n)
 	case 151:
-		sumBFloat16AVX512(dst, srcs, k, n)
+		landInt8AVX512(dst, srcs, k, n)
+	case 152:
+		landInt8AVX512NT(dst, srcs, k, n)
 	case 153:
-		prodBFloat16AVX512(dst, srcs, k, n)
+		lorInt8AVX512(dst, srcs, k, n)
+	case 154:
+		lorInt8AVX512NT(dst, srcs, k, n)
 	case 155:
-		minBFloat16AVX512(dst, srcs, k, n)
+		landInt16AVX512(dst, srcs, k, n)
+	case 156:
+		landInt16AVX512NT(dst, srcs, k, n)
 	case 157:
-		maxBFloat16AVX512(dst, srcs, k, n)
+		lorInt16AVX512(dst, srcs, k, n)
+	case 158:
+		lorInt16AVX512NT(dst, srcs, k, n)
 	case 159:
-		sumFloat16AVX512(dst, srcs, k, n)
+		landInt32AVX512(dst, srcs, k, n)
+	case 160:
+		landInt32AVX512NT(dst, srcs, k, n)
 	case 161:
-		prodFloat16AVX512(dst, srcs, k, n)
+		lorInt32AVX512(dst, srcs, k, n)
+	case 162:
+		lorInt32AVX512NT(dst, srcs, k, n)
 	case 163:
-		minFloat16AVX512(dst, srcs, k, n)
+		landInt64AVX512(dst, srcs, k, n)
+	case 164:
+		landInt64AVX512NT(dst, srcs, k, n)
 	case 165:
+		lorInt64AVX512(dst, srcs, k, n)
+	case 166:
+		lorInt64AVX512NT(dst, srcs, k, n)
+	case 167:
+		bandAVX512(dst, srcs, k, n)
+	case 168:
+		bandAVX512NT(dst, srcs, k, n)
+	case 169:
+		borAVX512(dst, srcs, k, n)
+	case 170:
+		borAVX512NT(dst, srcs, k, n)
+	case 171:
+		bxorAVX512(dst, srcs, k, n)
+	case 172:
+		bxorAVX512NT(dst, srcs, k, n)
+	case 173:
+		sumFloat32AVX512(dst, srcs, k, n)
+	case 174:
+		sumFloat32AVX512NT(dst, srcs, k, n)
+	case 175:
+		sumFloat64AVX512(dst, srcs, k, n)
+	case 176:
+		sumFloat64AVX512NT(dst, srcs, k, n)
+	case 177:
+		prodFloat32AVX512(dst, srcs, k, n)
+	case 178:
+		prodFloat32AVX512NT(dst, srcs, k, n)
+	case 179:
+		prodFloat64AVX512(dst, srcs, k, n)
+	case 180:
+		prodFloat64AVX512NT(dst, srcs, k, n)
+	case 181:
+		minFloat32AVX512(dst, srcs, k, n)
+	case 182:
+		minFloat32AVX512NT(dst, srcs, k, n)
+	case 183:
+		maxFloat32AVX512(dst, srcs, k, n)
+	case 184:
+		maxFloat32AVX512NT(dst, srcs, k, n)
+	case 185:
+		minFloat64AVX512(dst, srcs, k, n)
+	case 186:
+		minFloat64AVX512NT(dst, srcs, k, n)
+	case 187:
+		maxFloat64AVX512(dst, srcs, k, n)
+	case 188:
+		maxFloat64AVX512NT(dst, srcs, k, n)
+	case 189:
+		sumBFloat16AVX512(dst, srcs, k, n)
+	case 191:
+		prodBFloat16AVX512(dst, srcs, k, n)
+	case 193:
+		minBFloat16AVX512(dst, srcs, k, n)
+	case 195:
+		maxBFloat16AVX512(dst, srcs, k, n)
+	case 197:
+		sumFloat16AVX512(dst, srcs, k, n)
+	case 199:
+		prodFloat16AVX512(dst, srcs, k, n)
+	case 201:
+		minFloat16AVX512(dst, srcs, k, n)
+	case 203:
 		maxFloat16AVX512(dst, srcs, k, n)
 	default:
 		panic("simd: unknown vector kernel")

@@ -2974,6 +2974,1836 @@ maxUint64AVX2NT_done:
 	VZEROUPPER
 	RET
 
+// func prodInt8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·prodInt8AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00ff00ff, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Y0
+
+prodInt8AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodInt8AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y1
+	VMOVDQU 32(DI)(SI*1), Y2
+	VMOVDQU 64(DI)(SI*1), Y3
+	VMOVDQU 96(DI)(SI*1), Y4
+	MOVQ    $0x0000000000000001, R8
+
+prodInt8AVX2_srcU:
+	CMPQ    R8, DX
+	JAE     prodInt8AVX2_storeU
+	MOVQ    (CX)(R8*8), DI
+	VMOVDQU (DI)(SI*1), Y5
+	VPMULLW Y5, Y1, Y6
+	VPSRLW  $0x08, Y1, Y1
+	VPSRLW  $0x08, Y5, Y5
+	VPMULLW Y5, Y1, Y1
+	VPSLLW  $0x08, Y1, Y1
+	VPAND   Y0, Y6, Y6
+	VPOR    Y1, Y6, Y1
+	VMOVDQU 32(DI)(SI*1), Y5
+	VPMULLW Y5, Y2, Y6
+	VPSRLW  $0x08, Y2, Y2
+	VPSRLW  $0x08, Y5, Y5
+	VPMULLW Y5, Y2, Y2
+	VPSLLW  $0x08, Y2, Y2
+	VPAND   Y0, Y6, Y6
+	VPOR    Y2, Y6, Y2
+	VMOVDQU 64(DI)(SI*1), Y5
+	VPMULLW Y5, Y3, Y6
+	VPSRLW  $0x08, Y3, Y3
+	VPSRLW  $0x08, Y5, Y5
+	VPMULLW Y5, Y3, Y3
+	VPSLLW  $0x08, Y3, Y3
+	VPAND   Y0, Y6, Y6
+	VPOR    Y3, Y6, Y3
+	VMOVDQU 96(DI)(SI*1), Y5
+	VPMULLW Y5, Y4, Y6
+	VPSRLW  $0x08, Y4, Y4
+	VPSRLW  $0x08, Y5, Y5
+	VPMULLW Y5, Y4, Y4
+	VPSLLW  $0x08, Y4, Y4
+	VPAND   Y0, Y6, Y6
+	VPOR    Y4, Y6, Y4
+	INCQ    R8
+	JMP     prodInt8AVX2_srcU
+
+prodInt8AVX2_storeU:
+	VMOVDQU Y1, (AX)(SI*1)
+	VMOVDQU Y2, 32(AX)(SI*1)
+	VMOVDQU Y3, 64(AX)(SI*1)
+	VMOVDQU Y4, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     prodInt8AVX2_blocks
+
+prodInt8AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodInt8AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y1
+	MOVQ    $0x0000000000000001, R8
+
+prodInt8AVX2_src1:
+	CMPQ    R8, DX
+	JAE     prodInt8AVX2_store1
+	MOVQ    (CX)(R8*8), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VPMULLW Y2, Y1, Y3
+	VPSRLW  $0x08, Y1, Y1
+	VPSRLW  $0x08, Y2, Y2
+	VPMULLW Y2, Y1, Y1
+	VPSLLW  $0x08, Y1, Y1
+	VPAND   Y0, Y3, Y3
+	VPOR    Y1, Y3, Y1
+	INCQ    R8
+	JMP     prodInt8AVX2_src1
+
+prodInt8AVX2_store1:
+	VMOVDQU Y1, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     prodInt8AVX2_vectors
+
+prodInt8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func prodInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·prodInt8AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00ff00ff, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Y0
+
+prodInt8AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodInt8AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y1
+	VMOVDQU 32(DI)(SI*1), Y2
+	VMOVDQU 64(DI)(SI*1), Y3
+	VMOVDQU 96(DI)(SI*1), Y4
+	MOVQ    $0x0000000000000001, R8
+
+prodInt8AVX2NT_srcU:
+	CMPQ    R8, DX
+	JAE     prodInt8AVX2NT_storeU
+	MOVQ    (CX)(R8*8), DI
+	VMOVDQU (DI)(SI*1), Y5
+	VPMULLW Y5, Y1, Y6
+	VPSRLW  $0x08, Y1, Y1
+	VPSRLW  $0x08, Y5, Y5
+	VPMULLW Y5, Y1, Y1
+	VPSLLW  $0x08, Y1, Y1
+	VPAND   Y0, Y6, Y6
+	VPOR    Y1, Y6, Y1
+	VMOVDQU 32(DI)(SI*1), Y5
+	VPMULLW Y5, Y2, Y6
+	VPSRLW  $0x08, Y2, Y2
+	VPSRLW  $0x08, Y5, Y5
+	VPMULLW Y5, Y2, Y2
+	VPSLLW  $0x08, Y2, Y2
+	VPAND   Y0, Y6, Y6
+	VPOR    Y2, Y6, Y2
+	VMOVDQU 64(DI)(SI*1), Y5
+	VPMULLW Y5, Y3, Y6
+	VPSRLW  $0x08, Y3, Y3
+	VPSRLW  $0x08, Y5, Y5
+	VPMULLW Y5, Y3, Y3
+	VPSLLW  $0x08, Y3, Y3
+	VPAND   Y0, Y6, Y6
+	VPOR    Y3, Y6, Y3
+	VMOVDQU 96(DI)(SI*1), Y5
+	VPMULLW Y5, Y4, Y6
+	VPSRLW  $0x08, Y4, Y4
+	VPSRLW  $0x08, Y5, Y5
+	VPMULLW Y5, Y4, Y4
+	VPSLLW  $0x08, Y4, Y4
+	VPAND   Y0, Y6, Y6
+	VPOR    Y4, Y6, Y4
+	INCQ    R8
+	JMP     prodInt8AVX2NT_srcU
+
+prodInt8AVX2NT_storeU:
+	VMOVNTDQ Y1, (AX)(SI*1)
+	VMOVNTDQ Y2, 32(AX)(SI*1)
+	VMOVNTDQ Y3, 64(AX)(SI*1)
+	VMOVNTDQ Y4, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      prodInt8AVX2NT_blocks
+
+prodInt8AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodInt8AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y1
+	MOVQ    $0x0000000000000001, R8
+
+prodInt8AVX2NT_src1:
+	CMPQ    R8, DX
+	JAE     prodInt8AVX2NT_store1
+	MOVQ    (CX)(R8*8), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VPMULLW Y2, Y1, Y3
+	VPSRLW  $0x08, Y1, Y1
+	VPSRLW  $0x08, Y2, Y2
+	VPMULLW Y2, Y1, Y1
+	VPSLLW  $0x08, Y1, Y1
+	VPAND   Y0, Y3, Y3
+	VPOR    Y1, Y3, Y1
+	INCQ    R8
+	JMP     prodInt8AVX2NT_src1
+
+prodInt8AVX2NT_store1:
+	VMOVNTDQ Y1, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      prodInt8AVX2NT_vectors
+
+prodInt8AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func prodInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2
+TEXT ·prodInt64AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodInt64AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodInt64AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+prodInt64AVX2_srcU:
+	CMPQ     R8, DX
+	JAE      prodInt64AVX2_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y4
+	VPSRLQ   $0x20, Y0, Y5
+	VPSRLQ   $0x20, Y4, Y6
+	VPMULUDQ Y4, Y5, Y5
+	VPMULUDQ Y6, Y0, Y6
+	VPADDQ   Y6, Y5, Y5
+	VPSLLQ   $0x20, Y5, Y5
+	VPMULUDQ Y4, Y0, Y0
+	VPADDQ   Y5, Y0, Y0
+	VMOVDQU  32(DI)(SI*1), Y4
+	VPSRLQ   $0x20, Y1, Y5
+	VPSRLQ   $0x20, Y4, Y6
+	VPMULUDQ Y4, Y5, Y5
+	VPMULUDQ Y6, Y1, Y6
+	VPADDQ   Y6, Y5, Y5
+	VPSLLQ   $0x20, Y5, Y5
+	VPMULUDQ Y4, Y1, Y1
+	VPADDQ   Y5, Y1, Y1
+	VMOVDQU  64(DI)(SI*1), Y4
+	VPSRLQ   $0x20, Y2, Y5
+	VPSRLQ   $0x20, Y4, Y6
+	VPMULUDQ Y4, Y5, Y5
+	VPMULUDQ Y6, Y2, Y6
+	VPADDQ   Y6, Y5, Y5
+	VPSLLQ   $0x20, Y5, Y5
+	VPMULUDQ Y4, Y2, Y2
+	VPADDQ   Y5, Y2, Y2
+	VMOVDQU  96(DI)(SI*1), Y4
+	VPSRLQ   $0x20, Y3, Y5
+	VPSRLQ   $0x20, Y4, Y6
+	VPMULUDQ Y4, Y5, Y5
+	VPMULUDQ Y6, Y3, Y6
+	VPADDQ   Y6, Y5, Y5
+	VPSLLQ   $0x20, Y5, Y5
+	VPMULUDQ Y4, Y3, Y3
+	VPADDQ   Y5, Y3, Y3
+	INCQ     R8
+	JMP      prodInt64AVX2_srcU
+
+prodInt64AVX2_storeU:
+	VMOVDQU Y0, (AX)(SI*1)
+	VMOVDQU Y1, 32(AX)(SI*1)
+	VMOVDQU Y2, 64(AX)(SI*1)
+	VMOVDQU Y3, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     prodInt64AVX2_blocks
+
+prodInt64AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodInt64AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+prodInt64AVX2_src1:
+	CMPQ     R8, DX
+	JAE      prodInt64AVX2_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y1
+	VPSRLQ   $0x20, Y0, Y2
+	VPSRLQ   $0x20, Y1, Y3
+	VPMULUDQ Y1, Y2, Y2
+	VPMULUDQ Y3, Y0, Y3
+	VPADDQ   Y3, Y2, Y2
+	VPSLLQ   $0x20, Y2, Y2
+	VPMULUDQ Y1, Y0, Y0
+	VPADDQ   Y2, Y0, Y0
+	INCQ     R8
+	JMP      prodInt64AVX2_src1
+
+prodInt64AVX2_store1:
+	VMOVDQU Y0, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     prodInt64AVX2_vectors
+
+prodInt64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func prodInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·prodInt64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodInt64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodInt64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+prodInt64AVX2NT_srcU:
+	CMPQ     R8, DX
+	JAE      prodInt64AVX2NT_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y4
+	VPSRLQ   $0x20, Y0, Y5
+	VPSRLQ   $0x20, Y4, Y6
+	VPMULUDQ Y4, Y5, Y5
+	VPMULUDQ Y6, Y0, Y6
+	VPADDQ   Y6, Y5, Y5
+	VPSLLQ   $0x20, Y5, Y5
+	VPMULUDQ Y4, Y0, Y0
+	VPADDQ   Y5, Y0, Y0
+	VMOVDQU  32(DI)(SI*1), Y4
+	VPSRLQ   $0x20, Y1, Y5
+	VPSRLQ   $0x20, Y4, Y6
+	VPMULUDQ Y4, Y5, Y5
+	VPMULUDQ Y6, Y1, Y6
+	VPADDQ   Y6, Y5, Y5
+	VPSLLQ   $0x20, Y5, Y5
+	VPMULUDQ Y4, Y1, Y1
+	VPADDQ   Y5, Y1, Y1
+	VMOVDQU  64(DI)(SI*1), Y4
+	VPSRLQ   $0x20, Y2, Y5
+	VPSRLQ   $0x20, Y4, Y6
+	VPMULUDQ Y4, Y5, Y5
+	VPMULUDQ Y6, Y2, Y6
+	VPADDQ   Y6, Y5, Y5
+	VPSLLQ   $0x20, Y5, Y5
+	VPMULUDQ Y4, Y2, Y2
+	VPADDQ   Y5, Y2, Y2
+	VMOVDQU  96(DI)(SI*1), Y4
+	VPSRLQ   $0x20, Y3, Y5
+	VPSRLQ   $0x20, Y4, Y6
+	VPMULUDQ Y4, Y5, Y5
+	VPMULUDQ Y6, Y3, Y6
+	VPADDQ   Y6, Y5, Y5
+	VPSLLQ   $0x20, Y5, Y5
+	VPMULUDQ Y4, Y3, Y3
+	VPADDQ   Y5, Y3, Y3
+	INCQ     R8
+	JMP      prodInt64AVX2NT_srcU
+
+prodInt64AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      prodInt64AVX2NT_blocks
+
+prodInt64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodInt64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+prodInt64AVX2NT_src1:
+	CMPQ     R8, DX
+	JAE      prodInt64AVX2NT_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y1
+	VPSRLQ   $0x20, Y0, Y2
+	VPSRLQ   $0x20, Y1, Y3
+	VPMULUDQ Y1, Y2, Y2
+	VPMULUDQ Y3, Y0, Y3
+	VPADDQ   Y3, Y2, Y2
+	VPSLLQ   $0x20, Y2, Y2
+	VPMULUDQ Y1, Y0, Y0
+	VPADDQ   Y2, Y0, Y0
+	INCQ     R8
+	JMP      prodInt64AVX2NT_src1
+
+prodInt64AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      prodInt64AVX2NT_vectors
+
+prodInt64AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func landInt8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·landInt8AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0101010101010101, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+landInt8AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      landInt8AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+landInt8AVX2_srcU:
+	CMPQ     R8, DX
+	JAE      landInt8AVX2_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQB Y1, Y2, Y2
+	VPCMPEQB Y1, Y6, Y6
+	VPOR     Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y3, Y3
+	VPCMPEQB Y1, Y6, Y6
+	VPOR     Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y4, Y4
+	VPCMPEQB Y1, Y6, Y6
+	VPOR     Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y5, Y5
+	VPCMPEQB Y1, Y6, Y6
+	VPOR     Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      landInt8AVX2_srcU
+
+landInt8AVX2_storeU:
+	VMOVDQU Y2, (AX)(SI*1)
+	VMOVDQU Y3, 32(AX)(SI*1)
+	VMOVDQU Y4, 64(AX)(SI*1)
+	VMOVDQU Y5, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     landInt8AVX2_blocks
+
+landInt8AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      landInt8AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+landInt8AVX2_src1:
+	CMPQ     R8, DX
+	JAE      landInt8AVX2_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQB Y1, Y2, Y2
+	VPCMPEQB Y1, Y3, Y3
+	VPOR     Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      landInt8AVX2_src1
+
+landInt8AVX2_store1:
+	VMOVDQU Y2, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     landInt8AVX2_vectors
+
+landInt8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func landInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·landInt8AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0101010101010101, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+landInt8AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      landInt8AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+landInt8AVX2NT_srcU:
+	CMPQ     R8, DX
+	JAE      landInt8AVX2NT_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQB Y1, Y2, Y2
+	VPCMPEQB Y1, Y6, Y6
+	VPOR     Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y3, Y3
+	VPCMPEQB Y1, Y6, Y6
+	VPOR     Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y4, Y4
+	VPCMPEQB Y1, Y6, Y6
+	VPOR     Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y5, Y5
+	VPCMPEQB Y1, Y6, Y6
+	VPOR     Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      landInt8AVX2NT_srcU
+
+landInt8AVX2NT_storeU:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VMOVNTDQ Y4, 64(AX)(SI*1)
+	VMOVNTDQ Y5, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      landInt8AVX2NT_blocks
+
+landInt8AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      landInt8AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+landInt8AVX2NT_src1:
+	CMPQ     R8, DX
+	JAE      landInt8AVX2NT_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQB Y1, Y2, Y2
+	VPCMPEQB Y1, Y3, Y3
+	VPOR     Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      landInt8AVX2NT_src1
+
+landInt8AVX2NT_store1:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      landInt8AVX2NT_vectors
+
+landInt8AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func lorInt8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·lorInt8AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0101010101010101, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+lorInt8AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      lorInt8AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+lorInt8AVX2_srcU:
+	CMPQ     R8, DX
+	JAE      lorInt8AVX2_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQB Y1, Y2, Y2
+	VPCMPEQB Y1, Y6, Y6
+	VPAND    Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y3, Y3
+	VPCMPEQB Y1, Y6, Y6
+	VPAND    Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y4, Y4
+	VPCMPEQB Y1, Y6, Y6
+	VPAND    Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y5, Y5
+	VPCMPEQB Y1, Y6, Y6
+	VPAND    Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      lorInt8AVX2_srcU
+
+lorInt8AVX2_storeU:
+	VMOVDQU Y2, (AX)(SI*1)
+	VMOVDQU Y3, 32(AX)(SI*1)
+	VMOVDQU Y4, 64(AX)(SI*1)
+	VMOVDQU Y5, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     lorInt8AVX2_blocks
+
+lorInt8AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      lorInt8AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+lorInt8AVX2_src1:
+	CMPQ     R8, DX
+	JAE      lorInt8AVX2_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQB Y1, Y2, Y2
+	VPCMPEQB Y1, Y3, Y3
+	VPAND    Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      lorInt8AVX2_src1
+
+lorInt8AVX2_store1:
+	VMOVDQU Y2, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     lorInt8AVX2_vectors
+
+lorInt8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func lorInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·lorInt8AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0101010101010101, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+lorInt8AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      lorInt8AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+lorInt8AVX2NT_srcU:
+	CMPQ     R8, DX
+	JAE      lorInt8AVX2NT_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQB Y1, Y2, Y2
+	VPCMPEQB Y1, Y6, Y6
+	VPAND    Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y3, Y3
+	VPCMPEQB Y1, Y6, Y6
+	VPAND    Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y4, Y4
+	VPCMPEQB Y1, Y6, Y6
+	VPAND    Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQB Y1, Y5, Y5
+	VPCMPEQB Y1, Y6, Y6
+	VPAND    Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      lorInt8AVX2NT_srcU
+
+lorInt8AVX2NT_storeU:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VMOVNTDQ Y4, 64(AX)(SI*1)
+	VMOVNTDQ Y5, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      lorInt8AVX2NT_blocks
+
+lorInt8AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      lorInt8AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+lorInt8AVX2NT_src1:
+	CMPQ     R8, DX
+	JAE      lorInt8AVX2NT_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQB Y1, Y2, Y2
+	VPCMPEQB Y1, Y3, Y3
+	VPAND    Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      lorInt8AVX2NT_src1
+
+lorInt8AVX2NT_store1:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      lorInt8AVX2NT_vectors
+
+lorInt8AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func landInt16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·landInt16AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0001000100010001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+landInt16AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      landInt16AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+landInt16AVX2_srcU:
+	CMPQ     R8, DX
+	JAE      landInt16AVX2_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQW Y1, Y2, Y2
+	VPCMPEQW Y1, Y6, Y6
+	VPOR     Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y3, Y3
+	VPCMPEQW Y1, Y6, Y6
+	VPOR     Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y4, Y4
+	VPCMPEQW Y1, Y6, Y6
+	VPOR     Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y5, Y5
+	VPCMPEQW Y1, Y6, Y6
+	VPOR     Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      landInt16AVX2_srcU
+
+landInt16AVX2_storeU:
+	VMOVDQU Y2, (AX)(SI*1)
+	VMOVDQU Y3, 32(AX)(SI*1)
+	VMOVDQU Y4, 64(AX)(SI*1)
+	VMOVDQU Y5, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     landInt16AVX2_blocks
+
+landInt16AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      landInt16AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+landInt16AVX2_src1:
+	CMPQ     R8, DX
+	JAE      landInt16AVX2_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQW Y1, Y2, Y2
+	VPCMPEQW Y1, Y3, Y3
+	VPOR     Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      landInt16AVX2_src1
+
+landInt16AVX2_store1:
+	VMOVDQU Y2, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     landInt16AVX2_vectors
+
+landInt16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func landInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·landInt16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0001000100010001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+landInt16AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      landInt16AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+landInt16AVX2NT_srcU:
+	CMPQ     R8, DX
+	JAE      landInt16AVX2NT_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQW Y1, Y2, Y2
+	VPCMPEQW Y1, Y6, Y6
+	VPOR     Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y3, Y3
+	VPCMPEQW Y1, Y6, Y6
+	VPOR     Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y4, Y4
+	VPCMPEQW Y1, Y6, Y6
+	VPOR     Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y5, Y5
+	VPCMPEQW Y1, Y6, Y6
+	VPOR     Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      landInt16AVX2NT_srcU
+
+landInt16AVX2NT_storeU:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VMOVNTDQ Y4, 64(AX)(SI*1)
+	VMOVNTDQ Y5, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      landInt16AVX2NT_blocks
+
+landInt16AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      landInt16AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+landInt16AVX2NT_src1:
+	CMPQ     R8, DX
+	JAE      landInt16AVX2NT_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQW Y1, Y2, Y2
+	VPCMPEQW Y1, Y3, Y3
+	VPOR     Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      landInt16AVX2NT_src1
+
+landInt16AVX2NT_store1:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      landInt16AVX2NT_vectors
+
+landInt16AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func lorInt16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·lorInt16AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0001000100010001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+lorInt16AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      lorInt16AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+lorInt16AVX2_srcU:
+	CMPQ     R8, DX
+	JAE      lorInt16AVX2_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQW Y1, Y2, Y2
+	VPCMPEQW Y1, Y6, Y6
+	VPAND    Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y3, Y3
+	VPCMPEQW Y1, Y6, Y6
+	VPAND    Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y4, Y4
+	VPCMPEQW Y1, Y6, Y6
+	VPAND    Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y5, Y5
+	VPCMPEQW Y1, Y6, Y6
+	VPAND    Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      lorInt16AVX2_srcU
+
+lorInt16AVX2_storeU:
+	VMOVDQU Y2, (AX)(SI*1)
+	VMOVDQU Y3, 32(AX)(SI*1)
+	VMOVDQU Y4, 64(AX)(SI*1)
+	VMOVDQU Y5, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     lorInt16AVX2_blocks
+
+lorInt16AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      lorInt16AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+lorInt16AVX2_src1:
+	CMPQ     R8, DX
+	JAE      lorInt16AVX2_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQW Y1, Y2, Y2
+	VPCMPEQW Y1, Y3, Y3
+	VPAND    Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      lorInt16AVX2_src1
+
+lorInt16AVX2_store1:
+	VMOVDQU Y2, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     lorInt16AVX2_vectors
+
+lorInt16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func lorInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·lorInt16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0001000100010001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+lorInt16AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      lorInt16AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+lorInt16AVX2NT_srcU:
+	CMPQ     R8, DX
+	JAE      lorInt16AVX2NT_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQW Y1, Y2, Y2
+	VPCMPEQW Y1, Y6, Y6
+	VPAND    Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y3, Y3
+	VPCMPEQW Y1, Y6, Y6
+	VPAND    Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y4, Y4
+	VPCMPEQW Y1, Y6, Y6
+	VPAND    Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQW Y1, Y5, Y5
+	VPCMPEQW Y1, Y6, Y6
+	VPAND    Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      lorInt16AVX2NT_srcU
+
+lorInt16AVX2NT_storeU:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VMOVNTDQ Y4, 64(AX)(SI*1)
+	VMOVNTDQ Y5, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      lorInt16AVX2NT_blocks
+
+lorInt16AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      lorInt16AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+lorInt16AVX2NT_src1:
+	CMPQ     R8, DX
+	JAE      lorInt16AVX2NT_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQW Y1, Y2, Y2
+	VPCMPEQW Y1, Y3, Y3
+	VPAND    Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      lorInt16AVX2NT_src1
+
+lorInt16AVX2NT_store1:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      lorInt16AVX2NT_vectors
+
+lorInt16AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func landInt32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·landInt32AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000100000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+landInt32AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      landInt32AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+landInt32AVX2_srcU:
+	CMPQ     R8, DX
+	JAE      landInt32AVX2_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQD Y1, Y2, Y2
+	VPCMPEQD Y1, Y6, Y6
+	VPOR     Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y3, Y3
+	VPCMPEQD Y1, Y6, Y6
+	VPOR     Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y4, Y4
+	VPCMPEQD Y1, Y6, Y6
+	VPOR     Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y5, Y5
+	VPCMPEQD Y1, Y6, Y6
+	VPOR     Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      landInt32AVX2_srcU
+
+landInt32AVX2_storeU:
+	VMOVDQU Y2, (AX)(SI*1)
+	VMOVDQU Y3, 32(AX)(SI*1)
+	VMOVDQU Y4, 64(AX)(SI*1)
+	VMOVDQU Y5, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     landInt32AVX2_blocks
+
+landInt32AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      landInt32AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+landInt32AVX2_src1:
+	CMPQ     R8, DX
+	JAE      landInt32AVX2_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQD Y1, Y2, Y2
+	VPCMPEQD Y1, Y3, Y3
+	VPOR     Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      landInt32AVX2_src1
+
+landInt32AVX2_store1:
+	VMOVDQU Y2, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     landInt32AVX2_vectors
+
+landInt32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func landInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·landInt32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000100000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+landInt32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      landInt32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+landInt32AVX2NT_srcU:
+	CMPQ     R8, DX
+	JAE      landInt32AVX2NT_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQD Y1, Y2, Y2
+	VPCMPEQD Y1, Y6, Y6
+	VPOR     Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y3, Y3
+	VPCMPEQD Y1, Y6, Y6
+	VPOR     Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y4, Y4
+	VPCMPEQD Y1, Y6, Y6
+	VPOR     Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y5, Y5
+	VPCMPEQD Y1, Y6, Y6
+	VPOR     Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      landInt32AVX2NT_srcU
+
+landInt32AVX2NT_storeU:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VMOVNTDQ Y4, 64(AX)(SI*1)
+	VMOVNTDQ Y5, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      landInt32AVX2NT_blocks
+
+landInt32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      landInt32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+landInt32AVX2NT_src1:
+	CMPQ     R8, DX
+	JAE      landInt32AVX2NT_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQD Y1, Y2, Y2
+	VPCMPEQD Y1, Y3, Y3
+	VPOR     Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      landInt32AVX2NT_src1
+
+landInt32AVX2NT_store1:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      landInt32AVX2NT_vectors
+
+landInt32AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func lorInt32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·lorInt32AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000100000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+lorInt32AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      lorInt32AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+lorInt32AVX2_srcU:
+	CMPQ     R8, DX
+	JAE      lorInt32AVX2_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQD Y1, Y2, Y2
+	VPCMPEQD Y1, Y6, Y6
+	VPAND    Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y3, Y3
+	VPCMPEQD Y1, Y6, Y6
+	VPAND    Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y4, Y4
+	VPCMPEQD Y1, Y6, Y6
+	VPAND    Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y5, Y5
+	VPCMPEQD Y1, Y6, Y6
+	VPAND    Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      lorInt32AVX2_srcU
+
+lorInt32AVX2_storeU:
+	VMOVDQU Y2, (AX)(SI*1)
+	VMOVDQU Y3, 32(AX)(SI*1)
+	VMOVDQU Y4, 64(AX)(SI*1)
+	VMOVDQU Y5, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     lorInt32AVX2_blocks
+
+lorInt32AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      lorInt32AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+lorInt32AVX2_src1:
+	CMPQ     R8, DX
+	JAE      lorInt32AVX2_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQD Y1, Y2, Y2
+	VPCMPEQD Y1, Y3, Y3
+	VPAND    Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      lorInt32AVX2_src1
+
+lorInt32AVX2_store1:
+	VMOVDQU Y2, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     lorInt32AVX2_vectors
+
+lorInt32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func lorInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·lorInt32AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000100000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+lorInt32AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      lorInt32AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+lorInt32AVX2NT_srcU:
+	CMPQ     R8, DX
+	JAE      lorInt32AVX2NT_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQD Y1, Y2, Y2
+	VPCMPEQD Y1, Y6, Y6
+	VPAND    Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y3, Y3
+	VPCMPEQD Y1, Y6, Y6
+	VPAND    Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y4, Y4
+	VPCMPEQD Y1, Y6, Y6
+	VPAND    Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQD Y1, Y5, Y5
+	VPCMPEQD Y1, Y6, Y6
+	VPAND    Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      lorInt32AVX2NT_srcU
+
+lorInt32AVX2NT_storeU:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VMOVNTDQ Y4, 64(AX)(SI*1)
+	VMOVNTDQ Y5, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      lorInt32AVX2NT_blocks
+
+lorInt32AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      lorInt32AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+lorInt32AVX2NT_src1:
+	CMPQ     R8, DX
+	JAE      lorInt32AVX2NT_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQD Y1, Y2, Y2
+	VPCMPEQD Y1, Y3, Y3
+	VPAND    Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      lorInt32AVX2NT_src1
+
+lorInt32AVX2NT_store1:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      lorInt32AVX2NT_vectors
+
+lorInt32AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func landInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·landInt64AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000000000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+landInt64AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      landInt64AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+landInt64AVX2_srcU:
+	CMPQ     R8, DX
+	JAE      landInt64AVX2_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y2, Y2
+	VPCMPEQQ Y1, Y6, Y6
+	VPOR     Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y3, Y3
+	VPCMPEQQ Y1, Y6, Y6
+	VPOR     Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y4, Y4
+	VPCMPEQQ Y1, Y6, Y6
+	VPOR     Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y5, Y5
+	VPCMPEQQ Y1, Y6, Y6
+	VPOR     Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      landInt64AVX2_srcU
+
+landInt64AVX2_storeU:
+	VMOVDQU Y2, (AX)(SI*1)
+	VMOVDQU Y3, 32(AX)(SI*1)
+	VMOVDQU Y4, 64(AX)(SI*1)
+	VMOVDQU Y5, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     landInt64AVX2_blocks
+
+landInt64AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      landInt64AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+landInt64AVX2_src1:
+	CMPQ     R8, DX
+	JAE      landInt64AVX2_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQQ Y1, Y2, Y2
+	VPCMPEQQ Y1, Y3, Y3
+	VPOR     Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      landInt64AVX2_src1
+
+landInt64AVX2_store1:
+	VMOVDQU Y2, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     landInt64AVX2_vectors
+
+landInt64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func landInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·landInt64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000000000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+landInt64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      landInt64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+landInt64AVX2NT_srcU:
+	CMPQ     R8, DX
+	JAE      landInt64AVX2NT_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y2, Y2
+	VPCMPEQQ Y1, Y6, Y6
+	VPOR     Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y3, Y3
+	VPCMPEQQ Y1, Y6, Y6
+	VPOR     Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y4, Y4
+	VPCMPEQQ Y1, Y6, Y6
+	VPOR     Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y5, Y5
+	VPCMPEQQ Y1, Y6, Y6
+	VPOR     Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      landInt64AVX2NT_srcU
+
+landInt64AVX2NT_storeU:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VMOVNTDQ Y4, 64(AX)(SI*1)
+	VMOVNTDQ Y5, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      landInt64AVX2NT_blocks
+
+landInt64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      landInt64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+landInt64AVX2NT_src1:
+	CMPQ     R8, DX
+	JAE      landInt64AVX2NT_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQQ Y1, Y2, Y2
+	VPCMPEQQ Y1, Y3, Y3
+	VPOR     Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      landInt64AVX2NT_src1
+
+landInt64AVX2NT_store1:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      landInt64AVX2NT_vectors
+
+landInt64AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func lorInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·lorInt64AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000000000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+lorInt64AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      lorInt64AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+lorInt64AVX2_srcU:
+	CMPQ     R8, DX
+	JAE      lorInt64AVX2_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y2, Y2
+	VPCMPEQQ Y1, Y6, Y6
+	VPAND    Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y3, Y3
+	VPCMPEQQ Y1, Y6, Y6
+	VPAND    Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y4, Y4
+	VPCMPEQQ Y1, Y6, Y6
+	VPAND    Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y5, Y5
+	VPCMPEQQ Y1, Y6, Y6
+	VPAND    Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      lorInt64AVX2_srcU
+
+lorInt64AVX2_storeU:
+	VMOVDQU Y2, (AX)(SI*1)
+	VMOVDQU Y3, 32(AX)(SI*1)
+	VMOVDQU Y4, 64(AX)(SI*1)
+	VMOVDQU Y5, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     lorInt64AVX2_blocks
+
+lorInt64AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      lorInt64AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+lorInt64AVX2_src1:
+	CMPQ     R8, DX
+	JAE      lorInt64AVX2_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQQ Y1, Y2, Y2
+	VPCMPEQQ Y1, Y3, Y3
+	VPAND    Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      lorInt64AVX2_src1
+
+lorInt64AVX2_store1:
+	VMOVDQU Y2, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     lorInt64AVX2_vectors
+
+lorInt64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func lorInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·lorInt64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000000000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+lorInt64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      lorInt64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	VMOVDQU 32(DI)(SI*1), Y3
+	VMOVDQU 64(DI)(SI*1), Y4
+	VMOVDQU 96(DI)(SI*1), Y5
+	MOVQ    $0x0000000000000001, R8
+
+lorInt64AVX2NT_srcU:
+	CMPQ     R8, DX
+	JAE      lorInt64AVX2NT_storeU
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y2, Y2
+	VPCMPEQQ Y1, Y6, Y6
+	VPAND    Y2, Y6, Y2
+	VPANDN   Y0, Y2, Y2
+	VMOVDQU  32(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y3, Y3
+	VPCMPEQQ Y1, Y6, Y6
+	VPAND    Y3, Y6, Y3
+	VPANDN   Y0, Y3, Y3
+	VMOVDQU  64(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y4, Y4
+	VPCMPEQQ Y1, Y6, Y6
+	VPAND    Y4, Y6, Y4
+	VPANDN   Y0, Y4, Y4
+	VMOVDQU  96(DI)(SI*1), Y6
+	VPCMPEQQ Y1, Y5, Y5
+	VPCMPEQQ Y1, Y6, Y6
+	VPAND    Y5, Y6, Y5
+	VPANDN   Y0, Y5, Y5
+	INCQ     R8
+	JMP      lorInt64AVX2NT_srcU
+
+lorInt64AVX2NT_storeU:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VMOVNTDQ Y4, 64(AX)(SI*1)
+	VMOVNTDQ Y5, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      lorInt64AVX2NT_blocks
+
+lorInt64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      lorInt64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y2
+	MOVQ    $0x0000000000000001, R8
+
+lorInt64AVX2NT_src1:
+	CMPQ     R8, DX
+	JAE      lorInt64AVX2NT_store1
+	MOVQ     (CX)(R8*8), DI
+	VMOVDQU  (DI)(SI*1), Y3
+	VPCMPEQQ Y1, Y2, Y2
+	VPCMPEQQ Y1, Y3, Y3
+	VPAND    Y2, Y3, Y2
+	VPANDN   Y0, Y2, Y2
+	INCQ     R8
+	JMP      lorInt64AVX2NT_src1
+
+lorInt64AVX2NT_store1:
+	VMOVNTDQ Y2, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      lorInt64AVX2NT_vectors
+
+lorInt64AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func bandAVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·bandAVX2(SB), NOSPLIT, $0-32
@@ -8644,6 +10474,1611 @@ maxUint64AVX512NT_store1:
 	JMP      maxUint64AVX512NT_vectors
 
 maxUint64AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func prodInt8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, SSE2
+TEXT ·prodInt8AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00ff00ff, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Z0
+
+prodInt8AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodInt8AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+prodInt8AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       prodInt8AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPMULLW   Z5, Z1, Z6
+	VPSRLW    $0x08, Z1, Z1
+	VPSRLW    $0x08, Z5, Z5
+	VPMULLW   Z5, Z1, Z1
+	VPSLLW    $0x08, Z1, Z1
+	VPANDQ    Z0, Z6, Z6
+	VPORQ     Z1, Z6, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPMULLW   Z5, Z2, Z6
+	VPSRLW    $0x08, Z2, Z2
+	VPSRLW    $0x08, Z5, Z5
+	VPMULLW   Z5, Z2, Z2
+	VPSLLW    $0x08, Z2, Z2
+	VPANDQ    Z0, Z6, Z6
+	VPORQ     Z2, Z6, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPMULLW   Z5, Z3, Z6
+	VPSRLW    $0x08, Z3, Z3
+	VPSRLW    $0x08, Z5, Z5
+	VPMULLW   Z5, Z3, Z3
+	VPSLLW    $0x08, Z3, Z3
+	VPANDQ    Z0, Z6, Z6
+	VPORQ     Z3, Z6, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPMULLW   Z5, Z4, Z6
+	VPSRLW    $0x08, Z4, Z4
+	VPSRLW    $0x08, Z5, Z5
+	VPMULLW   Z5, Z4, Z4
+	VPSLLW    $0x08, Z4, Z4
+	VPANDQ    Z0, Z6, Z6
+	VPORQ     Z4, Z6, Z4
+	INCQ      R8
+	JMP       prodInt8AVX512_srcU
+
+prodInt8AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       prodInt8AVX512_blocks
+
+prodInt8AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodInt8AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+prodInt8AVX512_src1:
+	CMPQ      R8, DX
+	JAE       prodInt8AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPMULLW   Z2, Z1, Z3
+	VPSRLW    $0x08, Z1, Z1
+	VPSRLW    $0x08, Z2, Z2
+	VPMULLW   Z2, Z1, Z1
+	VPSLLW    $0x08, Z1, Z1
+	VPANDQ    Z0, Z3, Z3
+	VPORQ     Z1, Z3, Z1
+	INCQ      R8
+	JMP       prodInt8AVX512_src1
+
+prodInt8AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       prodInt8AVX512_vectors
+
+prodInt8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func prodInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE2
+TEXT ·prodInt8AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00ff00ff, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Z0
+
+prodInt8AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodInt8AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+prodInt8AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       prodInt8AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPMULLW   Z5, Z1, Z6
+	VPSRLW    $0x08, Z1, Z1
+	VPSRLW    $0x08, Z5, Z5
+	VPMULLW   Z5, Z1, Z1
+	VPSLLW    $0x08, Z1, Z1
+	VPANDQ    Z0, Z6, Z6
+	VPORQ     Z1, Z6, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPMULLW   Z5, Z2, Z6
+	VPSRLW    $0x08, Z2, Z2
+	VPSRLW    $0x08, Z5, Z5
+	VPMULLW   Z5, Z2, Z2
+	VPSLLW    $0x08, Z2, Z2
+	VPANDQ    Z0, Z6, Z6
+	VPORQ     Z2, Z6, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPMULLW   Z5, Z3, Z6
+	VPSRLW    $0x08, Z3, Z3
+	VPSRLW    $0x08, Z5, Z5
+	VPMULLW   Z5, Z3, Z3
+	VPSLLW    $0x08, Z3, Z3
+	VPANDQ    Z0, Z6, Z6
+	VPORQ     Z3, Z6, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPMULLW   Z5, Z4, Z6
+	VPSRLW    $0x08, Z4, Z4
+	VPSRLW    $0x08, Z5, Z5
+	VPMULLW   Z5, Z4, Z4
+	VPSLLW    $0x08, Z4, Z4
+	VPANDQ    Z0, Z6, Z6
+	VPORQ     Z4, Z6, Z4
+	INCQ      R8
+	JMP       prodInt8AVX512NT_srcU
+
+prodInt8AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      prodInt8AVX512NT_blocks
+
+prodInt8AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodInt8AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+prodInt8AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       prodInt8AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPMULLW   Z2, Z1, Z3
+	VPSRLW    $0x08, Z1, Z1
+	VPSRLW    $0x08, Z2, Z2
+	VPMULLW   Z2, Z1, Z1
+	VPSLLW    $0x08, Z1, Z1
+	VPANDQ    Z0, Z3, Z3
+	VPORQ     Z1, Z3, Z1
+	INCQ      R8
+	JMP       prodInt8AVX512NT_src1
+
+prodInt8AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      prodInt8AVX512NT_vectors
+
+prodInt8AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func landInt8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, SSE2
+TEXT ·landInt8AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0101010101010101, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+landInt8AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        landInt8AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+landInt8AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       landInt8AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTMB  Z1, Z1, K1
+	VPTESTMB  Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTMB  Z2, Z2, K1
+	VPTESTMB  Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTMB  Z3, Z3, K1
+	VPTESTMB  Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTMB  Z4, Z4, K1
+	VPTESTMB  Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       landInt8AVX512_srcU
+
+landInt8AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       landInt8AVX512_blocks
+
+landInt8AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        landInt8AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+landInt8AVX512_src1:
+	CMPQ      R8, DX
+	JAE       landInt8AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTMB  Z1, Z1, K1
+	VPTESTMB  Z2, Z2, K1, K1
+	VPMOVM2B  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       landInt8AVX512_src1
+
+landInt8AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       landInt8AVX512_vectors
+
+landInt8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func landInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE2
+TEXT ·landInt8AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0101010101010101, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+landInt8AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        landInt8AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+landInt8AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       landInt8AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTMB  Z1, Z1, K1
+	VPTESTMB  Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTMB  Z2, Z2, K1
+	VPTESTMB  Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTMB  Z3, Z3, K1
+	VPTESTMB  Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTMB  Z4, Z4, K1
+	VPTESTMB  Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       landInt8AVX512NT_srcU
+
+landInt8AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      landInt8AVX512NT_blocks
+
+landInt8AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        landInt8AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+landInt8AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       landInt8AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTMB  Z1, Z1, K1
+	VPTESTMB  Z2, Z2, K1, K1
+	VPMOVM2B  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       landInt8AVX512NT_src1
+
+landInt8AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      landInt8AVX512NT_vectors
+
+landInt8AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func lorInt8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, SSE2
+TEXT ·lorInt8AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0101010101010101, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+lorInt8AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        lorInt8AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+lorInt8AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       lorInt8AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTNMB Z1, Z1, K1
+	VPTESTNMB Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTNMB Z2, Z2, K1
+	VPTESTNMB Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z2
+	VPANDNQ   Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTNMB Z3, Z3, K1
+	VPTESTNMB Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z3
+	VPANDNQ   Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTNMB Z4, Z4, K1
+	VPTESTNMB Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z4
+	VPANDNQ   Z0, Z4, Z4
+	INCQ      R8
+	JMP       lorInt8AVX512_srcU
+
+lorInt8AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       lorInt8AVX512_blocks
+
+lorInt8AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        lorInt8AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+lorInt8AVX512_src1:
+	CMPQ      R8, DX
+	JAE       lorInt8AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTNMB Z1, Z1, K1
+	VPTESTNMB Z2, Z2, K1, K1
+	VPMOVM2B  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	INCQ      R8
+	JMP       lorInt8AVX512_src1
+
+lorInt8AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       lorInt8AVX512_vectors
+
+lorInt8AVX512_done:
+	VZEROUPPER
+	RET
+
+// func lorInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE2
+TEXT ·lorInt8AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0101010101010101, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+lorInt8AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        lorInt8AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+lorInt8AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       lorInt8AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTNMB Z1, Z1, K1
+	VPTESTNMB Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTNMB Z2, Z2, K1
+	VPTESTNMB Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z2
+	VPANDNQ   Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTNMB Z3, Z3, K1
+	VPTESTNMB Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z3
+	VPANDNQ   Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTNMB Z4, Z4, K1
+	VPTESTNMB Z5, Z5, K1, K1
+	VPMOVM2B  K1, Z4
+	VPANDNQ   Z0, Z4, Z4
+	INCQ      R8
+	JMP       lorInt8AVX512NT_srcU
+
+lorInt8AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      lorInt8AVX512NT_blocks
+
+lorInt8AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        lorInt8AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+lorInt8AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       lorInt8AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTNMB Z1, Z1, K1
+	VPTESTNMB Z2, Z2, K1, K1
+	VPMOVM2B  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	INCQ      R8
+	JMP       lorInt8AVX512NT_src1
+
+lorInt8AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      lorInt8AVX512NT_vectors
+
+lorInt8AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func landInt16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, SSE2
+TEXT ·landInt16AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0001000100010001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+landInt16AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        landInt16AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+landInt16AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       landInt16AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTMW  Z1, Z1, K1
+	VPTESTMW  Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTMW  Z2, Z2, K1
+	VPTESTMW  Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTMW  Z3, Z3, K1
+	VPTESTMW  Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTMW  Z4, Z4, K1
+	VPTESTMW  Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       landInt16AVX512_srcU
+
+landInt16AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       landInt16AVX512_blocks
+
+landInt16AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        landInt16AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+landInt16AVX512_src1:
+	CMPQ      R8, DX
+	JAE       landInt16AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTMW  Z1, Z1, K1
+	VPTESTMW  Z2, Z2, K1, K1
+	VPMOVM2W  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       landInt16AVX512_src1
+
+landInt16AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       landInt16AVX512_vectors
+
+landInt16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func landInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE2
+TEXT ·landInt16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0001000100010001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+landInt16AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        landInt16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+landInt16AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       landInt16AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTMW  Z1, Z1, K1
+	VPTESTMW  Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTMW  Z2, Z2, K1
+	VPTESTMW  Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTMW  Z3, Z3, K1
+	VPTESTMW  Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTMW  Z4, Z4, K1
+	VPTESTMW  Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       landInt16AVX512NT_srcU
+
+landInt16AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      landInt16AVX512NT_blocks
+
+landInt16AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        landInt16AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+landInt16AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       landInt16AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTMW  Z1, Z1, K1
+	VPTESTMW  Z2, Z2, K1, K1
+	VPMOVM2W  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       landInt16AVX512NT_src1
+
+landInt16AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      landInt16AVX512NT_vectors
+
+landInt16AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func lorInt16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, SSE2
+TEXT ·lorInt16AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0001000100010001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+lorInt16AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        lorInt16AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+lorInt16AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       lorInt16AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTNMW Z1, Z1, K1
+	VPTESTNMW Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTNMW Z2, Z2, K1
+	VPTESTNMW Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z2
+	VPANDNQ   Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTNMW Z3, Z3, K1
+	VPTESTNMW Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z3
+	VPANDNQ   Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTNMW Z4, Z4, K1
+	VPTESTNMW Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z4
+	VPANDNQ   Z0, Z4, Z4
+	INCQ      R8
+	JMP       lorInt16AVX512_srcU
+
+lorInt16AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       lorInt16AVX512_blocks
+
+lorInt16AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        lorInt16AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+lorInt16AVX512_src1:
+	CMPQ      R8, DX
+	JAE       lorInt16AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTNMW Z1, Z1, K1
+	VPTESTNMW Z2, Z2, K1, K1
+	VPMOVM2W  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	INCQ      R8
+	JMP       lorInt16AVX512_src1
+
+lorInt16AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       lorInt16AVX512_vectors
+
+lorInt16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func lorInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+, SSE2
+TEXT ·lorInt16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0001000100010001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+lorInt16AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        lorInt16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+lorInt16AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       lorInt16AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTNMW Z1, Z1, K1
+	VPTESTNMW Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTNMW Z2, Z2, K1
+	VPTESTNMW Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z2
+	VPANDNQ   Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTNMW Z3, Z3, K1
+	VPTESTNMW Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z3
+	VPANDNQ   Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTNMW Z4, Z4, K1
+	VPTESTNMW Z5, Z5, K1, K1
+	VPMOVM2W  K1, Z4
+	VPANDNQ   Z0, Z4, Z4
+	INCQ      R8
+	JMP       lorInt16AVX512NT_srcU
+
+lorInt16AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      lorInt16AVX512NT_blocks
+
+lorInt16AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        lorInt16AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+lorInt16AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       lorInt16AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTNMW Z1, Z1, K1
+	VPTESTNMW Z2, Z2, K1, K1
+	VPMOVM2W  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	INCQ      R8
+	JMP       lorInt16AVX512NT_src1
+
+lorInt16AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      lorInt16AVX512NT_vectors
+
+lorInt16AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func landInt32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, SSE2
+TEXT ·landInt32AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000100000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+landInt32AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        landInt32AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+landInt32AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       landInt32AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTMD  Z1, Z1, K1
+	VPTESTMD  Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTMD  Z2, Z2, K1
+	VPTESTMD  Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTMD  Z3, Z3, K1
+	VPTESTMD  Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTMD  Z4, Z4, K1
+	VPTESTMD  Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       landInt32AVX512_srcU
+
+landInt32AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       landInt32AVX512_blocks
+
+landInt32AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        landInt32AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+landInt32AVX512_src1:
+	CMPQ      R8, DX
+	JAE       landInt32AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTMD  Z1, Z1, K1
+	VPTESTMD  Z2, Z2, K1, K1
+	VPMOVM2D  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       landInt32AVX512_src1
+
+landInt32AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       landInt32AVX512_vectors
+
+landInt32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func landInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+, SSE2
+TEXT ·landInt32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000100000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+landInt32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        landInt32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+landInt32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       landInt32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTMD  Z1, Z1, K1
+	VPTESTMD  Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTMD  Z2, Z2, K1
+	VPTESTMD  Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTMD  Z3, Z3, K1
+	VPTESTMD  Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTMD  Z4, Z4, K1
+	VPTESTMD  Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       landInt32AVX512NT_srcU
+
+landInt32AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      landInt32AVX512NT_blocks
+
+landInt32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        landInt32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+landInt32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       landInt32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTMD  Z1, Z1, K1
+	VPTESTMD  Z2, Z2, K1, K1
+	VPMOVM2D  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       landInt32AVX512NT_src1
+
+landInt32AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      landInt32AVX512NT_vectors
+
+landInt32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func lorInt32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, SSE2
+TEXT ·lorInt32AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000100000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+lorInt32AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        lorInt32AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+lorInt32AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       lorInt32AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTNMD Z1, Z1, K1
+	VPTESTNMD Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTNMD Z2, Z2, K1
+	VPTESTNMD Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z2
+	VPANDNQ   Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTNMD Z3, Z3, K1
+	VPTESTNMD Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z3
+	VPANDNQ   Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTNMD Z4, Z4, K1
+	VPTESTNMD Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z4
+	VPANDNQ   Z0, Z4, Z4
+	INCQ      R8
+	JMP       lorInt32AVX512_srcU
+
+lorInt32AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       lorInt32AVX512_blocks
+
+lorInt32AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        lorInt32AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+lorInt32AVX512_src1:
+	CMPQ      R8, DX
+	JAE       lorInt32AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTNMD Z1, Z1, K1
+	VPTESTNMD Z2, Z2, K1, K1
+	VPMOVM2D  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	INCQ      R8
+	JMP       lorInt32AVX512_src1
+
+lorInt32AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       lorInt32AVX512_vectors
+
+lorInt32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func lorInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+, SSE2
+TEXT ·lorInt32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000100000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+lorInt32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        lorInt32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+lorInt32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       lorInt32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTNMD Z1, Z1, K1
+	VPTESTNMD Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTNMD Z2, Z2, K1
+	VPTESTNMD Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z2
+	VPANDNQ   Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTNMD Z3, Z3, K1
+	VPTESTNMD Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z3
+	VPANDNQ   Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTNMD Z4, Z4, K1
+	VPTESTNMD Z5, Z5, K1, K1
+	VPMOVM2D  K1, Z4
+	VPANDNQ   Z0, Z4, Z4
+	INCQ      R8
+	JMP       lorInt32AVX512NT_srcU
+
+lorInt32AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      lorInt32AVX512NT_blocks
+
+lorInt32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        lorInt32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+lorInt32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       lorInt32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTNMD Z1, Z1, K1
+	VPTESTNMD Z2, Z2, K1, K1
+	VPMOVM2D  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	INCQ      R8
+	JMP       lorInt32AVX512NT_src1
+
+lorInt32AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      lorInt32AVX512NT_vectors
+
+lorInt32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func landInt64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, SSE2
+TEXT ·landInt64AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000000000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+landInt64AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        landInt64AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+landInt64AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       landInt64AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTMQ  Z1, Z1, K1
+	VPTESTMQ  Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTMQ  Z2, Z2, K1
+	VPTESTMQ  Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTMQ  Z3, Z3, K1
+	VPTESTMQ  Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTMQ  Z4, Z4, K1
+	VPTESTMQ  Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       landInt64AVX512_srcU
+
+landInt64AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       landInt64AVX512_blocks
+
+landInt64AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        landInt64AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+landInt64AVX512_src1:
+	CMPQ      R8, DX
+	JAE       landInt64AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTMQ  Z1, Z1, K1
+	VPTESTMQ  Z2, Z2, K1, K1
+	VPMOVM2Q  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       landInt64AVX512_src1
+
+landInt64AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       landInt64AVX512_vectors
+
+landInt64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func landInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+, SSE2
+TEXT ·landInt64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000000000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+landInt64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        landInt64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+landInt64AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       landInt64AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTMQ  Z1, Z1, K1
+	VPTESTMQ  Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTMQ  Z2, Z2, K1
+	VPTESTMQ  Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTMQ  Z3, Z3, K1
+	VPTESTMQ  Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTMQ  Z4, Z4, K1
+	VPTESTMQ  Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       landInt64AVX512NT_srcU
+
+landInt64AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      landInt64AVX512NT_blocks
+
+landInt64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        landInt64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+landInt64AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       landInt64AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTMQ  Z1, Z1, K1
+	VPTESTMQ  Z2, Z2, K1, K1
+	VPMOVM2Q  K1, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       landInt64AVX512NT_src1
+
+landInt64AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      landInt64AVX512NT_vectors
+
+landInt64AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func lorInt64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, SSE2
+TEXT ·lorInt64AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000000000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+lorInt64AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        lorInt64AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+lorInt64AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       lorInt64AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTNMQ Z1, Z1, K1
+	VPTESTNMQ Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTNMQ Z2, Z2, K1
+	VPTESTNMQ Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z2
+	VPANDNQ   Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTNMQ Z3, Z3, K1
+	VPTESTNMQ Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z3
+	VPANDNQ   Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTNMQ Z4, Z4, K1
+	VPTESTNMQ Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z4
+	VPANDNQ   Z0, Z4, Z4
+	INCQ      R8
+	JMP       lorInt64AVX512_srcU
+
+lorInt64AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       lorInt64AVX512_blocks
+
+lorInt64AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        lorInt64AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+lorInt64AVX512_src1:
+	CMPQ      R8, DX
+	JAE       lorInt64AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTNMQ Z1, Z1, K1
+	VPTESTNMQ Z2, Z2, K1, K1
+	VPMOVM2Q  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	INCQ      R8
+	JMP       lorInt64AVX512_src1
+
+lorInt64AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       lorInt64AVX512_vectors
+
+lorInt64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func lorInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+, SSE2
+TEXT ·lorInt64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVQ         $0x0000000000000001, DI
+	MOVQ         DI, X0
+	VPBROADCASTQ X0, Z0
+
+lorInt64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        lorInt64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+lorInt64AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       lorInt64AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPTESTNMQ Z1, Z1, K1
+	VPTESTNMQ Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPTESTNMQ Z2, Z2, K1
+	VPTESTNMQ Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z2
+	VPANDNQ   Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPTESTNMQ Z3, Z3, K1
+	VPTESTNMQ Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z3
+	VPANDNQ   Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPTESTNMQ Z4, Z4, K1
+	VPTESTNMQ Z5, Z5, K1, K1
+	VPMOVM2Q  K1, Z4
+	VPANDNQ   Z0, Z4, Z4
+	INCQ      R8
+	JMP       lorInt64AVX512NT_srcU
+
+lorInt64AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      lorInt64AVX512NT_blocks
+
+lorInt64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        lorInt64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+lorInt64AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       lorInt64AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPTESTNMQ Z1, Z1, K1
+	VPTESTNMQ Z2, Z2, K1, K1
+	VPMOVM2Q  K1, Z1
+	VPANDNQ   Z0, Z1, Z1
+	INCQ      R8
+	JMP       lorInt64AVX512NT_src1
+
+lorInt64AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      lorInt64AVX512NT_vectors
+
+lorInt64AVX512NT_done:
 	SFENCE
 	VZEROUPPER
 	RET

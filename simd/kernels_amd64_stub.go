@@ -224,6 +224,106 @@ func maxUint64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 //go:noescape
 func maxUint64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
+// prodInt8AVX2 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Int8 Uint8] (n a multiple of 32).
+//
+//go:noescape
+func prodInt8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func prodInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// prodInt64AVX2 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Int64 Uint64] (n a multiple of 32).
+//
+//go:noescape
+func prodInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func prodInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// landInt8AVX2 computes dst = srcs[0] Land ... Land srcs[k-1] over n bytes of [Int8 Uint8] (n a multiple of 32).
+//
+//go:noescape
+func landInt8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func landInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// lorInt8AVX2 computes dst = srcs[0] Lor ... Lor srcs[k-1] over n bytes of [Int8 Uint8] (n a multiple of 32).
+//
+//go:noescape
+func lorInt8AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func lorInt8AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// landInt16AVX2 computes dst = srcs[0] Land ... Land srcs[k-1] over n bytes of [Int16 Uint16] (n a multiple of 32).
+//
+//go:noescape
+func landInt16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func landInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// lorInt16AVX2 computes dst = srcs[0] Lor ... Lor srcs[k-1] over n bytes of [Int16 Uint16] (n a multiple of 32).
+//
+//go:noescape
+func lorInt16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func lorInt16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// landInt32AVX2 computes dst = srcs[0] Land ... Land srcs[k-1] over n bytes of [Int32 Uint32] (n a multiple of 32).
+//
+//go:noescape
+func landInt32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func landInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// lorInt32AVX2 computes dst = srcs[0] Lor ... Lor srcs[k-1] over n bytes of [Int32 Uint32] (n a multiple of 32).
+//
+//go:noescape
+func lorInt32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func lorInt32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// landInt64AVX2 computes dst = srcs[0] Land ... Land srcs[k-1] over n bytes of [Int64 Uint64] (n a multiple of 32).
+//
+//go:noescape
+func landInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func landInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// lorInt64AVX2 computes dst = srcs[0] Lor ... Lor srcs[k-1] over n bytes of [Int64 Uint64] (n a multiple of 32).
+//
+//go:noescape
+func lorInt64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func lorInt64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // bandAVX2 computes dst = srcs[0] Band ... Band srcs[k-1] over n bytes of [Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64] (n a multiple of 32).
 //
 //go:noescape
@@ -603,6 +703,96 @@ func maxUint64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 //
 //go:noescape
 func maxUint64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// prodInt8AVX512 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Int8 Uint8] (n a multiple of 64).
+//
+//go:noescape
+func prodInt8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func prodInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// landInt8AVX512 computes dst = srcs[0] Land ... Land srcs[k-1] over n bytes of [Int8 Uint8] (n a multiple of 64).
+//
+//go:noescape
+func landInt8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func landInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// lorInt8AVX512 computes dst = srcs[0] Lor ... Lor srcs[k-1] over n bytes of [Int8 Uint8] (n a multiple of 64).
+//
+//go:noescape
+func lorInt8AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func lorInt8AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// landInt16AVX512 computes dst = srcs[0] Land ... Land srcs[k-1] over n bytes of [Int16 Uint16] (n a multiple of 64).
+//
+//go:noescape
+func landInt16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func landInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// lorInt16AVX512 computes dst = srcs[0] Lor ... Lor srcs[k-1] over n bytes of [Int16 Uint16] (n a multiple of 64).
+//
+//go:noescape
+func lorInt16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func lorInt16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// landInt32AVX512 computes dst = srcs[0] Land ... Land srcs[k-1] over n bytes of [Int32 Uint32] (n a multiple of 64).
+//
+//go:noescape
+func landInt32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func landInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// lorInt32AVX512 computes dst = srcs[0] Lor ... Lor srcs[k-1] over n bytes of [Int32 Uint32] (n a multiple of 64).
+//
+//go:noescape
+func lorInt32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func lorInt32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// landInt64AVX512 computes dst = srcs[0] Land ... Land srcs[k-1] over n bytes of [Int64 Uint64] (n a multiple of 64).
+//
+//go:noescape
+func landInt64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func landInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// lorInt64AVX512 computes dst = srcs[0] Lor ... Lor srcs[k-1] over n bytes of [Int64 Uint64] (n a multiple of 64).
+//
+//go:noescape
+func lorInt64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func lorInt64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // bandAVX512 computes dst = srcs[0] Band ... Band srcs[k-1] over n bytes of [Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64] (n a multiple of 64).
 //

@@ -235,6 +235,11 @@ func intKernels(is isa) {
 		simple(is, "minUint"+s, []string{types[i+4]}, "Min", minu[i])
 		simple(is, "maxUint"+s, []string{types[i+4]}, "Max", maxu[i])
 	}
+	prodInt8(is)
+	if !is.z() {
+		prodInt64AVX2()
+	}
+	logicalKernels(is)
 	and, or, xor := v3(VPAND), v3(VPOR), v3(VPXOR)
 	if is.z() {
 		and, or, xor = VPANDQ, VPORQ, VPXORQ
@@ -242,6 +247,111 @@ func intKernels(is isa) {
 	simple(is, "band", types, "Band", and)
 	simple(is, "bor", types, "Bor", or)
 	simple(is, "bxor", types, "Bxor", xor)
+}
+
+// prodInt8 multiplies bytes as words: the low byte of a 16-bit product depends only on
+// the low bytes of the factors, so even bytes come from one VPMULLW and odd bytes from a
+// second on the operands shifted right by 8.
+func prodInt8(is isa) {
+	var mask VecVirtual
+	and, or := v3(VPAND), v3(VPOR)
+	if is.z() {
+		and, or = VPANDQ, VPORQ
+	}
+	add(&kernel{name: "prodInt8" + is.name, isa: is, types: []string{"Int8", "Uint8"}, op: "Prod",
+		setup: func() { mask = broadcast32(is, 0x00ff00ff) },
+		combine: func(acc VecVirtual, xo Op) {
+			x := xo.(VecVirtual)
+			even, ah, xh := is.vec(), is.vec(), is.vec()
+			VPMULLW(x, acc, even)
+			VPSRLW(Imm(8), acc, ah)
+			VPSRLW(Imm(8), x, xh)
+			VPMULLW(xh, ah, ah)
+			VPSLLW(Imm(8), ah, ah)
+			and(mask, even, even)
+			or(ah, even, acc)
+		}})
+}
+
+// prodInt64AVX2 multiplies 64-bit lanes modulo 2^64 from 32-bit products (AVX2 has no
+// VPMULLQ): lo·lo + (hi(a)·lo(x) + lo(a)·hi(x)) << 32.
+func prodInt64AVX2() {
+	add(&kernel{name: "prodInt64AVX2", isa: avx2, types: []string{"Int64", "Uint64"}, op: "Prod",
+		combine: func(acc VecVirtual, xo Op) {
+			x := xo.(VecVirtual)
+			ah, xh := YMM(), YMM()
+			VPSRLQ(Imm(32), acc, ah)
+			VPSRLQ(Imm(32), x, xh)
+			VPMULUDQ(x, ah, ah)
+			VPMULUDQ(xh, acc, xh)
+			VPADDQ(xh, ah, ah)
+			VPSLLQ(Imm(32), ah, ah)
+			VPMULUDQ(x, acc, acc)
+			VPADDQ(ah, acc, acc)
+		}})
+}
+
+// logicalKernels generates land and lor: 1 where the logical result is true, else 0.
+func logicalKernels(is isa) {
+	sizes := []struct {
+		s      string
+		types  []string
+		ones   uint64
+		eqz    func(...Op) // AVX2 compare for equality
+		testm  func(...Op) // AVX-512: mask of non-zero lanes
+		testnm func(...Op) // AVX-512: mask of zero lanes
+		m2v    func(k, v Op)
+	}{
+		{"8", []string{"Int8", "Uint8"}, 0x0101010101010101, VPCMPEQB, VPTESTMB, VPTESTNMB, VPMOVM2B},
+		{"16", []string{"Int16", "Uint16"}, 0x0001000100010001, VPCMPEQW, VPTESTMW, VPTESTNMW, VPMOVM2W},
+		{"32", []string{"Int32", "Uint32"}, 0x0000000100000001, VPCMPEQD, VPTESTMD, VPTESTNMD, VPMOVM2D},
+		{"64", []string{"Int64", "Uint64"}, 1, VPCMPEQQ, VPTESTMQ, VPTESTNMQ, VPMOVM2Q},
+	}
+	for _, sz := range sizes {
+		for _, isOr := range []bool{false, true} {
+			var ones, zero VecVirtual
+			name, op := "landInt", "Land"
+			if isOr {
+				name, op = "lorInt", "Lor"
+			}
+			add(&kernel{name: name + sz.s + is.name, isa: is, types: sz.types, op: op,
+				setup: func() {
+					ones = broadcast64(is, sz.ones)
+					if !is.z() {
+						zero = YMM()
+						VPXOR(zero, zero, zero)
+					}
+				},
+				combine: func(acc VecVirtual, xo Op) {
+					x := xo.(VecVirtual)
+					if is.z() {
+						k1, k2 := K(), K()
+						if isOr { // both zero -> 0, else 1
+							sz.testnm(acc, acc, k1)
+							sz.testnm(x, x, k1, k2)
+							v := ZMM()
+							sz.m2v(k2, v)
+							VPANDNQ(ones, v, acc)
+						} else { // both non-zero -> 1
+							sz.testm(acc, acc, k1)
+							sz.testm(x, x, k1, k2)
+							sz.m2v(k2, acc)
+							VPANDQ(ones, acc, acc)
+						}
+						return
+					}
+					az, xz := YMM(), YMM()
+					sz.eqz(zero, acc, az)
+					sz.eqz(zero, x, xz)
+					if isOr {
+						VPAND(az, xz, az)
+					} else {
+						VPOR(az, xz, az)
+					}
+					VPANDN(ones, az, acc)
+				}})
+		}
+	}
 }
 
 func floatKernels(is isa) {
