@@ -39,6 +39,7 @@ func init() {
 	register(CollBarrier, Circulant, (*Comm).circBarrier, true)
 	register(CollBcast, Circulant, (*Comm).circBcast, true)
 	register(CollReduce, Circulant, (*Comm).circReduce, false)
+	register(CollAlltoall, Circulant, (*Comm).circAlltoall, true)
 }
 
 // plan returns the circulant plan of kind for this rank, built on first use.

@@ -62,6 +62,8 @@ type Comm struct {
 
 	plans [3]*circulant.Plan // circulant plans by kind-1, built on first use
 	table []int              // the skips ascending
+	a2a   *circulant.AlltoallPlan
+	where []uint8 // circAlltoall: which buffer holds each position
 
 	closeOnce sync.Once
 	closeErr  error

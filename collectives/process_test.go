@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestProcesses(t *testing.T) {
 				errs := make([]error, p)
 				var wg sync.WaitGroup
 				for r := range p {
-					cmd := exec.Command(os.Args[0], "-test.run=^TestProcessChild$", "-test.count=1")
+					cmd := exec.Command(os.Args[0], "-test.run=^TestProcessChild$", "-test.count=1", "-test.v")
 					cmd.Env = append(os.Environ(),
 						shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p),
 						shm.EnvArena+"="+name, "SHMCOLL_TEST_ALG="+alg.String())
@@ -41,7 +42,7 @@ func TestProcesses(t *testing.T) {
 				}
 				wg.Wait()
 				for r := range p {
-					if errs[r] != nil {
+					if errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: TestProcessChild") {
 						t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
 					}
 				}
@@ -91,4 +92,6 @@ func TestProcessChild(t *testing.T) {
 	if err := Barrier(bg, c); err != nil {
 		t.Fatal(err)
 	}
+	_, total := c.Stats()
+	t.Logf("rank %d of %d (pid %d): %d calls, %d steps", c.Rank(), c.Size(), os.Getpid(), total.Calls, total.Steps)
 }

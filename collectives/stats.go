@@ -14,7 +14,11 @@ type Stats struct {
 
 // Stats returns the counts of the last call (last) and of all calls since
 // the Comm was made (total). Counting is a few additions per round.
-func (c *Comm) Stats() (last, total Stats) { return c.last, c.total }
+func (c *Comm) Stats() (last, total Stats) {
+	total = c.total
+	total.add(c.last)
+	return c.last, total
+}
 
 func (s *Stats) add(o Stats) {
 	s.Calls += o.Calls

@@ -56,6 +56,18 @@ func TestCirculantCounts(t *testing.T) {
 				return err
 			}
 			check("barrier", 1, Stats{Rounds: q})
+			a2a, err := circulant.NewAlltoallPlan(p, c.Rank(), nil)
+			if err != nil {
+				return err
+			}
+			rounds, blocks := a2a.Counts()
+			if err := Alltoall(bg, c, make([]float64, p*n), make([]float64, p*n)); err != nil {
+				return err
+			}
+			check("alltoall", 1, Stats{Rounds: uint64(rounds), Sent: uint64(blocks), Received: uint64(blocks)})
+			if rounds != int(q) {
+				t.Errorf("p=%d: alltoall in %d rounds, want %d", p, rounds, q)
+			}
 			return nil
 		})
 		if err != nil {
