@@ -70,9 +70,18 @@ type Comm struct {
 	nodeIdx   int
 	nodeSizes []int // of every node, by node index
 	lanes     int   // the smallest node's size: lanes every node takes part in
-	alg       Algorithm
-	scratch   []byte
+	where     []place
+	first     []int // first[j]: world rank of node j's local rank 0 when contiguous
+	// contiguous: node j holds world ranks first[j] ... first[j]+nodeSizes[j]-1
+	// in local-rank order (always so for emulated nodes), so node order is
+	// world order.
+	contiguous bool
+	alg        Algorithm
+	scratch    []byte
 }
+
+// place is where a world rank sits in the hierarchy.
+type place struct{ node, local int }
 
 // New forms the hierarchy over parent (collective over parent).
 func New(ctx context.Context, parent mpi.Comm, opt Options) (_ *Comm, err error) {
@@ -144,6 +153,27 @@ func New(ctx context.Context, parent mpi.Comm, opt Options) (_ *Comm, err error)
 	}
 	if c.lane, err = c.world.Split(c.node.Rank(), c.nodeIdx); err != nil {
 		return nil, err
+	}
+	// Where every world rank sits, for rooted collectives and gathers.
+	pos := make([]int32, 2*c.world.Size())
+	if err = mpi.Allgather(c.world, []int32{int32(c.nodeIdx), int32(c.node.Rank())}, pos); err != nil {
+		return nil, err
+	}
+	c.where = make([]place, c.world.Size())
+	c.first = make([]int, len(c.nodeSizes))
+	for r := range c.where {
+		c.where[r] = place{node: int(pos[2*r]), local: int(pos[2*r+1])}
+	}
+	c.contiguous = true
+	for j := range c.first {
+		if j > 0 {
+			c.first[j] = c.first[j-1] + c.nodeSizes[j-1]
+		}
+	}
+	for r, w := range c.where {
+		if r != c.first[w.node]+w.local {
+			c.contiguous = false
+		}
 	}
 
 	// The node's arena, named by local rank 0.

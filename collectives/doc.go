@@ -1,0 +1,81 @@
+// Package collectives runs MPI-style collective operations among the ranks
+// of one node — processes or goroutines — through one shared-memory arena
+// per communicator (package shm).
+//
+// # Communicators
+//
+// A [Comm] is one rank's handle. Get all ranks of an in-process
+// communicator with [NewLocal] (or run a function on each with [Run]); in
+// a process, join with [JoinEnv] (the environment shmrun or mpirun sets) or
+// [Join] (explicit name, rank and size). [Comm.Split] and [Comm.Dup] make new
+// communicators with arenas of their own, whose name the ranks agree on
+// through the parent's arena; any number may be in use at once. Every rank
+// must make the same collective calls on a communicator in the same order,
+// as in MPI; one Comm is used by one goroutine at a time. [Comm.Close]
+// releases the rank's share of the arena.
+//
+// # Calls
+//
+// The collectives are generic functions over the element types of
+// [simd.Element]: [Allreduce], [ReduceScatterBlock], [ReduceScatter],
+// [Allgather], [Allgatherv], [Bcast], [Reduce], [Scatter], [Gather], [Scan],
+// [Exscan], [Barrier], [Alltoall], [Alltoallv]. A nil send buffer means in
+// place (the documentation of each function says where the input and the
+// result are). Reductions take an [Op]: a built-in operator ([Sum] ...
+// [MaxLoc]) or a user-defined one made by [NewOp], commutative or not.
+// Every call takes a context; cancelling it aborts the communicator.
+//
+// # Algorithms and selection
+//
+// Flat: every rank reads what it needs straight from the other ranks'
+// slots; a reduction is split so that rank r reduces the r-th 1/p of the
+// vector from all p slots in one pass of the k-way kernel, and every rank
+// then copies the p reduced parts. Circulant: the round patterns of
+// Träff's optimal reduce-scatter and allreduce on a circulant graph (ceil(log2
+// p) rounds, p-1 blocks per rank for the reduce-scatter; twice that for the
+// allreduce), the reversed rounds for allgather, concatenation for
+// alltoall, the same graph for the barrier, and a one-block tree on it for
+// bcast and reduce. The selection table maps (collective, bytes, p,
+// commutativity) to an algorithm; Options.Algorithms pins one per
+// collective, over SHMCOLL_ALGO_<COLL> (e.g. SHMCOLL_ALGO_ALLREDUCE=flat),
+// over the table. Every rank chooses from the same inputs, and the choice is
+// part of the call descriptor.
+//
+// # Reduction order and reproducibility
+//
+// For a fixed p, algorithm, skip sequence and input, results are bitwise the
+// same on every rank and in every run, because every element is combined
+// by exactly one rank in a fixed order and then copied:
+//   - flat: x_0 op x_1 op ... op x_{p-1}, left to right in rank order (the
+//     k-way kernel combines up to 8 operands per pass; bfloat16 and float16
+//     are rounded once per pass). Correct for non-commutative operators.
+//   - circulant reduce-scatter and allreduce: block b is the expression
+//     circulant.ReduceScatterExpr(p, b, skips) prints, with the local
+//     partial result always the left operand. Needs a commutative operator.
+//   - circulant reduce: at each node of the tree, own input op child
+//     results in the reverse order of the broadcast rounds.
+//   - scan, exscan: flat, in rank order.
+//
+// Pin an algorithm (Options.Algorithms) to keep results fixed when the
+// selection table changes; a non-commutative operator runs only on flat
+// (auto never chooses otherwise, pinning circulant is [ErrNotCommutative]).
+//
+// # Protocol
+//
+// Every algorithm is a sequence of steps; step e uses half e mod 2 of each
+// rank's slot, so that vectors larger than half a slot are cut into
+// segments, one step each, and consecutive segments overlap (a rank may
+// start the next segment while slower ranks finish this one). In each step
+// a rank publishes the call descriptor (sequence number, collective, type,
+// operator, count or a hash of the counts, root, algorithm) beside a counter
+// line, posts monotonic phase counters (step × phase: nothing is ever reset),
+// and compares the descriptor of every peer it waits for; a difference
+// aborts the arena with a cause naming it, and every rank returns an
+// [*Error] wrapping [ErrMismatch] and [ErrAborted] — no corruption, no hang.
+// Each algorithm file states why a range of a slot is never rewritten
+// before its readers are done. A peer's death, a cancelled context on any
+// rank or a panic in a user operator aborts the communicator the same way.
+//
+// Calls allocate nothing in steady state. [Comm.Stats] returns per-call
+// counts of rounds and blocks sent, received and reduced.
+package collectives
