@@ -3,9 +3,15 @@
 //
 // Each rank gets SHMCOLL_RANK, SHMCOLL_SIZE and SHMCOLL_ARENA (and
 // SHMCOLL_CPU when it is bound); a program joins with one call (shm.JoinEnv,
-// or collectives.JoinEnv above it). Rank 0 creates the named arena, the
-// others join it, and the ranks unlink it once all have joined; when the job
-// ends the launcher removes whatever a crash left in /dev/shm.
+// or collectives.JoinEnv above it).
+//
+// The arena. By default ([ArenaMemfd]) the launcher creates it in a memfd
+// (shm.CreateFD) that every rank inherits as descriptor 3,
+// SHMCOLL_ARENA=fd:3: nothing ever appears in /dev/shm, and a small /dev/shm
+// (64 MiB in a default container) does not limit it. With [ArenaNamed]
+// SHMCOLL_ARENA is a fresh name shmcoll.<uid>.<nonce>: rank 0 creates the
+// segment, the others join it, the last to join unlinks it, and the launcher
+// removes whatever a job that died before all joined left behind.
 //
 // The ranks' output is prefixed line by line with "[rank] "; lines of
 // different ranks never interleave. As soon as one rank fails (non-zero

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shmcoll/shmcoll/numa"
+	"github.com/shmcoll/shmcoll/shm"
 )
 
 // Environment variables set in every rank.
@@ -39,8 +40,48 @@ const MaxRanks = 4096
 // job is killed.
 const DefaultKillGrace = time.Second
 
-// shmDir is where named arenas live.
-const shmDir = "/dev/shm"
+// ArenaFD is the file descriptor of the inherited arena in every rank under
+// [ArenaMemfd]: SHMCOLL_ARENA=fd:3.
+const ArenaFD = 3
+
+// ArenaKind says how the ranks find their arena.
+type ArenaKind int
+
+const (
+	// ArenaMemfd: the launcher creates the arena in a memfd
+	// (shm.CreateFD, Config.SlotBytes per rank) that every rank inherits as
+	// file descriptor 3, SHMCOLL_ARENA=fd:3. Nothing ever appears in
+	// /dev/shm, and the memory is not limited by the size of /dev/shm. The
+	// ranks must accept the launcher's slot size (shm.Options.SlotBytes 0 or
+	// equal). Where memfds do not exist, the launcher falls back to
+	// ArenaNamed.
+	ArenaMemfd ArenaKind = iota
+	// ArenaNamed: SHMCOLL_ARENA is a name (Config.Arena, or a fresh
+	// shmcoll.<uid>.<nonce>); rank 0 creates the segment with its own slot
+	// size, the others join it, and the last to join unlinks it.
+	ArenaNamed
+)
+
+// String returns the name ParseArenaKind accepts.
+func (k ArenaKind) String() string {
+	switch k {
+	case ArenaMemfd:
+		return "memfd"
+	case ArenaNamed:
+		return "named"
+	}
+	return fmt.Sprintf("ArenaKind(%d)", int(k))
+}
+
+// ParseArenaKind parses "memfd" or "named".
+func ParseArenaKind(s string) (ArenaKind, error) {
+	for _, k := range []ArenaKind{ArenaMemfd, ArenaNamed} {
+		if s == k.String() {
+			return k, nil
+		}
+	}
+	return ArenaMemfd, fmt.Errorf("%w: unknown arena kind %q (want memfd or named)", ErrBadConfig, s)
+}
 
 var (
 	// ErrBadConfig is wrapped by errors about a [Config].
@@ -128,10 +169,13 @@ type Config struct {
 	// KillGrace is the time between SIGTERM and SIGKILL when the rest of
 	// the job is killed; 0 means DefaultKillGrace.
 	KillGrace time.Duration
-	// Arena is the arena name passed in SHMCOLL_ARENA; "" generates a
-	// fresh name shmcoll.<uid>.<nonce>. Rank 0 creates the arena, the others
-	// join it; whatever is left of it in /dev/shm is removed when the job
-	// ends.
+	// ArenaKind says how the ranks find their arena.
+	ArenaKind ArenaKind
+	// SlotBytes is the slot size of a memfd arena (0: shm.DefaultSlotBytes).
+	SlotBytes int
+	// Arena is the name of a named arena; "" generates a fresh name
+	// shmcoll.<uid>.<nonce>. Whatever is left of the segment in /dev/shm
+	// is removed when the job ends.
 	Arena string
 }
 
@@ -222,10 +266,35 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	arena := cfg.Arena
+	if cfg.SlotBytes < 0 {
+		return nil, fmt.Errorf("%w: slot size %d", ErrBadConfig, cfg.SlotBytes)
+	}
+	var arena string
+	var arenaFile *os.File
+	switch cfg.ArenaKind {
+	case ArenaMemfd:
+		arenaFile, err = shm.CreateFD(cfg.NP, shm.Options{SlotBytes: cfg.SlotBytes})
+		switch {
+		case err == nil:
+			arena = "fd:" + strconv.Itoa(ArenaFD)
+			defer arenaFile.Close() // the ranks hold their copies
+		case errors.Is(err, shm.ErrNotSupported):
+		case errors.Is(err, shm.ErrBadSize):
+			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		default:
+			return nil, fmt.Errorf("launch: create the arena: %w", err)
+		}
+	case ArenaNamed:
+	default:
+		return nil, fmt.Errorf("%w: unknown arena kind %v", ErrBadConfig, cfg.ArenaKind)
+	}
 	if arena == "" {
-		if arena, err = NewArenaName(); err != nil {
-			return nil, err
+		if arena = cfg.Arena; arena == "" {
+			if arena, err = NewArenaName(); err != nil {
+				return nil, err
+			}
+		} else if err := shm.ValidName(arena); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 	}
 	j := &Job{
@@ -262,6 +331,9 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 			env = append(env, EnvCPU+"="+strconv.Itoa(planned[r]))
 		}
 		cmd.Env = env
+		if arenaFile != nil {
+			cmd.ExtraFiles = []*os.File{arenaFile} // descriptor 3 == ArenaFD
+		}
 		var flushers []flusher
 		if cfg.NoPrefix {
 			cmd.Stdout = lockedWriter{&j.outputMu, stdout}
@@ -344,7 +416,8 @@ func bindings(cfg Config) ([][]int, []int, error) {
 	return cpus, plan, nil
 }
 
-// NewArenaName returns a fresh arena name, shmcoll.<uid>.<nonce>.
+// NewArenaName returns a fresh arena name, shmcoll.<uid>.<nonce> (a 16-digit
+// hexadecimal nonce), as shm.Join accepts it.
 func NewArenaName() (string, error) {
 	var nonce [8]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
@@ -444,28 +517,18 @@ func (j *Job) signalAll(sig syscall.Signal) {
 	}
 }
 
-// removeArena removes what is left of a named arena (nothing, normally: the
-// ranks unlink it once all have joined).
+// removeArena removes what is left of a named arena: nothing, normally,
+// since the last rank to join unlinks it, but a job that died before all
+// ranks joined leaves the segment behind.
 func (j *Job) removeArena() {
-	if !canRemoveArena || !validArenaName(j.arena) {
+	if strings.HasPrefix(j.arena, "fd:") {
 		return
 	}
-	err := os.Remove(shmDir + "/" + j.arena)
-	_ = err // absent is the normal case; anything else is not ours to fix
-}
-
-// validArenaName reports whether name is one of our plain names (not fd:N,
-// no path).
-func validArenaName(name string) bool {
-	if len(name) <= len("shmcoll.") || name[:len("shmcoll.")] != "shmcoll." {
-		return false
+	path, err := shm.SegmentPath(j.arena)
+	if err != nil {
+		return
 	}
-	for _, c := range name {
-		if c == '/' || c == 0 {
-			return false
-		}
-	}
-	return true
+	_ = os.Remove(path) // absent is the normal case
 }
 
 // Wait waits for the job to end. It returns nil if every rank exited with

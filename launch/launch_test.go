@@ -19,6 +19,7 @@ import (
 
 	"github.com/shmcoll/shmcoll/launch/launchtest"
 	"github.com/shmcoll/shmcoll/numa"
+	"github.com/shmcoll/shmcoll/shm"
 )
 
 func TestMain(m *testing.M) {
@@ -116,8 +117,8 @@ func TestEnvironment(t *testing.T) {
 	if err := j.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`^shmcoll\.` + strconv.Itoa(os.Getuid()) + `\.[0-9a-f]{16}$`).MatchString(j.Arena()) {
-		t.Errorf("arena name %q", j.Arena())
+	if j.Arena() != "fd:3" {
+		t.Errorf("arena %q, want fd:3 (memfd by default)", j.Arena())
 	}
 	var want []string
 	for r := range 4 {
@@ -130,6 +131,74 @@ func TestEnvironment(t *testing.T) {
 	b, _ := NewArenaName()
 	if a == b {
 		t.Errorf("two arena names are equal: %s", a)
+	}
+	for _, name := range []string{a, b} {
+		if !regexp.MustCompile(`^shmcoll\.` + strconv.Itoa(os.Getuid()) + `\.[0-9a-f]{16}$`).MatchString(name) {
+			t.Errorf("arena name %q", name)
+		}
+		if err := shm.ValidName(name); err != nil {
+			t.Errorf("shm refuses %q: %v", name, err)
+		}
+	}
+}
+
+// shmEntries lists our segments in /dev/shm.
+func shmEntries(t *testing.T) []string {
+	t.Helper()
+	m, err := filepath.Glob("/dev/shm/shmcoll.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestJoinEnv runs ranks that join their arena with shm.JoinEnv, for both
+// kinds of arena, and checks that /dev/shm holds nothing afterwards.
+func TestJoinEnv(t *testing.T) {
+	before := shmEntries(t)
+	for _, tc := range []struct {
+		cfg   Config
+		arena string
+		slot  int
+	}{
+		{Config{NP: 4}, "fd:3", shm.DefaultSlotBytes},
+		{Config{NP: 3, SlotBytes: 64 << 10}, "fd:3", 64 << 10},
+		{Config{NP: 4, ArenaKind: ArenaNamed}, "shmcoll.", shm.DefaultSlotBytes},
+	} {
+		j, stdout, stderr := job(t, tc.cfg, "join")
+		if err := j.Wait(); err != nil {
+			t.Fatalf("%v: %v; stderr %q", tc.cfg.ArenaKind, err, stderr)
+		}
+		if !strings.HasPrefix(j.Arena(), tc.arena) {
+			t.Errorf("arena %q, want %s...", j.Arena(), tc.arena)
+		}
+		var want []string
+		for r := range tc.cfg.NP {
+			want = append(want, fmt.Sprintf("[%d] joined %d of %d slot %d", r, r, tc.cfg.NP, tc.slot))
+		}
+		if got := sortedLines(stdout.String()); !slices.Equal(got, want) {
+			t.Errorf("%v: got %q, want %q", tc.cfg.ArenaKind, got, want)
+		}
+	}
+	if after := shmEntries(t); len(after) > len(before) {
+		t.Errorf("/dev/shm: %v before, %v after", before, after)
+	}
+}
+
+// TestNamedArenaRankDiesBeforeJoin: rank 1 dies before joining, so the
+// segment rank 0 created is never unlinked by the ranks; the launcher removes
+// it.
+func TestNamedArenaRankDiesBeforeJoin(t *testing.T) {
+	j, _, _ := job(t, Config{NP: 2, ArenaKind: ArenaNamed}, "exit:3@1", "join")
+	if re := rankErr(t, j.Wait()); re.Rank != 1 && re.Rank != 0 {
+		t.Fatalf("got %v", re)
+	}
+	path, err := shm.SegmentPath(j.Arena())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s left behind: %v", path, err)
 	}
 }
 
@@ -324,7 +393,7 @@ func TestContextCancel(t *testing.T) {
 }
 
 func TestArenaRemoved(t *testing.T) {
-	j, _, _ := job(t, Config{NP: 2}, "shmfile@0", "exit:1@0", "sleep:1h")
+	j, _, _ := job(t, Config{NP: 2, ArenaKind: ArenaNamed}, "shmfile@0", "exit:1@0", "sleep:1h")
 	path := "/dev/shm/" + j.Arena()
 	if re := rankErr(t, j.Wait()); re.Rank != 0 {
 		t.Fatalf("got %v", re)
@@ -347,6 +416,10 @@ func TestBadConfig(t *testing.T) {
 		{"missing program", Config{NP: 1, Prog: "shmcoll-no-such-program"}, exec.ErrNotFound},
 		{"bad env", Config{NP: 1, Prog: os.Args[0], Env: []string{"NOEQUALS"}}, ErrBadConfig},
 		{"bad bind", Config{NP: 1, Prog: os.Args[0], Bind: Bind(42)}, ErrBadConfig},
+		{"bad arena kind", Config{NP: 1, Prog: os.Args[0], ArenaKind: ArenaKind(7)}, ErrBadConfig},
+		{"bad arena name", Config{NP: 1, Prog: os.Args[0], ArenaKind: ArenaNamed, Arena: "../etc"}, ErrBadConfig},
+		{"negative slot", Config{NP: 1, Prog: os.Args[0], SlotBytes: -1}, ErrBadConfig},
+		{"huge slot", Config{NP: 1, Prog: os.Args[0], SlotBytes: 1 << 40}, ErrBadConfig},
 	} {
 		j, err := Start(context.Background(), tc.cfg)
 		if !errors.Is(err, tc.is) {

@@ -9,10 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const (
-	canBind        = true
-	canRemoveArena = true
-)
+const canBind = true
 
 // sysProcAttr puts each rank in its own process group (so that a terminal's
 // SIGINT reaches it once, forwarded, and so that killing the group kills

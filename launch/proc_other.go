@@ -8,10 +8,7 @@ import (
 	"syscall"
 )
 
-const (
-	canBind        = false
-	canRemoveArena = false
-)
+const canBind = false
 
 func sysProcAttr() *syscall.SysProcAttr { return nil }
 

@@ -2,7 +2,8 @@
 //
 // Usage:
 //
-//	shmrun -np N [-bind core|socket|none|auto] [-map compact|spread] [-timeout D] prog [args...]
+//	shmrun -np N [-bind core|socket|none|auto] [-map compact|spread] [-timeout D]
+//	       [-arena memfd|named] [-slot BYTES] prog [args...]
 //
 // It starts N copies of prog with SHMCOLL_RANK, SHMCOLL_SIZE and
 // SHMCOLL_ARENA set (and SHMCOLL_CPU for bound ranks), prefixes every line
@@ -16,6 +17,14 @@
 // compact fills one package first, spread deals ranks across packages.
 // SHMCOLL_TOPOLOGY (e.g. 2x4) plans on a fake topology, whose CPUs map onto
 // the host's modulo their count.
+//
+// Arena: with -arena memfd (the default) shmrun creates the arena in a memfd
+// with -slot bytes per rank (K, M and G suffixes allowed; default 4M) that
+// the ranks inherit as descriptor 3 (SHMCOLL_ARENA=fd:3); nothing appears in
+// /dev/shm and its size limit does not apply. With -arena named,
+// SHMCOLL_ARENA is a fresh name: rank 0 creates the segment with its own slot
+// size and the last rank to join unlinks it. Either way a program joins with
+// shm.JoinEnv or collectives.JoinEnv.
 //
 // Exit status: 0 when every rank exits with 0; the status of the first rank
 // that failed, or 128+signal if it was killed by a signal; 124 when -timeout
@@ -31,6 +40,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/shmcoll/shmcoll/launch"
@@ -40,6 +51,8 @@ import (
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+const usageLine = "usage: shmrun -np N [flags] prog [args...] (shmrun -h for the flags)"
 
 // Exit codes besides the ranks' own.
 const (
@@ -58,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 0, "kill the job after this `duration` (0: never)")
 	grace := fs.Duration("grace", launch.DefaultKillGrace, "time between SIGTERM and SIGKILL when killing ranks")
 	noPrefix := fs.Bool("noprefix", false, "do not prefix output lines with the rank")
+	arenaFlag := fs.String("arena", "memfd", "arena handoff: `memfd` (inherited descriptor) or named")
+	slotFlag := fs.String("slot", "4M", "slot `bytes` per rank of a memfd arena (K, M, G suffixes)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: shmrun -np N [flags] prog [args...]")
 		fs.PrintDefaults()
@@ -70,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	usageError := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "shmrun: "+format+"\n", a...)
-		fmt.Fprintln(stderr, "usage: shmrun -np N [flags] prog [args...] (shmrun -h for the flags)")
+		fmt.Fprintln(stderr, usageLine)
 		return exitUsage
 	}
 	if *np < 1 || *np > launch.MaxRanks {
@@ -86,6 +101,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	policy, err := numa.ParsePolicy(*mapFlag)
 	if err != nil || policy == numa.None {
 		return usageError("-map %q: want compact or spread", *mapFlag)
+	}
+	arenaKind, err := launch.ParseArenaKind(*arenaFlag)
+	if err != nil {
+		return usageError("-arena %q: want memfd or named", *arenaFlag)
+	}
+	slot, err := parseBytes(*slotFlag)
+	if err != nil {
+		return usageError("-slot %q: %v", *slotFlag, err)
 	}
 	if *timeout < 0 || *grace < 0 {
 		return usageError("-timeout and -grace must not be negative")
@@ -107,6 +130,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		NoPrefix:  *noPrefix,
 		Timeout:   *timeout,
 		KillGrace: *grace,
+		ArenaKind: arenaKind,
+		SlotBytes: slot,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "shmrun:", err)
@@ -114,6 +139,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
 			return exitNotFound
 		case errors.Is(err, launch.ErrBadConfig):
+			fmt.Fprintln(stderr, usageLine)
 			return exitUsage
 		}
 		return exitFailure
@@ -140,4 +166,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "shmrun: %v\n", err)
 	return exitFailure
+}
+
+// parseBytes parses a size such as 65536, 64K, 4M or 1G (binary units).
+func parseBytes(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult = 1 << 10
+	case strings.HasSuffix(s, "M"):
+		mult = 1 << 20
+	case strings.HasSuffix(s, "G"):
+		mult = 1 << 30
+	}
+	if mult > 1 {
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("want a positive size such as 65536, 64K or 4M")
+	}
+	return n * mult, nil
 }

@@ -63,6 +63,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-np", "2", "-map", "scatter", self}, `-map "scatter": want compact or spread`},
 		{[]string{"-np", "2", "-map", "none", self}, `-map "none": want compact or spread`},
 		{[]string{"-np", "2", "-timeout", "-1s", self}, "must not be negative"},
+		{[]string{"-np", "2", "-arena", "file", self}, `-arena "file": want memfd or named`},
+		{[]string{"-np", "2", "-slot", "0", self}, `-slot "0": want a positive size`},
+		{[]string{"-np", "2", "-slot", "4Q", self}, `-slot "4Q": want a positive size`},
+		{[]string{"-np", "2", "-slot", "1025G", self}, `-slot "1025G": want a positive size`},
+		{[]string{"-np", "2", "-slot", "128G", self}, "slot of 137438953472 bytes"},
 		{[]string{"-np", "x", self}, `invalid value "x" for flag -np`},
 		{[]string{"-frobnicate", self}, "flag provided but not defined: -frobnicate"},
 	} {
@@ -92,7 +97,7 @@ func TestSuccess(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	re := regexp.MustCompile(`^\[(\d)\] env (\d) 3 shmcoll\.\d+\.[0-9a-f]{16} \d*$`)
+	re := regexp.MustCompile(`^\[(\d)\] env (\d) 3 fd:3 \d*$`)
 	lines := sortedLines(stdout)
 	if len(lines) != 3 {
 		t.Fatalf("stdout %q", stdout)
@@ -264,4 +269,44 @@ func TestFailureEndsShmrun(t *testing.T) {
 		t.Errorf("output %q does not name rank 3", out)
 	}
 	waitGone(t, pids)
+}
+
+// TestJoin: ranks started by shmrun join their arena with one call, for
+// both kinds of arena; nothing is left in /dev/shm.
+func TestJoin(t *testing.T) {
+	before, _ := filepath.Glob("/dev/shm/shmcoll.*")
+	for _, tc := range []struct {
+		args []string
+		slot int
+	}{
+		{[]string{"-np", "3"}, 4 << 20},
+		{[]string{"-np", "3", "-slot", "64K"}, 64 << 10},
+		{[]string{"-np", "2", "-arena", "named"}, 4 << 20},
+	} {
+		code, stdout, stderr := shmrun(t, append(tc.args, os.Args[0], "join")...)
+		np, _ := strconv.Atoi(tc.args[1])
+		var want []string
+		for r := range np {
+			want = append(want, fmt.Sprintf("[%d] joined %d of %d slot %d", r, r, np, tc.slot))
+		}
+		if got := sortedLines(stdout); code != 0 || !slices.Equal(got, want) {
+			t.Errorf("shmrun %q: exit %d, stdout %q, stderr %q; want %q", tc.args, code, got, stderr, want)
+		}
+	}
+	if after, _ := filepath.Glob("/dev/shm/shmcoll.*"); len(after) > len(before) {
+		t.Errorf("/dev/shm: %v before, %v after", before, after)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int{"1": 1, "65536": 65536, "64K": 64 << 10, "4M": 4 << 20, "2G": 2 << 30} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "K", "-1", "0", "1.5M", "4m", "2T", "99999999999999999999"} {
+		if got, err := parseBytes(bad); err == nil {
+			t.Errorf("parseBytes(%q) = %d, want an error", bad, got)
+		}
+	}
 }

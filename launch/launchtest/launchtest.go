@@ -18,12 +18,15 @@
 //	exit:CODE       exit with CODE
 //	signal:N        send signal N to itself
 //	panic           panic (Go exits with status 2)
+//	join            join the arena with shm.JoinEnv, post and wait across all ranks twice,
+//	                print "joined R of N slot BYTES" and close
 //	shmfile         create /dev/shm/$SHMCOLL_ARENA, as a rank that creates a named arena and dies would leave it
 //
 // An action followed by @R (for instance exit:3@2) runs only on rank R.
 package launchtest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,6 +39,7 @@ import (
 	"time"
 
 	"github.com/shmcoll/shmcoll/numa"
+	"github.com/shmcoll/shmcoll/shm"
 )
 
 // Env is the variable that makes MaybeRun act.
@@ -147,6 +151,10 @@ func run(actions []string) error {
 				return err
 			}
 			time.Sleep(time.Minute) // the signal is delivered asynchronously
+		case "join":
+			if err := join(); err != nil {
+				return err
+			}
 		case "shmfile":
 			f, err := os.OpenFile("/dev/shm/"+os.Getenv("SHMCOLL_ARENA"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 			if err != nil {
@@ -185,5 +193,28 @@ func await(dir string, size int) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	return nil
+}
+
+// join joins the arena the environment names and exchanges posts with every
+// rank: counter 0 says "joined", counter 1 "done reading", so no rank closes
+// while another still waits for it.
+func join() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ep, err := shm.JoinEnv(ctx, shm.Options{})
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	for c := range 2 {
+		ep.Post(c, 1)
+		for peer := range ep.Size() {
+			if err := ep.Wait(ctx, peer, c, 1); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Printf("joined %d of %d slot %d\n", ep.Rank(), ep.Size(), ep.SlotBytes())
 	return nil
 }
