@@ -145,7 +145,7 @@ func BenchmarkCopy(b *testing.B) {
 // BenchmarkNonTemporal compares regular and non-temporal stores of the float32 sum
 // kernels and of Copy by size, to place NonTemporalThreshold.
 func BenchmarkNonTemporal(b *testing.B) {
-	for _, n := range []int{1 << 20, 4 << 20, 16 << 20, 64 << 20} {
+	for _, n := range []int{1 << 20, 4 << 20, 16 << 20, 32 << 20, 64 << 20} {
 		for _, nt := range []bool{false, true} {
 			for _, i := range availableImpls() {
 				if i == implGeneric {

@@ -16,9 +16,12 @@ func Copy(dst, src []byte) {
 // NonTemporalThreshold is the size in bytes from which [Copy] and the kernels' vector
 // paths store around the caches (non-temporal stores, then SFENCE, so stores published
 // afterwards with a release still order after the data). They only pay when the
-// destination would not stay in cache anyway, and they evict it. A variable so that
-// benchmarks and tuners can move it; set it before use, not concurrently with kernels.
-var NonTemporalThreshold = 64 << 20
+// destination would not stay in cache anyway, and they evict it; the kernels use them
+// only when dst is not also a source. The default, 16 MiB, is where they won on the
+// reference machine (32 MiB L3) for Copy, Reduce3 and ReduceK (see BenchmarkNonTemporal
+// and BenchmarkCopy). A variable so that benchmarks and tuners can move it; set it before
+// use, not concurrently with kernels.
+var NonTemporalThreshold = 16 << 20
 
 func overlap(a, b []byte) bool {
 	if len(a) == 0 || len(b) == 0 {

@@ -211,7 +211,7 @@ func (k *Kernel) pass(dst []byte, p *[maxK][]byte, m int) {
 	lo, hi := 0, 0 // the part the vector function does
 	if k.asm != 0 && n >= k.gran {
 		id := k.asm
-		if k.nt != 0 && n >= NonTemporalThreshold {
+		if k.nt != 0 && n >= NonTemporalThreshold && !aliased(dst, p, m) {
 			// align dst for the streaming stores; the head goes to the pure-Go loop
 			if head := int(-uintptrOf(dst)) & (k.gran - 1); head%k.t.Size() == 0 {
 				lo, id = head, k.nt
@@ -230,6 +230,17 @@ func (k *Kernel) pass(dst []byte, p *[maxK][]byte, m int) {
 	if hi < n {
 		k.generic(dst, p, m, hi, n)
 	}
+}
+
+// aliased reports whether dst is one of the sources. Non-temporal stores only pay when
+// dst is not also read: otherwise its lines are in cache already (measured: slower).
+func aliased(dst []byte, p *[maxK][]byte, m int) bool {
+	for j := range m {
+		if unsafe.SliceData(p[j]) == unsafe.SliceData(dst) {
+			return true
+		}
+	}
+	return false
 }
 
 // generic computes dst[from:to] = p[0] op ... op p[m-1] with the pure-Go loops.
