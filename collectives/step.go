@@ -18,9 +18,10 @@ import (
 //     its slot half from step e-2 is over) — known for free when step e-1
 //     was "fully dependent" (this rank's result needed every rank's step
 //     e-1 data), else by one load per peer;
-//  2. writes the call descriptor for step e into the inline bytes of
-//     counter ctrDesc+(e&1) and its data into its slot half;
-//  3. posts phases on counter ctrStep: value e<<16 | phase, phase >= 1, in
+//  2. writes the call descriptor for step e into the inline bytes of its
+//     counter e&1 (the same cache line as the counter, so a waiter gets
+//     both with one transfer) and its data into its slot half;
+//  3. posts phases on counter e&1: value e<<16 | phase, phase >= 1, in
 //     increasing order; every rank posts at least phase 1 in every step;
 //  4. reads a peer's slot half only after waiting for the phase that the
 //     peer posted after writing what is read, and compares the peer's
@@ -29,11 +30,9 @@ import (
 // Counter values only increase (step × phase), so nothing is ever reset and
 // there is no ABA. Within a step, each algorithm file states why a range of
 // a rank's own slot half is not rewritten before its readers are done.
-const (
-	ctrStep = 0 // progress: e<<16 | phase
-	ctrDesc = 1 // counters 1 and 2: inline bytes hold the descriptor of even / odd steps
-	ctrMisc = 3 // unused counter whose inline bytes are free
-)
+// ctr is the counter of step e: counters 0 and 1 alternate, so that each
+// holds the descriptor of its step in its inline bytes.
+func ctr(e uint64) int { return int(e & 1) }
 
 const lineBytes = 64
 
@@ -116,7 +115,7 @@ func (c *Comm) begin(ctx context.Context) (uint64, error) {
 			if q == c.rank {
 				continue
 			}
-			if err := c.ep.Wait(ctx, q, ctrStep, stepVal(e-1, 0)); err != nil {
+			if err := c.ep.Wait(ctx, q, ctr(e-1), stepVal(e-1, 0)); err != nil {
 				return e, c.fail(err)
 			}
 		}
@@ -124,7 +123,7 @@ func (c *Comm) begin(ctx context.Context) (uint64, error) {
 	}
 	c.step = e
 	c.encodeDesc(e)
-	copy(c.ep.Inline(c.rank, ctrDesc+int(e&1)), c.desc[:])
+	copy(c.ep.Inline(c.rank, ctr(e)), c.desc[:])
 	c.cur.fully = false
 	return e, nil
 }
@@ -138,12 +137,12 @@ func (c *Comm) end(e uint64) {
 }
 
 // post publishes phase of step e.
-func (c *Comm) post(e uint64, phase int) { c.ep.Post(ctrStep, stepVal(e, phase)) }
+func (c *Comm) post(e uint64, phase int) { c.ep.Post(ctr(e), stepVal(e, phase)) }
 
 // wait waits until peer q has posted phase of step e, and checks q's
 // descriptor the first time in the step.
 func (c *Comm) wait(ctx context.Context, q int, e uint64, phase int) error {
-	if err := c.ep.Wait(ctx, q, ctrStep, stepVal(e, phase)); err != nil {
+	if err := c.ep.Wait(ctx, q, ctr(e), stepVal(e, phase)); err != nil {
 		return c.fail(err)
 	}
 	if c.checked[q] != e {
@@ -157,7 +156,7 @@ func (c *Comm) wait(ctx context.Context, q int, e uint64, phase int) error {
 
 // checkDesc compares q's descriptor of step e with ours.
 func (c *Comm) checkDesc(q int, e uint64) error {
-	pd := c.ep.Inline(q, ctrDesc+int(e&1))[:descBytes]
+	pd := c.ep.Inline(q, ctr(e))[:descBytes]
 	if string(pd) == string(c.desc[:]) {
 		return nil
 	}

@@ -77,7 +77,8 @@ type Comm struct {
 	// world order.
 	contiguous bool
 	alg        Algorithm
-	scratch    []byte
+	scratch    []byte // crossReduce's
+	work       []byte // the collectives' own (see work)
 }
 
 // place is where a world rank sits in the hierarchy.

@@ -427,3 +427,96 @@ func TestAbort(t *testing.T) {
 	_ = Allreduce(context.Background(), c, nil, make([]float64, 1<<16), simd.Sum)
 	t.Error("the allreduce returned although rank 1 aborted")
 }
+
+// roots are rank 0, the last rank and one that is not local rank 0.
+func roots(c *Comm) []int {
+	rs := []int{0, c.Size() - 1}
+	for r, w := range c.where {
+		if w.local != 0 {
+			rs = append(rs, r)
+			break
+		}
+	}
+	return rs
+}
+
+func bcastType[T simd.Element](t *testing.T, c *Comm, sizes []int) {
+	typ := simd.TypeOf[T]()
+	for _, root := range roots(c) {
+		for _, n := range sizes {
+			buf := make([]T, n)
+			for i := range buf {
+				if c.Rank() == root {
+					buf[i] = conv[T](input(typ, simd.Sum, root, i))
+				} else {
+					buf[i] = conv[T](-1, -1)
+				}
+			}
+			must(t, Bcast(context.Background(), c, buf, root))
+			for i := range buf {
+				if want := conv[T](input(typ, simd.Sum, root, i)); buf[i] != want {
+					t.Errorf("%v root=%d n=%d: [%d] = %v, want %v", typ, root, n, i, buf[i], want)
+					break
+				}
+			}
+		}
+	}
+}
+
+func reduceType[T simd.Element](t *testing.T, c *Comm, op simd.Op, sizes []int) {
+	typ := simd.TypeOf[T]()
+	for _, root := range roots(c) {
+		for _, n := range sizes {
+			for _, inPlace := range []bool{false, true} {
+				send := make([]T, n)
+				for i := range send {
+					send[i] = conv[T](input(typ, op, c.Rank(), i))
+				}
+				var recv []T
+				var err error
+				switch {
+				case c.Rank() != root:
+					err = Reduce(context.Background(), c, send, nil, op, root)
+				case inPlace:
+					recv = append([]T(nil), send...)
+					err = Reduce(context.Background(), c, nil, recv, op, root)
+				default:
+					recv = make([]T, n)
+					err = Reduce(context.Background(), c, send, recv, op, root)
+				}
+				must(t, err)
+				for i := range recv {
+					if want := conv[T](expect(typ, op, c.Size(), i)); recv[i] != want {
+						t.Errorf("%v %v root=%d n=%d inPlace=%v: [%d] = %v, want %v", typ, op, root, n, inPlace, i, recv[i], want)
+						break
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestRankBcast(t *testing.T) {
+	for _, alg := range []Algorithm{Leader, MultiLane} {
+		c := newComm(t, alg)
+		sizes := []int{0, 1, 7, 1000}
+		bcastType[int32](t, c, sizes)
+		bcastType[simd.Float16](t, c, sizes)
+		bcastType[complex128](t, c, sizes)
+		bcastType[float64](t, c, []int{300007})
+	}
+}
+
+func TestRankReduce(t *testing.T) {
+	for _, alg := range []Algorithm{Leader, MultiLane} {
+		c := newComm(t, alg)
+		sizes := []int{0, 1, 7, 1000}
+		reduceType[int32](t, c, simd.Sum, sizes)
+		reduceType[uint8](t, c, simd.Bxor, sizes)
+		reduceType[simd.BFloat16](t, c, simd.Sum, sizes)
+		reduceType[float64](t, c, simd.Max, sizes)
+		reduceType[complex64](t, c, simd.Prod, sizes)
+		reduceType[int64](t, c, simd.Land, sizes)
+		reduceType[float64](t, c, simd.Sum, []int{300007})
+	}
+}
