@@ -1,0 +1,428 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shmcoll/shmcoll/collectives"
+	"github.com/shmcoll/shmcoll/internal/benchfmt"
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// timing says how long each case runs. It mirrors internal/mpibench's
+// mpicoll.c, so that shmbench run and the MPI side of compare measure the
+// same way.
+type timing struct {
+	iters    int           // fixed timed iterations; 0: run for target
+	target   time.Duration // timed time per case when iters is 0
+	warmup   time.Duration // warm-up: doubling batches until one lasts this long
+	maxIters int           // bound on timed iterations
+	full     bool          // check every element of every result (-check)
+}
+
+// bench is one rank's side of a sweep.
+type bench struct {
+	helper *collectives.Comm // the auto communicator: calibration, gathering results
+	rank   int
+	p      int
+	dtype  simd.Type
+	op     simd.Op
+	cop    collectives.Op
+	vals   values
+	tm     timing
+
+	// per-iteration times of this rank, reused across cases
+	t0, t1, dur []int64
+}
+
+func newBench(helper *collectives.Comm, dtype simd.Type, op simd.Op, tm timing) (*bench, error) {
+	vals, err := newValues(dtype, op, helper.Size())
+	if err != nil {
+		return nil, err
+	}
+	n := tm.maxIters
+	if tm.iters > 0 {
+		n = tm.iters
+	}
+	return &bench{
+		helper: helper, rank: helper.Rank(), p: helper.Size(),
+		dtype: dtype, op: op, cop: collectives.Builtin(op), vals: vals, tm: tm,
+		t0: make([]int64, n), t1: make([]int64, n), dur: make([]int64, n),
+	}, nil
+}
+
+// run measures one case on communicator c. Every rank returns the same
+// check verdict; rank 0's result holds the statistics. An error means
+// the communicator failed (the sweep cannot go on).
+func (b *bench) run(ctx context.Context, c *collectives.Comm, cs caseSpec) (benchfmt.Result, error) {
+	switch b.dtype {
+	case simd.Int8:
+		return runCase[int8](ctx, b, c, cs)
+	case simd.Int16:
+		return runCase[int16](ctx, b, c, cs)
+	case simd.Int32:
+		return runCase[int32](ctx, b, c, cs)
+	case simd.Int64:
+		return runCase[int64](ctx, b, c, cs)
+	case simd.Uint8:
+		return runCase[uint8](ctx, b, c, cs)
+	case simd.Uint16:
+		return runCase[uint16](ctx, b, c, cs)
+	case simd.Uint32:
+		return runCase[uint32](ctx, b, c, cs)
+	case simd.Uint64:
+		return runCase[uint64](ctx, b, c, cs)
+	case simd.Float32:
+		return runCase[float32](ctx, b, c, cs)
+	case simd.Float64:
+		return runCase[float64](ctx, b, c, cs)
+	case simd.BFloat16T:
+		return runCase[simd.BFloat16](ctx, b, c, cs)
+	case simd.Float16T:
+		return runCase[simd.Float16](ctx, b, c, cs)
+	case simd.Complex64:
+		return runCase[complex64](ctx, b, c, cs)
+	case simd.Complex128:
+		return runCase[complex128](ctx, b, c, cs)
+	}
+	return benchfmt.Result{}, fmt.Errorf("dtype %v is not supported by shmbench run", b.dtype)
+}
+
+// typedCase is one case with buffers of element type T.
+type typedCase[T simd.Element] struct {
+	b          *bench
+	c          *collectives.Comm
+	lay        layout
+	send, recv []T
+	in         []T // the rank's input: send, or recv for bcast
+	conv       func(int64) T
+	poison     T
+	call       func(context.Context, *typedCase[T]) error
+
+	bad    int // wrong elements seen
+	badMsg string
+}
+
+// collCall is the table of collective calls by DESIGN.md name: the one
+// place where shmbench calls the library.
+func collCall[T simd.Element](coll string) func(context.Context, *typedCase[T]) error {
+	switch coll {
+	case "allreduce":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.Allreduce(ctx, k.c, k.send, k.recv, k.b.cop)
+		}
+	case "reduce_scatter_block":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.ReduceScatterBlock(ctx, k.c, k.send, k.recv, k.b.cop)
+		}
+	case "reduce_scatter":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.ReduceScatter(ctx, k.c, k.send, k.recv, k.lay.count, k.b.cop)
+		}
+	case "allgather":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.Allgather(ctx, k.c, k.send, k.recv)
+		}
+	case "allgatherv":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.Allgatherv(ctx, k.c, k.send, k.recv, k.lay.count, k.lay.displ)
+		}
+	case "bcast":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.Bcast(ctx, k.c, k.recv, root)
+		}
+	case "reduce":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.Reduce(ctx, k.c, k.send, k.recv, k.b.cop, root)
+		}
+	case "barrier":
+		return func(ctx context.Context, k *typedCase[T]) error { return collectives.Barrier(ctx, k.c) }
+	case "alltoall":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.Alltoall(ctx, k.c, k.send, k.recv)
+		}
+	case "alltoallv":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			r := k.b.rank
+			return collectives.Alltoallv(ctx, k.c, k.send, k.lay.scount[r], k.lay.sdispl[r], k.recv, k.lay.rcount[r], k.lay.rdispl[r])
+		}
+	case "scatter":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.Scatter(ctx, k.c, k.send, k.recv, root)
+		}
+	case "gather":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.Gather(ctx, k.c, k.send, k.recv, root)
+		}
+	case "scan":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.Scan(ctx, k.c, k.send, k.recv, k.b.cop)
+		}
+	case "exscan":
+		return func(ctx context.Context, k *typedCase[T]) error {
+			return collectives.Exscan(ctx, k.c, k.send, k.recv, k.b.cop)
+		}
+	}
+	return nil
+}
+
+func alloc[T any](n int) []T {
+	if n == 0 {
+		return nil
+	}
+	return make([]T, n)
+}
+
+func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm, cs caseSpec) (benchfmt.Result, error) {
+	k := &typedCase[T]{b: b, c: c, lay: cs.lay, conv: converter[T](), call: collCall[T](cs.coll)}
+	if k.call == nil {
+		return benchfmt.Result{}, fmt.Errorf("collective %q has no entry in shmbench's call table", cs.coll)
+	}
+	k.poison = k.conv(-7)
+	r := b.rank
+	k.send, k.recv = alloc[T](k.lay.sendLen(r)), alloc[T](k.lay.recvLen(r))
+	if k.lay.recvLen(r) == 0 && (cs.coll == "reduce_scatter") {
+		k.recv = []T{} // a zero-length block still takes part
+	}
+	k.in = k.send
+	if cs.coll == "bcast" && r == root {
+		k.in = k.recv
+	}
+
+	// Warm-up: doubling batches until one lasts b.tm.warmup on the slowest
+	// rank; the last batch sets the timed chunk to about 1/8 of the target.
+	k.prepare()
+	batch, it := 1, 0
+	for {
+		a := nanotime()
+		for range batch {
+			k.touch(it)
+			if err := k.iterate(ctx); err != nil {
+				return benchfmt.Result{}, err
+			}
+			it++
+		}
+		el, err := b.maxOver(ctx, nanotime()-a)
+		if err != nil {
+			return benchfmt.Result{}, err
+		}
+		if el >= int64(b.tm.warmup) || batch >= 1<<16 {
+			per := max(el/int64(batch), 1)
+			batch = max(1, int(int64(b.tm.target)/per/8))
+			break
+		}
+		batch *= 2
+	}
+
+	// Timed iterations: barrier, then the collective between two clock
+	// reads; checks run after the second read.
+	k.prepare()
+	maxIters := len(b.t0)
+	iters := 0
+	start := nanotime()
+	for {
+		chunk := batch
+		if b.tm.iters > 0 {
+			chunk = b.tm.iters
+		}
+		for i := 0; i < chunk && iters < maxIters; i++ {
+			k.touch(iters)
+			if err := collectives.Barrier(ctx, c); err != nil {
+				return benchfmt.Result{}, err
+			}
+			t0 := nanotime()
+			if err := k.call(ctx, k); err != nil {
+				return benchfmt.Result{}, err
+			}
+			t1 := nanotime()
+			b.t0[iters], b.t1[iters], b.dur[iters] = t0, t1, t1-t0
+			if b.tm.full {
+				k.checkAll(iters)
+			} else {
+				k.checkTouched(iters)
+			}
+			iters++
+		}
+		if b.tm.iters > 0 || iters >= maxIters {
+			break
+		}
+		el, err := b.maxOver(ctx, nanotime()-start)
+		if err != nil {
+			return benchfmt.Result{}, err
+		}
+		if el >= int64(b.tm.target) && iters >= 5 {
+			break
+		}
+	}
+	if !b.tm.full {
+		k.checkAll(iters - 1)
+	}
+	return b.collect(ctx, cs, iters, k.bad, k.badMsg)
+}
+
+// iterate is one untimed iteration: barrier, collective.
+func (k *typedCase[T]) iterate(ctx context.Context) error {
+	if err := collectives.Barrier(ctx, k.c); err != nil {
+		return err
+	}
+	return k.call(ctx, k)
+}
+
+// prepare writes the untouched input and poisons the result.
+func (k *typedCase[T]) prepare() {
+	r := k.b.rank
+	for j := range k.in {
+		k.in[j] = k.conv(k.b.vals.at(r, j, -1, 0))
+	}
+	if !(k.lay.coll == "bcast" && r == root) {
+		for i := range k.recv {
+			k.recv[i] = k.poison
+		}
+	}
+}
+
+// touchOf is the input element rank q changes in iteration k.
+func (k *typedCase[T]) touchOf(q, it int) int {
+	if n := k.lay.inputLen(q); n > 0 {
+		return it % n
+	}
+	return -1
+}
+
+// touch makes the input of iteration it: it restores the element the
+// previous iteration changed and changes one.
+func (k *typedCase[T]) touch(it int) {
+	r := k.b.rank
+	if len(k.in) == 0 {
+		return
+	}
+	if it > 0 {
+		j := k.touchOf(r, it-1)
+		k.in[j] = k.conv(k.b.vals.at(r, j, -1, 0))
+	}
+	j := k.touchOf(r, it)
+	k.in[j] = k.conv(k.b.vals.at(r, j, it, j))
+}
+
+// expected is element i of this rank's result after iteration it.
+func (k *typedCase[T]) expected(i, it int) (T, bool) {
+	qlo, qhi, j, ok := k.lay.source(k.b.rank, i)
+	if !ok {
+		var z T
+		return z, false
+	}
+	v := k.b.vals
+	acc := v.at(qlo, j, it, k.touchOf(qlo, it))
+	for q := qlo + 1; q < qhi; q++ {
+		acc = v.combine(acc, v.at(q, j, it, k.touchOf(q, it)))
+	}
+	return k.conv(acc), true
+}
+
+func (k *typedCase[T]) checkElem(i, it int) {
+	want, ok := k.expected(i, it)
+	if !ok || k.recv[i] == want {
+		return
+	}
+	if k.bad == 0 {
+		k.badMsg = fmt.Sprintf("rank %d: iteration %d: element %d is %v, want %v", k.b.rank, it, i, k.recv[i], want)
+	}
+	k.bad++
+}
+
+// checkTouched checks the result elements that iteration it changed.
+func (k *typedCase[T]) checkTouched(it int) {
+	r := k.b.rank
+	for q := range k.lay.p {
+		j := k.touchOf(q, it)
+		if j < 0 {
+			continue
+		}
+		if t, i, ok := k.lay.dest(q, j); ok && (t == -1 || t == r) && i < len(k.recv) {
+			k.checkElem(i, it)
+		}
+		if reducing(k.lay.coll) {
+			break // every rank changed the same element
+		}
+	}
+}
+
+// checkAll checks every element of the result of iteration it.
+func (k *typedCase[T]) checkAll(it int) {
+	for i := range k.recv {
+		k.checkElem(i, it)
+	}
+}
+
+// maxOver returns the largest x over the ranks.
+func (b *bench) maxOver(ctx context.Context, x int64) (int64, error) {
+	in, out := []int64{x}, []int64{0}
+	if err := collectives.Allreduce(ctx, b.helper, in, out, collectives.Max); err != nil {
+		return 0, err
+	}
+	return out[0], nil
+}
+
+// msgBytes bounds a rank's check message as gathered to rank 0.
+const msgBytes = 160
+
+// collect brings the per-iteration times and check verdicts of all ranks to
+// rank 0 and summarizes them there.
+func (b *bench) collect(ctx context.Context, cs caseSpec, iters, bad int, badMsg string) (benchfmt.Result, error) {
+	var dmax, smin, emax []int64
+	if b.rank == 0 {
+		dmax, smin, emax = make([]int64, iters), make([]int64, iters), make([]int64, iters)
+	}
+	h := b.helper
+	if err := collectives.Reduce(ctx, h, b.dur[:iters], dmax, collectives.Max, 0); err != nil {
+		return benchfmt.Result{}, err
+	}
+	if err := collectives.Reduce(ctx, h, b.t0[:iters], smin, collectives.Min, 0); err != nil {
+		return benchfmt.Result{}, err
+	}
+	if err := collectives.Reduce(ctx, h, b.t1[:iters], emax, collectives.Max, 0); err != nil {
+		return benchfmt.Result{}, err
+	}
+	msg := make([]uint8, msgBytes)
+	if bad > 0 {
+		copy(msg, fmt.Sprintf("%d wrong; %s", bad, badMsg))
+	}
+	all := make([]uint8, msgBytes*b.p)
+	if err := collectives.Allgather(ctx, h, msg, all); err != nil {
+		return benchfmt.Result{}, err
+	}
+	check := "ok"
+	for q := range b.p {
+		if m := all[q*msgBytes : (q+1)*msgBytes]; m[0] != 0 {
+			check = string(m[:clen(m)])
+			break
+		}
+	}
+	res := benchfmt.Result{
+		Coll: cs.coll, Algo: cs.algo, NP: b.p, Dtype: b.dtype.String(), Op: b.op.String(),
+		Bytes: cs.lay.bytes(b.dtype.Size()), Check: check,
+	}
+	if cs.coll == "barrier" {
+		res.Dtype, res.Op = "none", "none"
+	} else if !reducing(cs.coll) {
+		res.Op = "none"
+	}
+	if b.rank == 0 {
+		slowest, span := make([]float64, iters), make([]float64, iters)
+		for i := range iters {
+			slowest[i], span[i] = float64(dmax[i]), float64(emax[i]-smin[i])
+		}
+		res.Fill(slowest, span)
+	}
+	return res, nil
+}
+
+func clen(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return len(b)
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/shmcoll/shmcoll/internal/benchfmt"
+)
+
+// plotResults writes, per collective, the median latency and the bus
+// bandwidth against the size, a line per algorithm, as PNG and SVG into
+// dir. It returns the files written.
+func plotResults(dir string, rs []benchfmt.Result) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	byColl := map[string]map[string][]benchfmt.Result{}
+	var colls []string
+	var algoOrder []string
+	for _, r := range rs {
+		if byColl[r.Coll] == nil {
+			byColl[r.Coll] = map[string][]benchfmt.Result{}
+			colls = append(colls, r.Coll)
+		}
+		byColl[r.Coll][r.Algo] = append(byColl[r.Coll][r.Algo], r)
+		found := false
+		for _, a := range algoOrder {
+			found = found || a == r.Algo
+		}
+		if !found {
+			algoOrder = append(algoOrder, r.Algo)
+		}
+	}
+	var files []string
+	for _, coll := range colls {
+		lines := map[string]plotter.XYs{}
+		bws := map[string]plotter.XYs{}
+		np := 0
+		for algo, list := range byColl[coll] {
+			sort.Slice(list, func(i, j int) bool { return list[i].Bytes < list[j].Bytes })
+			for _, r := range list {
+				np = r.NP
+				if r.Bytes <= 0 {
+					continue // barrier: no size axis
+				}
+				lines[algo] = append(lines[algo], plotter.XY{X: float64(r.Bytes), Y: r.MedianUS})
+				bws[algo] = append(bws[algo], plotter.XY{X: float64(r.Bytes), Y: r.BusBW})
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		for _, chart := range []struct {
+			name, ylabel string
+			data         map[string]plotter.XYs
+			logY         bool
+		}{
+			{"latency", "median time (µs, slowest rank)", lines, true},
+			{"bandwidth", "bus bandwidth (GB/s)", bws, false},
+		} {
+			p := plot.New()
+			p.Title.Text = fmt.Sprintf("%s, %d ranks: %s", coll, np, chart.name)
+			p.X.Label.Text = "bytes"
+			p.Y.Label.Text = chart.ylabel
+			p.X.Scale = plot.LogScale{}
+			p.X.Tick.Marker = sizeTicks{}
+			if chart.logY && positive(chart.data) {
+				p.Y.Scale = plot.LogScale{}
+				p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+			}
+			p.Add(plotter.NewGrid())
+			var args []any
+			for _, algo := range algoOrder {
+				if d, ok := chart.data[algo]; ok {
+					args = append(args, algo, d)
+				}
+			}
+			if err := plotutil.AddLinePoints(p, args...); err != nil {
+				return files, err
+			}
+			p.Legend.Top = chart.name == "bandwidth"
+			p.Legend.Left = chart.name == "latency"
+			for _, ext := range []string{"png", "svg"} {
+				f := filepath.Join(dir, fmt.Sprintf("%s_np%d_%s.%s", coll, np, chart.name, ext))
+				if err := p.Save(8*vg.Inch, 5*vg.Inch, f); err != nil {
+					return files, err
+				}
+				files = append(files, f)
+			}
+		}
+	}
+	return files, nil
+}
+
+func positive(data map[string]plotter.XYs) bool {
+	for _, xys := range data {
+		for _, xy := range xys {
+			if xy.Y <= 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sizeTicks marks powers of 4 bytes on a log axis with their binary size.
+type sizeTicks struct{}
+
+func (sizeTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for x := 1.0; x <= hi*1.0001; x *= 4 {
+		if x >= lo/1.0001 {
+			ts = append(ts, plot.Tick{Value: x, Label: benchfmt.FormatSize(int64(x))})
+		}
+	}
+	return ts
+}
