@@ -12,7 +12,7 @@ import (
 func BenchmarkAllreduce(b *testing.B) {
 	for _, p := range []int{2, 4} {
 		for _, bytes := range []int{8, 256, 4096, 65536, 1 << 20} {
-			for _, alg := range []Algorithm{Flat, Circulant} {
+			for _, alg := range []Algorithm{Flat, Circulant, Replicated} {
 				b.Run(fmt.Sprintf("alg=%v/bytes=%d/ranks=%d", alg, bytes, p), func(b *testing.B) {
 					benchAllreduce(b, p, bytes/8, alg)
 				})

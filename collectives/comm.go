@@ -68,7 +68,6 @@ type Comm struct {
 	closeOnce sync.Once
 	closeErr  error
 	closed    bool
-	failed    error
 }
 
 // newComm wraps a joined endpoint.

@@ -36,6 +36,8 @@ func init() {
 	register(CollScan, Flat, (*Comm).flatScan, true)
 	register(CollExscan, Flat, (*Comm).flatScan, true)
 	register(CollBarrier, Flat, (*Comm).flatBarrier, true)
+	register(CollAllreduce, Replicated, (*Comm).replicatedAllreduce, true)
+	register(CollReduce, Replicated, (*Comm).replicatedAllreduce, true)
 	register(CollAlltoall, Flat, (*Comm).flatAlltoall, true)
 	register(CollAlltoallv, Flat, (*Comm).flatAlltoall, true)
 }
@@ -365,5 +367,47 @@ func (c *Comm) flatBarrier(ctx context.Context) error {
 	c.last.Rounds++
 	c.cur.fully = true
 	c.end(e)
+	return nil
+}
+
+// replicatedAllreduce (allreduce, reduce): every rank copies its segment
+// into its half and posts phase 1; every rank (only the root for reduce)
+// then reduces the whole segment from all p halves in rank order, straight
+// into recv. One phase per step. Slot reuse: the half is written only
+// before phase 1 (structure); across steps see step.go.
+func (c *Comm) replicatedAllreduce(ctx context.Context) error {
+	a := &c.cur
+	esz, p, N := a.esz, c.size, a.count
+	M := c.half / esz
+	in := a.input()
+	reads := a.coll == CollAllreduce || c.rank == a.root
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		copy(c.slotHalf(c.rank, e), span(in, esz, base, base+m))
+		c.post(e, 1)
+		c.last.Steps++
+		c.last.Rounds++
+		c.last.Sent += uint64(p - 1)
+		if reads {
+			for i := 1; i <= p; i++ {
+				q := (c.rank + i) % p
+				if q != c.rank {
+					if err := c.wait(ctx, q, e, 1); err != nil {
+						return err
+					}
+				}
+				c.sc.srcs[q] = c.slotHalf(q, e)[:m*esz]
+			}
+			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs)
+			c.last.Received += uint64(p - 1)
+			c.last.Reduced += uint64(p - 1)
+			a.fully = true
+		}
+		c.end(e)
+	}
 	return nil
 }

@@ -271,7 +271,7 @@ func matrixCalls(t *testing.T, c *Comm, alg Algorithm, barrierCount *atomic.Int6
 }
 
 func TestMatrix(t *testing.T) {
-	for _, alg := range []Algorithm{Flat, Circulant, Auto} {
+	for _, alg := range []Algorithm{Flat, Circulant, Replicated, Auto} {
 		for _, p := range testSizes() {
 			t.Run(fmt.Sprintf("alg=%v/p=%d", alg, p), func(t *testing.T) { runMatrix(t, p, alg) })
 		}

@@ -81,10 +81,15 @@ const (
 	// allreduce (000), their reversal for allgather, concatenation for
 	// alltoall, and one block on the circulant tree for bcast and reduce.
 	Circulant
+	// Replicated (allreduce, reduce): every rank (the root for reduce)
+	// reduces the whole vector from all p slots in rank order: one
+	// synchronization instead of two or more, p times the reduction work;
+	// the latency choice for small vectors.
+	Replicated
 	numAlgorithms
 )
 
-var algNames = [numAlgorithms]string{"auto", "flat", "circulant"}
+var algNames = [numAlgorithms]string{"auto", "flat", "circulant", "replicated"}
 
 func (a Algorithm) String() string {
 	if a < numAlgorithms {
@@ -94,7 +99,7 @@ func (a Algorithm) String() string {
 }
 
 // ParseAlgorithm returns the algorithm named s ("auto", "flat",
-// "circulant"), case-insensitive.
+// "circulant", "replicated"), case-insensitive.
 func ParseAlgorithm(s string) (Algorithm, error) {
 	for a := range numAlgorithms {
 		if strings.EqualFold(s, algNames[a]) {

@@ -96,7 +96,7 @@ func TestSplitDup(t *testing.T) {
 // TestFloatsBitwise reduces random floats: every rank must get the same
 // bits, and a second run the same bits again, for each algorithm.
 func TestFloatsBitwise(t *testing.T) {
-	for _, alg := range []Algorithm{Flat, Circulant} {
+	for _, alg := range []Algorithm{Flat, Circulant, Replicated} {
 		for _, p := range []int{3, 5, 8} {
 			n := 1500
 			in := make([][]float64, p)
@@ -142,7 +142,7 @@ func TestFloatsBitwise(t *testing.T) {
 // larger array, and checks that nothing outside them is written.
 func TestUnaligned(t *testing.T) {
 	const p, n = 3, 301
-	for _, alg := range []Algorithm{Flat, Circulant} {
+	for _, alg := range []Algorithm{Flat, Circulant, Replicated} {
 		for off := range 3 {
 			err := Run(p, pinAll(alg), func(c *Comm) error {
 				back := make([]int16, n+8)

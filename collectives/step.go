@@ -198,9 +198,7 @@ func (c *Comm) fail(err error) error {
 			err = fmt.Errorf("%w (%w)", err, ae)
 		}
 	}
-	e := &Error{Rank: c.rank, Coll: c.cur.coll, Seq: c.seq, Err: err}
-	c.failed = e
-	return e
+	return &Error{Rank: c.rank, Coll: c.cur.coll, Seq: c.seq, Err: err}
 }
 
 // slotHalf returns the half of rank q's slot that step e uses.

@@ -80,7 +80,7 @@ func TestTypesAndOperators(t *testing.T) {
 	if long {
 		ps = append(ps, 8, 13)
 	}
-	for _, alg := range []Algorithm{Flat, Circulant} {
+	for _, alg := range []Algorithm{Flat, Circulant, Replicated} {
 		for _, p := range ps {
 			for _, f := range typeTests {
 				f(t, p, alg)
