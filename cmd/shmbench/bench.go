@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/shmcoll/shmcoll/collectives"
@@ -32,6 +34,11 @@ type bench struct {
 	vals   values
 	tm     timing
 
+	// inject, when >= 0, makes rank 0 spoil its result after that timed
+	// iteration of every case: a test hook (SHMBENCH_INJECT) proving that
+	// a wrong result fails the run.
+	inject int
+
 	// per-iteration times of this rank, reused across cases
 	t0, t1, dur []int64
 }
@@ -49,6 +56,7 @@ func newBench(helper *collectives.Comm, dtype simd.Type, op simd.Op, tm timing) 
 		helper: helper, rank: helper.Rank(), p: helper.Size(),
 		dtype: dtype, op: op, cop: collectives.Builtin(op), vals: vals, tm: tm,
 		t0: make([]int64, n), t1: make([]int64, n), dur: make([]int64, n),
+		inject: injectAt(),
 	}, nil
 }
 
@@ -87,6 +95,16 @@ func (b *bench) run(ctx context.Context, c *collectives.Comm, cs caseSpec) (benc
 		return runCase[complex128](ctx, b, c, cs)
 	}
 	return benchfmt.Result{}, fmt.Errorf("dtype %v is not supported by shmbench run", b.dtype)
+}
+
+// envInject names the test hook of bench.inject.
+const envInject = "SHMBENCH_INJECT"
+
+func injectAt() int {
+	if v, err := strconv.Atoi(os.Getenv(envInject)); err == nil && v >= 0 {
+		return v
+	}
+	return -1
 }
 
 // typedCase is one case with buffers of element type T.
@@ -237,6 +255,11 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 			}
 			t1 := nanotime()
 			b.t0[iters], b.t1[iters], b.dur[iters] = t0, t1, t1-t0
+			if iters == b.inject && b.rank == 0 {
+				for i := range k.recv { // the test hook: a wrong result
+					k.recv[i] = k.poison
+				}
+			}
 			if b.tm.full {
 				k.checkAll(iters)
 			} else {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
 	"github.com/shmcoll/shmcoll/internal/probe"
+	"github.com/shmcoll/shmcoll/numa"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
@@ -22,15 +22,37 @@ import (
 // placement probe runs here, before any rank spins.
 func hostHeader(launcher string, np int, dtype, op string) benchfmt.Header {
 	host, _ := os.Hostname()
+	cpus := runtime.NumCPU()
+	t, err := numa.Detect()
+	if err == nil {
+		cpus = len(t.CPUs)
+	}
 	h := benchfmt.Header{
-		Tool: "shmbench", Host: host, CPU: cpuid.CPU.BrandName, CPUs: runtime.NumCPU(),
+		Tool: "shmbench", Host: host, CPU: cpuid.CPU.BrandName, CPUs: cpus,
 		SIMD: simd.Impl(), Load: loadAvg(), Launcher: launcher, NP: np, Dtype: dtype, Op: op,
 		Go: runtime.Version(), Time: time.Now().UTC().Format(time.RFC3339),
 	}
-	if r, err := probe.Placement(0); err == nil {
-		h.ProbeNS = r.OneWayNS
-	}
+	h.ProbeNS = placementNS(t)
 	return h
+}
+
+// placementNS is the placement probe between the first two CPUs of the
+// machine (not of this process's affinity, which a launcher may have
+// narrowed to one CPU), or 0 when it cannot be measured.
+func placementNS(t *numa.Topology) float64 {
+	if t == nil || len(t.CPUs) < 2 {
+		return 0
+	}
+	a, errA := t.HostCPU(t.CPUs[0].ID)
+	b, errB := t.HostCPU(t.CPUs[1].ID)
+	if errA != nil || errB != nil || a == b {
+		return 0
+	}
+	r, err := probe.Handoff(a, b, 0)
+	if err != nil {
+		return 0
+	}
+	return r.OneWayNS
 }
 
 // loadAvg is the first three fields of /proc/loadavg ("" where absent).
@@ -116,7 +138,6 @@ func (s *sink) summary(w io.Writer) {
 		}
 		groups[k] = append(groups[k], r)
 	}
-	sort.SliceStable(keys, func(i, j int) bool { return keys[i].coll < keys[j].coll })
 	fmt.Fprintln(w, "# summary")
 	for _, k := range keys {
 		rs := groups[k]
@@ -126,9 +147,9 @@ func (s *sink) summary(w io.Writer) {
 				best = r
 			}
 		}
-		line := fmt.Sprintf("#   %s %s np=%d: %s in %.3g µs (median)", k.coll, k.algo, first.NP, benchfmt.FormatSize(first.Bytes), first.MedianUS)
+		line := fmt.Sprintf("#   %s %s np=%d: %s in %.3g µs (median)", k.coll, k.algo, first.NP, humanSize(first.Bytes), first.MedianUS)
 		if best.Bytes > 0 && best.BusBW > 0 {
-			line += fmt.Sprintf("; best busbw %.3g GB/s at %s (%.3g µs)", best.BusBW, benchfmt.FormatSize(best.Bytes), best.MedianUS)
+			line += fmt.Sprintf("; best busbw %.3g GB/s at %s (%.3g µs)", best.BusBW, humanSize(best.Bytes), best.MedianUS)
 		}
 		fmt.Fprintln(w, line)
 	}
@@ -137,4 +158,13 @@ func (s *sink) summary(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "#   %d of %d cases FAILED their check\n", len(s.failed), len(s.results))
 	}
+}
+
+// humanSize writes a byte count for people: "8 B", "64 KiB", "1 MiB".
+func humanSize(n int64) string {
+	s := benchfmt.FormatSize(n)
+	if last := s[len(s)-1]; last >= '0' && last <= '9' {
+		return s + " B"
+	}
+	return s[:len(s)-1] + " " + s[len(s)-1:] + "iB"
 }

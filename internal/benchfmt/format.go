@@ -80,9 +80,13 @@ func parseFields(rec []string, size func(string) (int64, error)) (Result, error)
 
 // headerLines describes h as "key: value" comment lines.
 func headerLines(h Header) []string {
+	probe := "n/a"
+	if h.ProbeNS > 0 {
+		probe = fmt.Sprintf("%.1f ns one-way", h.ProbeNS)
+	}
 	return []string{
 		fmt.Sprintf("host: %s; cpu: %s (%d CPUs); simd: %s", h.Host, h.CPU, h.CPUs, h.SIMD),
-		fmt.Sprintf("placement probe: %.1f ns one-way; load: %s; launcher: %s; np: %d; %s", h.ProbeNS, h.Load, h.Launcher, h.NP, h.Time),
+		fmt.Sprintf("placement probe: %s; load: %s; launcher: %s; np: %d; %s", probe, h.Load, h.Launcher, h.NP, h.Time),
 	}
 }
 
