@@ -246,6 +246,11 @@ type rankResult struct {
 //
 // If a rank cannot be started, the ranks already started are killed and Start
 // returns the error.
+//
+// On Linux the kernel kills a rank when the OS thread that started it exits
+// (PR_SET_PDEATHSIG is per thread). Go ends a thread only when a goroutine
+// locked to it (runtime.LockOSThread) returns without unlocking, so do not
+// call Start from such a goroutine.
 func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if cfg.NP < 1 || cfg.NP > MaxRanks {
 		return nil, fmt.Errorf("%w: -np %d: need 1 to %d ranks", ErrBadConfig, cfg.NP, MaxRanks)
@@ -382,6 +387,19 @@ func bindings(cfg Config) ([][]int, []int, error) {
 			return nil, nil, fmt.Errorf("launch: topology: %w", err)
 		}
 	}
+	if !top.Fake && canBind {
+		// Plan only on the CPUs a cpuset lets us use.
+		allowed, err := numa.AllowedCPUs()
+		if err != nil {
+			return nil, nil, fmt.Errorf("launch: %w", err)
+		}
+		allowed = slices.DeleteFunc(allowed, func(c int) bool { return top.NodeOfCPU(c) < 0 })
+		if len(allowed) < len(top.CPUs) {
+			if top, err = top.Restrict(allowed); err != nil {
+				return nil, nil, fmt.Errorf("launch: %w", err)
+			}
+		}
+	}
 	bind := cfg.Bind
 	if bind == BindAuto {
 		if cfg.NP > top.Cores || !canBind {
@@ -504,6 +522,7 @@ func (j *Job) supervise(ctx context.Context, timeout time.Duration) {
 	j.removeArena()
 	j.err = first
 	close(j.done)
+	j.kill(nil) // release the context
 }
 
 // signalAll sends sig to the process group of every rank that has not exited.
@@ -533,8 +552,14 @@ func (j *Job) removeArena() {
 
 // Wait waits for the job to end. It returns nil if every rank exited with
 // status 0; otherwise the error of the first failure: a *RankError naming
-// the first rank that failed, or an error wrapping ErrTimeout or the cause of
-// the context's end. Wait may be called from several goroutines.
+// the first rank that failed, or an error wrapping ErrTimeout, ErrKilled or
+// the cause of the context's end. Wait may be called from several
+// goroutines.
+//
+// "First" is the order in which the launcher reaps the ranks. When a rank
+// dies, its peers notice within microseconds (shm watches their pids), so a
+// peer that exits at once with an error of its own may, rarely, be reaped
+// first; its error then names the rank that died.
 func (j *Job) Wait() error {
 	<-j.done
 	return j.err

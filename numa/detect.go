@@ -60,11 +60,33 @@ func flatTopology(n int) *Topology {
 }
 
 // Default returns the topology [Detect] returns, detected once per process.
-var Default = sync.OnceValues(Detect)
+func Default() (*Topology, error) { return defaultTopology() }
+
+var defaultTopology = sync.OnceValues(Detect)
 
 // host is the real topology of this machine, detected once, ignoring
-// SHMCOLL_TOPOLOGY: the target of the fake-to-host mapping.
-var host = sync.OnceValues(detectHost)
+// SHMCOLL_TOPOLOGY, and restricted to the CPUs the process may use: the
+// target of the fake-to-host mapping.
+var host = sync.OnceValues(func() (*Topology, error) {
+	t, err := detectHost()
+	if err != nil {
+		return nil, err
+	}
+	allowed, err := AllowedCPUs()
+	if err != nil {
+		return t, nil
+	}
+	var known []int
+	for _, c := range allowed {
+		if _, ok := t.cpu(c); ok {
+			known = append(known, c)
+		}
+	}
+	if r, err := t.Restrict(known); err == nil {
+		return r, nil
+	}
+	return t, nil
+})
 
 func cpuidCache() Cache {
 	c := cpuid.CPU
@@ -92,8 +114,9 @@ func hostCache() Cache {
 }
 
 // HostCPU returns the host CPU that CPU cpu of t runs on: cpu itself for a
-// detected topology; for a fake one, the host's online CPUs taken modulo
-// their count (fake CPU i runs on the (i mod n)-th host CPU).
+// detected topology; for a fake one, the host CPUs this process may use
+// ([AllowedCPUs]) taken modulo their count (fake CPU i runs on the
+// (i mod n)-th of them).
 func (t *Topology) HostCPU(cpu int) (int, error) {
 	if _, ok := t.cpu(cpu); !ok {
 		return -1, fmt.Errorf("%w %d (topology has %d CPUs)", ErrUnknownCPU, cpu, len(t.CPUs))

@@ -22,6 +22,19 @@ func init() {
 	}
 }
 
+// AllowedCPUs returns the CPUs this process may run on, as they were when
+// the package was initialised (the affinity of the main thread then: a
+// cpuset, taskset, or a launcher's binding), ascending.
+func AllowedCPUs() ([]int, error) {
+	var cpus []int
+	for c := range len(initialAffinity) * 64 {
+		if initialAffinity.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
 // pinThread locks the calling goroutine to its thread and sets the thread's
 // affinity to the host CPUs given.
 func pinThread(cpus []int) error {

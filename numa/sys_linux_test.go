@@ -65,6 +65,15 @@ func TestDetectHost(t *testing.T) {
 	if len(top.CPUs) != runtime.NumCPU() && len(top.CPUs) < runtime.NumCPU() {
 		t.Errorf("%d CPUs, runtime.NumCPU() = %d", len(top.CPUs), runtime.NumCPU())
 	}
+	allowed, err := AllowedCPUs()
+	if err != nil || len(allowed) == 0 {
+		t.Fatalf("AllowedCPUs = %v, %v", allowed, err)
+	}
+	for _, c := range allowed {
+		if top.NodeOfCPU(c) < 0 {
+			t.Errorf("allowed CPU %d is not in the topology", c)
+		}
+	}
 	if top.Cache.L1D <= 0 || top.Cache.L2 <= 0 || top.Cache.Line <= 0 {
 		t.Errorf("cache sizes unknown: %+v", top.Cache)
 	}

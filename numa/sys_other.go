@@ -10,6 +10,10 @@ func notSupported(what string) error {
 
 func pinThread(cpus []int) error { return notSupported("pinning a thread") }
 
+// AllowedCPUs returns the CPUs this process may run on; outside Linux it
+// returns an error wrapping [ErrNotSupported].
+func AllowedCPUs() ([]int, error) { return nil, notSupported("reading CPU affinity") }
+
 // UnpinThread undoes [PinThread]; outside Linux it returns an error wrapping
 // [ErrNotSupported].
 func UnpinThread() error { return notSupported("unpinning a thread") }

@@ -310,3 +310,65 @@ func (t *Topology) spreadOrder() []int {
 	}
 	return order
 }
+
+// Restrict returns the topology reduced to the given CPUs (for instance the
+// CPUs a cpuset lets the process use, [Affinity]). Packages and cores left
+// without CPUs disappear and the dense indexes are renumbered, SMT indexes
+// within each core too; nodes stay, possibly without CPUs. CPUs not in t are
+// an error, and so is an empty set.
+func (t *Topology) Restrict(cpus []int) (*Topology, error) {
+	keep := make(map[int]bool, len(cpus))
+	for _, id := range cpus {
+		if _, ok := t.cpu(id); !ok {
+			return nil, fmt.Errorf("%w %d (topology has %d CPUs)", ErrUnknownCPU, id, len(t.CPUs))
+		}
+		keep[id] = true
+	}
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("numa: restrict to no CPU")
+	}
+	r := &Topology{Cache: t.Cache, Fake: t.Fake, Spec: t.Spec}
+	for _, c := range t.CPUs {
+		if keep[c.ID] {
+			r.CPUs = append(r.CPUs, c)
+		}
+	}
+	// dense maps the surviving values of an index onto 0, 1, ... in order.
+	dense := func(get func(CPU) int) map[int]int {
+		var vals []int
+		for _, c := range r.CPUs {
+			vals = append(vals, get(c))
+		}
+		slices.Sort(vals)
+		m := map[int]int{}
+		for _, v := range slices.Compact(vals) {
+			m[v] = len(m)
+		}
+		return m
+	}
+	pkg := dense(func(c CPU) int { return c.Package })
+	core := dense(func(c CPU) int { return c.Core })
+	// A core's surviving threads keep their order: its k-th survivor by
+	// original SMT index becomes thread k.
+	byThread := slices.Clone(r.CPUs)
+	slices.SortStableFunc(byThread, func(a, b CPU) int { return a.Thread - b.Thread })
+	thread, seen := map[int]int{}, map[int]int{}
+	for _, c := range byThread {
+		thread[c.ID] = seen[c.Core]
+		seen[c.Core]++
+	}
+	for i, c := range r.CPUs {
+		r.CPUs[i].Package, r.CPUs[i].Core, r.CPUs[i].Thread = pkg[c.Package], core[c.Core], thread[c.ID]
+	}
+	for _, n := range t.Nodes {
+		var ids []int
+		for _, id := range n.CPUs {
+			if keep[id] {
+				ids = append(ids, id)
+			}
+		}
+		r.Nodes = append(r.Nodes, Node{ID: n.ID, CPUs: ids})
+	}
+	r.finish()
+	return r, nil
+}

@@ -211,3 +211,49 @@ func TestCPUList(t *testing.T) {
 		}
 	}
 }
+
+func TestRestrict(t *testing.T) {
+	top, err := ParseFake("2x4x2") // siblings i and i+8; socket 0: cores 0-3
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keep cores 1 and 2 of socket 0 (with core 2 only its second thread)
+	// and core 5 of socket 1.
+	r, err := top.Restrict([]int{1, 9, 10, 5, 13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkConsistent(t, r)
+	want := []CPU{
+		{ID: 1, Package: 0, Node: 0, Core: 0, Thread: 0},
+		{ID: 5, Package: 1, Node: 1, Core: 2, Thread: 0},
+		{ID: 9, Package: 0, Node: 0, Core: 0, Thread: 1},
+		{ID: 10, Package: 0, Node: 0, Core: 1, Thread: 0},
+		{ID: 13, Package: 1, Node: 1, Core: 2, Thread: 1},
+	}
+	if !slices.Equal(r.CPUs, want) {
+		t.Fatalf("CPUs %+v\nwant %+v", r.CPUs, want)
+	}
+	if r.Packages != 2 || r.Cores != 3 || len(r.Nodes) != 2 {
+		t.Errorf("restricted: %v", r)
+	}
+	plan, _ := r.Plan(5, Compact)
+	if !slices.Equal(plan, []int{1, 10, 5, 9, 13}) {
+		t.Errorf("compact plan %v", plan)
+	}
+	// Only socket 1: one package, node 0 stays without CPUs.
+	r, err = top.Restrict([]int{4, 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkConsistent(t, r)
+	if r.Packages != 1 || r.Cores != 2 || len(r.CPUsOfNode(0)) != 0 || !slices.Equal(r.CPUsOfNode(1), []int{4, 5}) {
+		t.Errorf("socket 1 only: %v %+v", r, r.Nodes)
+	}
+	if _, err := top.Restrict([]int{16}); !errors.Is(err, ErrUnknownCPU) {
+		t.Errorf("Restrict to cpu 16: %v", err)
+	}
+	if _, err := top.Restrict(nil); err == nil {
+		t.Error("Restrict(nil) succeeded")
+	}
+}
