@@ -7,9 +7,15 @@
 //
 // It starts N copies of prog with SHMCOLL_RANK, SHMCOLL_SIZE and
 // SHMCOLL_ARENA set (and SHMCOLL_CPU for bound ranks), prefixes every line
-// the ranks print with "[rank] ", forwards SIGINT, SIGTERM and SIGHUP to
-// them, and ends as soon as one rank fails: the others are sent SIGTERM, then
-// SIGKILL after -grace. Nothing of the job is left behind in /dev/shm.
+// the ranks print with "[rank] ", forwards signals to them, and ends as soon
+// as one rank fails: the others are sent SIGTERM, then SIGKILL after -grace.
+// Nothing of the job is left behind in /dev/shm.
+//
+// Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT (a Go rank then prints its
+// goroutines), SIGUSR1 and SIGUSR2 are forwarded to every rank. SIGTSTP
+// (Ctrl-Z) stops the ranks and then shmrun; SIGCONT (fg, bg) resumes them.
+// Each rank runs in its own process group, so a terminal's signals reach the
+// ranks only through shmrun, once.
 //
 // Binding: -bind core binds each rank to one CPU, socket to all CPUs of a
 // package, none leaves ranks unbound; auto (the default) is core when there
@@ -116,7 +122,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// Catch the signals before the ranks exist, so that none is lost.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
 	job, err := launch.Start(context.Background(), launch.Config{
@@ -147,7 +153,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for done := false; !done; {
 		select {
 		case s := <-sigs:
-			job.Signal(s.(syscall.Signal))
+			forward(job, s.(syscall.Signal))
 		case <-job.Done():
 			done = true
 		}
@@ -187,4 +193,22 @@ func parseBytes(s string) (int, error) {
 		return 0, fmt.Errorf("want a positive size such as 65536, 64K or 4M")
 	}
 	return n * mult, nil
+}
+
+// forwarded are the signals shmrun passes on to the ranks.
+var forwarded = []os.Signal{
+	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP, syscall.SIGCONT,
+}
+
+// forward passes sig on to the ranks. SIGTSTP, which shmrun catches, stops
+// the ranks (SIGSTOP) and then shmrun itself, as the terminal asked; the
+// SIGCONT that resumes shmrun is forwarded like the others.
+func forward(job *launch.Job, sig syscall.Signal) {
+	if sig == syscall.SIGTSTP {
+		job.Signal(syscall.SIGSTOP)
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		return
+	}
+	job.Signal(sig)
 }

@@ -310,3 +310,51 @@ func TestParseBytes(t *testing.T) {
 		}
 	}
 }
+
+// procState returns the state letter of /proc/pid/stat (R, S, T, Z, ...).
+func procState(t *testing.T, pid int) byte {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return b[i+2]
+}
+
+// waitStopped waits until every pid is stopped (state T), or, with stopped
+// false, no longer stopped.
+func waitStopped(t *testing.T, stopped bool, pids ...int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, pid := range pids {
+		for (procState(t, pid) == 'T') != stopped {
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d: state %c, want stopped=%v", pid, procState(t, pid), stopped)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// TestStopAndContinue: SIGTSTP stops the ranks and shmrun; SIGCONT resumes
+// them all, and the job then ends normally.
+func TestStopAndContinue(t *testing.T) {
+	dir := t.TempDir()
+	cmd, out := startShmrun(t, "-np", "2", os.Args[0], "trapterm:0", "pidfile:"+dir, "sleep:1h")
+	pids := readPids(t, dir, 2)
+	cmd.Process.Signal(syscall.SIGTSTP)
+	waitStopped(t, true, append(pids, cmd.Process.Pid)...)
+	cmd.Process.Signal(syscall.SIGCONT)
+	waitStopped(t, false, append(pids, cmd.Process.Pid)...)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitCode(t, cmd); code != 0 {
+		t.Errorf("shmrun exit %d, want 0; output %q", code, out)
+	}
+	for r := range 2 {
+		if want := fmt.Sprintf("[%d] rank %d got terminated\n", r, r); strings.Count(out.String(), want) != 1 {
+			t.Errorf("output %q does not hold %q once", out, want)
+		}
+	}
+	waitGone(t, pids)
+}
