@@ -173,9 +173,9 @@ type Config struct {
 	ArenaKind ArenaKind
 	// SlotBytes is the slot size of a memfd arena (0: shm.DefaultSlotBytes).
 	SlotBytes int
-	// Arena is the name of a named arena; "" generates a fresh name
-	// shmcoll.<uid>.<nonce>. Whatever is left of the segment in /dev/shm
-	// is removed when the job ends.
+	// Arena names a named arena (and implies ArenaNamed); "" generates a
+	// fresh name shmcoll.<uid>.<nonce> when one is needed. Whatever is left
+	// of the segment in /dev/shm is removed when the job ends.
 	Arena string
 }
 
@@ -253,7 +253,7 @@ type rankResult struct {
 // call Start from such a goroutine.
 func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if cfg.NP < 1 || cfg.NP > MaxRanks {
-		return nil, fmt.Errorf("%w: -np %d: need 1 to %d ranks", ErrBadConfig, cfg.NP, MaxRanks)
+		return nil, fmt.Errorf("%w: %d ranks: need 1 to %d", ErrBadConfig, cfg.NP, MaxRanks)
 	}
 	if cfg.Prog == "" {
 		return nil, fmt.Errorf("%w: no program to run", ErrBadConfig)
@@ -276,7 +276,11 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	var arena string
 	var arenaFile *os.File
-	switch cfg.ArenaKind {
+	kind := cfg.ArenaKind
+	if cfg.Arena != "" {
+		kind = ArenaNamed
+	}
+	switch kind {
 	case ArenaMemfd:
 		arenaFile, err = shm.CreateFD(cfg.NP, shm.Options{SlotBytes: cfg.SlotBytes})
 		switch {
@@ -291,7 +295,7 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		}
 	case ArenaNamed:
 	default:
-		return nil, fmt.Errorf("%w: unknown arena kind %v", ErrBadConfig, cfg.ArenaKind)
+		return nil, fmt.Errorf("%w: unknown arena kind %v", ErrBadConfig, kind)
 	}
 	if arena == "" {
 		if arena = cfg.Arena; arena == "" {
@@ -322,7 +326,10 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	base := append(os.Environ(), cfg.Env...)
+	// A SHMCOLL_CPU inherited from an outer job would lie about an unbound
+	// rank; the other SHMCOLL_* variables are overridden below.
+	base := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, EnvCPU+"=") })
+	base = append(base, cfg.Env...)
 	type flusher interface{ flush() }
 	for r := range cfg.NP {
 		cmd := exec.Command(prog, cfg.Args...)

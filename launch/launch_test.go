@@ -113,6 +113,7 @@ func TestOutputNotInterleaved(t *testing.T) {
 }
 
 func TestEnvironment(t *testing.T) {
+	t.Setenv(EnvCPU, "7") // as in a rank of an outer job: must not leak into unbound ranks
 	j, stdout, _ := job(t, Config{NP: 4, Env: []string{"SHMCOLL_RANK=99"}}, "env")
 	if err := j.Wait(); err != nil {
 		t.Fatal(err)
@@ -156,6 +157,10 @@ func shmEntries(t *testing.T) []string {
 // kinds of arena, and checks that /dev/shm holds nothing afterwards.
 func TestJoinEnv(t *testing.T) {
 	before := shmEntries(t)
+	name, err := NewArenaName()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		cfg   Config
 		arena string
@@ -164,6 +169,7 @@ func TestJoinEnv(t *testing.T) {
 		{Config{NP: 4}, "fd:3", shm.DefaultSlotBytes},
 		{Config{NP: 3, SlotBytes: 64 << 10}, "fd:3", 64 << 10},
 		{Config{NP: 4, ArenaKind: ArenaNamed}, "shmcoll.", shm.DefaultSlotBytes},
+		{Config{NP: 2, Arena: name}, name, shm.DefaultSlotBytes},
 	} {
 		j, stdout, stderr := job(t, tc.cfg, "join")
 		if err := j.Wait(); err != nil {
