@@ -16,7 +16,12 @@ func runRanks(eps []*Endpoint, f func(e *Endpoint) error) []error {
 	errs := make([]error, len(eps))
 	var wg sync.WaitGroup
 	for i, e := range eps {
-		wg.Go(func() { errs[i] = f(e) })
+		wg.Go(func() {
+			// A failing rank aborts, so that the others do not wait for it.
+			if errs[i] = f(e); errs[i] != nil {
+				e.Abort(errs[i])
+			}
+		})
 	}
 	wg.Wait()
 	return errs

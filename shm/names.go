@@ -7,15 +7,35 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // segmentPrefix is the start of every segment name of the calling user:
 // shmcoll.<uid>.
 func segmentPrefix() string { return "shmcoll." + strconv.Itoa(os.Getuid()) + "." }
 
-// ValidName reports whether name can name an arena: 1 to 64 bytes of
-// letters, digits, '_' and '-', not starting with '-'.
+// ValidName reports whether name can name an arena: a nonce of 1 to 64
+// bytes of letters, digits, '_' and '-', not starting with '-'; or the full
+// segment name shmcoll.<uid>.<nonce> with the caller's uid (as
+// launch.NewArenaName makes them).
 func ValidName(name string) error {
+	_, err := nonceOf(name)
+	return err
+}
+
+// nonceOf returns the nonce part of a valid name.
+func nonceOf(name string) (string, error) {
+	if strings.HasPrefix(name, "shmcoll.") {
+		nonce, ok := strings.CutPrefix(name, segmentPrefix())
+		if !ok {
+			return "", fmt.Errorf("%w: %q: not of uid %d", ErrBadName, name, os.Getuid())
+		}
+		return nonce, validNonce(nonce)
+	}
+	return name, validNonce(name)
+}
+
+func validNonce(name string) error {
 	if len(name) == 0 || len(name) > 64 {
 		return fmt.Errorf("%w: %q: want 1..64 bytes", ErrBadName, name)
 	}
@@ -34,10 +54,11 @@ func ValidName(name string) error {
 // SegmentPath returns the file that holds the named arena while ranks
 // join: /dev/shm/shmcoll.<uid>.<name> on Linux.
 func SegmentPath(name string) (string, error) {
-	if err := ValidName(name); err != nil {
+	nonce, err := nonceOf(name)
+	if err != nil {
 		return "", err
 	}
-	return filepath.Join(shmDir(), segmentPrefix()+name), nil
+	return filepath.Join(shmDir(), segmentPrefix()+nonce), nil
 }
 
 // NewName returns a fresh random arena name.

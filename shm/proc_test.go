@@ -70,6 +70,8 @@ func childMain(role string) int {
 	switch role {
 	case "ring":
 		err = ringExchange(e, envInt("SHMCOLL_TEST_ROUNDS"), envInt("SHMCOLL_TEST_WORDS"))
+	case "stress":
+		err = allToAll(e, envInt("SHMCOLL_TEST_ROUNDS"), envInt("SHMCOLL_TEST_WORDS"))
 	case "stuck":
 		// Everyone but the victim waits on the victim's counter through a
 		// chain: rank r waits for rank r+1, the last one for the victim.
@@ -154,13 +156,36 @@ func startRanks(t *testing.T, role, name string, size int, env ...string) []rank
 func TestProcessRing(t *testing.T) {
 	for _, p := range []int{2, 4} {
 		t.Run(fmt.Sprint("ranks=", p), func(t *testing.T) {
-			ps := startRanks(t, "ring", NewName(), p)
+			name := NewName()
+			if p == 4 {
+				name = segmentPrefix() + name // the launcher's form
+			}
+			ps := startRanks(t, "ring", name, p)
 			for r, pr := range ps {
 				if err := pr.cmd.Wait(); err != nil || !strings.HasSuffix(pr.out.String(), "ok\n") {
 					t.Errorf("rank %d: %v: %s", r, err, pr.out)
 				}
 			}
 		})
+	}
+}
+
+// TestProcessStress runs the all-to-all protocol stress across processes,
+// where the race detector cannot see: every word read is checked.
+func TestProcessStress(t *testing.T) {
+	p, rounds := 8, 300
+	if testing.Short() {
+		p, rounds = 4, 60
+	}
+	if longTests() {
+		p, rounds = 16, 5000
+	}
+	ps := startRanks(t, "stress", NewName(), p, fmt.Sprint("SHMCOLL_TEST_ROUNDS=", rounds), "SHMCOLL_TEST_WORDS=4096",
+		"SHMCOLL_TEST_SLOT=32768")
+	for r, pr := range ps {
+		if err := pr.cmd.Wait(); err != nil || !strings.HasSuffix(pr.out.String(), "ok\n") {
+			t.Errorf("rank %d: %v: %s", r, err, pr.out)
+		}
 	}
 }
 

@@ -19,12 +19,18 @@ import (
 )
 
 func TestValidName(t *testing.T) {
-	for _, n := range []string{"a", "job-1", "A_b-C", strings.Repeat("x", 64), "0123456789abcdef"} {
+	for _, n := range []string{"a", "job-1", "A_b-C", strings.Repeat("x", 64), "0123456789abcdef", segmentPrefix() + "abc"} {
 		if err := ValidName(n); err != nil {
 			t.Errorf("%q: %v", n, err)
 		}
 	}
-	for _, n := range []string{"", "-a", "a/b", "../x", "a.b", "a b", "é", strings.Repeat("x", 65), "a\x00"} {
+	full, _ := SegmentPath(segmentPrefix() + "abc")
+	short, _ := SegmentPath("abc")
+	if full != short || full != shmDir()+"/"+segmentPrefix()+"abc" {
+		t.Errorf("paths %q %q", full, short)
+	}
+	for _, n := range []string{"", "-a", "a/b", "../x", "a.b", "a b", "é", strings.Repeat("x", 65), "a\x00",
+		"shmcoll.", segmentPrefix(), "shmcoll.99999.abc", segmentPrefix() + "a.b", segmentPrefix() + "../x"} {
 		if err := ValidName(n); !errors.Is(err, ErrBadName) {
 			t.Errorf("%q: %v", n, err)
 		}
