@@ -26,11 +26,11 @@ const (
 	EnvSize  = "SHMCOLL_SIZE"  // the number of ranks
 	EnvArena = "SHMCOLL_ARENA" // the arena: a name, or fd:N for an inherited memfd
 	// EnvCPU is set when the rank is bound: the CPU its plan gave it, in
-	// the numbering of the topology the plan came from (a fake topology's
-	// own numbers under SHMCOLL_TOPOLOGY), so that the rank can look up its
-	// node with numa.Topology.NodeOfCPU. The process is already bound when
-	// it starts; it need not pin itself.
-	EnvCPU = "SHMCOLL_CPU"
+	// the numbering of the topology the plan came from (when that is a fake
+	// one, the rank also gets its SHMCOLL_TOPOLOGY), so that the rank finds
+	// its node with numa.HomeNode. The process is already bound when it
+	// starts; it need not pin itself.
+	EnvCPU = numa.EnvCPU
 )
 
 // MaxRanks is the largest number of ranks a job may have.
@@ -267,7 +267,7 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 			return nil, fmt.Errorf("%w: environment entry %q is not KEY=value", ErrBadConfig, kv)
 		}
 	}
-	cpus, planned, err := bindings(cfg)
+	cpus, planned, planTop, err := bindings(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -341,6 +341,11 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 			EnvArena+"="+arena)
 		if planned != nil {
 			env = append(env, EnvCPU+"="+strconv.Itoa(planned[r]))
+			if planTop.Fake {
+				// SHMCOLL_CPU is a CPU of the fake topology: the rank must
+				// see the same one to make sense of it.
+				env = append(env, numa.EnvTopology+"="+planTop.Spec)
+			}
 		}
 		cmd.Env = env
 		if arenaFile != nil {
@@ -375,42 +380,42 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	return j, nil
 }
 
-// bindings returns each rank's host CPU set (nil entries: unbound) and the
-// plan's CPUs (nil when unbound).
-func bindings(cfg Config) ([][]int, []int, error) {
+// bindings returns each rank's host CPU set (nil entries: unbound), the
+// plan's CPUs (nil when unbound) and the topology of the plan.
+func bindings(cfg Config) ([][]int, []int, *numa.Topology, error) {
 	cpus := make([][]int, cfg.NP)
 	if cfg.Bind == BindNone {
-		return cpus, nil, nil
+		return cpus, nil, nil, nil
 	}
 	switch cfg.Bind {
 	case BindCore, BindSocket, BindAuto:
 	default:
-		return nil, nil, fmt.Errorf("%w: unknown binding %v", ErrBadConfig, cfg.Bind)
+		return nil, nil, nil, fmt.Errorf("%w: unknown binding %v", ErrBadConfig, cfg.Bind)
 	}
 	top := cfg.Topology
 	if top == nil {
 		var err error
 		if top, err = numa.Default(); err != nil {
-			return nil, nil, fmt.Errorf("launch: topology: %w", err)
+			return nil, nil, nil, fmt.Errorf("launch: topology: %w", err)
 		}
 	}
 	if !top.Fake && canBind {
 		// Plan only on the CPUs a cpuset lets us use.
 		allowed, err := numa.AllowedCPUs()
 		if err != nil {
-			return nil, nil, fmt.Errorf("launch: %w", err)
+			return nil, nil, nil, fmt.Errorf("launch: %w", err)
 		}
 		allowed = slices.DeleteFunc(allowed, func(c int) bool { return top.NodeOfCPU(c) < 0 })
 		if len(allowed) < len(top.CPUs) {
 			if top, err = top.Restrict(allowed); err != nil {
-				return nil, nil, fmt.Errorf("launch: %w", err)
+				return nil, nil, nil, fmt.Errorf("launch: %w", err)
 			}
 		}
 	}
 	bind := cfg.Bind
 	if bind == BindAuto {
 		if cfg.NP > top.Cores || !canBind {
-			return cpus, nil, nil
+			return cpus, nil, nil, nil
 		}
 		bind = BindCore
 	}
@@ -420,7 +425,7 @@ func bindings(cfg Config) ([][]int, []int, error) {
 	}
 	plan, err := top.Plan(cfg.NP, policy)
 	if err != nil {
-		return nil, nil, fmt.Errorf("launch: %w", err)
+		return nil, nil, nil, fmt.Errorf("launch: %w", err)
 	}
 	for r, cpu := range plan {
 		set := []int{cpu}
@@ -430,7 +435,7 @@ func bindings(cfg Config) ([][]int, []int, error) {
 		for _, c := range set {
 			h, err := top.HostCPU(c)
 			if err != nil {
-				return nil, nil, fmt.Errorf("launch: rank %d: %w", r, err)
+				return nil, nil, nil, fmt.Errorf("launch: rank %d: %w", r, err)
 			}
 			if !slices.Contains(cpus[r], h) {
 				cpus[r] = append(cpus[r], h)
@@ -438,7 +443,7 @@ func bindings(cfg Config) ([][]int, []int, error) {
 		}
 		slices.Sort(cpus[r])
 	}
-	return cpus, plan, nil
+	return cpus, plan, top, nil
 }
 
 // NewArenaName returns a fresh arena name, shmcoll.<uid>.<nonce> (a 16-digit

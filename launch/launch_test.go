@@ -557,3 +557,33 @@ func TestBindAutoOversubscribed(t *testing.T) {
 		}
 	}
 }
+
+// TestHomeNode: a bound rank finds its node with numa.HomeNode, on the host
+// and on a fake topology the launcher planned on (whose spec the rank gets).
+func TestHomeNode(t *testing.T) {
+	fake, err := numa.ParseFake("2x2/2") // CPU c is on node c
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := numa.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want []string
+	}{
+		{Config{NP: 4, Bind: BindCore, Topology: fake, Map: numa.Spread},
+			[]string{"[0] home 0 topology 2x2/2", "[1] home 2 topology 2x2/2", "[2] home 1 topology 2x2/2", "[3] home 3 topology 2x2/2"}},
+		{Config{NP: 1, Bind: BindCore, Topology: host},
+			[]string{fmt.Sprintf("[0] home %d topology ", host.NodeOfCPU(host.CPUs[0].ID))}},
+	} {
+		j, stdout, _ := job(t, tc.cfg, "home")
+		if err := j.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got := sortedLines(stdout.String()); !slices.Equal(got, tc.want) {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 
 	"github.com/klauspost/cpuid/v2"
@@ -260,4 +261,43 @@ func (m Mode) String() string {
 		return "local"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// EnvCPU names the variable a launcher (launch, shmrun) sets to the CPU it
+// bound the process to, in the numbering of [Default].
+const EnvCPU = "SHMCOLL_CPU"
+
+// HomeNode returns the NUMA node of [Default] that this process runs on:
+// the node of the CPU in SHMCOLL_CPU when a launcher set it; otherwise, on a
+// detected topology, the node that holds every CPU the process may use
+// ([AllowedCPUs]). It returns -1 when the process spans several nodes or
+// nothing is known. Use it to place a rank's own memory, for instance as
+// shm.Options.NodeOf.
+func HomeNode() int {
+	t, err := Default()
+	if err != nil {
+		return -1
+	}
+	allowed, _ := AllowedCPUs()
+	return t.homeNode(os.Getenv(EnvCPU), allowed)
+}
+
+func (t *Topology) homeNode(envCPU string, allowed []int) int {
+	if envCPU != "" {
+		cpu, err := strconv.Atoi(envCPU)
+		if err != nil {
+			return -1
+		}
+		return t.NodeOfCPU(cpu)
+	}
+	if t.Fake || len(allowed) == 0 {
+		return -1 // host CPU numbers say nothing about fake nodes
+	}
+	node := t.NodeOfCPU(allowed[0])
+	for _, c := range allowed[1:] {
+		if t.NodeOfCPU(c) != node {
+			return -1
+		}
+	}
+	return node
 }

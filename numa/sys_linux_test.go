@@ -348,3 +348,23 @@ func TestPlacementFollowsPlan(t *testing.T) {
 		t.Logf("host has %d NUMA node(s): placement on distinct nodes was not exercised", len(h.Nodes))
 	}
 }
+
+func TestHomeNodeHost(t *testing.T) {
+	if os.Getenv(EnvCPU) != "" || os.Getenv(EnvTopology) != "" {
+		t.Skipf("%s or %s set: the default topology is not the host's", EnvCPU, EnvTopology)
+	}
+	h, err := detectHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed, _ := AllowedCPUs()
+	want := h.NodeOfCPU(allowed[0])
+	for _, c := range allowed {
+		if h.NodeOfCPU(c) != want {
+			want = -1
+		}
+	}
+	if got := HomeNode(); got != want {
+		t.Errorf("HomeNode() = %d, want %d (allowed CPUs %v)", got, want, allowed)
+	}
+}

@@ -2,6 +2,7 @@ package numa
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"testing"
 )
@@ -255,5 +256,39 @@ func TestRestrict(t *testing.T) {
 	}
 	if _, err := top.Restrict(nil); err == nil {
 		t.Error("Restrict(nil) succeeded")
+	}
+}
+
+func TestHomeNode(t *testing.T) {
+	fake, err := ParseFake("2x4x2/2") // nodes: cores 0-1 node 0, 2-3 node 1, 4-5 node 2, 6-7 node 3
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env     string
+		allowed []int
+		want    int
+	}{
+		{"5", nil, 2}, {"14", []int{0}, 3}, {"0", nil, 0}, {"99", nil, -1}, {"x", nil, -1},
+		{"", []int{0, 1}, -1}, // a fake topology says nothing about host CPUs
+	} {
+		if got := fake.homeNode(tc.env, tc.allowed); got != tc.want {
+			t.Errorf("fake: homeNode(%q, %v) = %d, want %d", tc.env, tc.allowed, got, tc.want)
+		}
+	}
+	sys, err := readSysfs(os.DirFS("testdata/sys-2s-smt")) // same shape, real numbering
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env     string
+		allowed []int
+		want    int
+	}{
+		{"", []int{2, 3, 10, 11}, 1}, {"", []int{4}, 2}, {"", []int{1, 2}, -1}, {"", nil, -1}, {"7", []int{0}, 3},
+	} {
+		if got := sys.homeNode(tc.env, tc.allowed); got != tc.want {
+			t.Errorf("sysfs: homeNode(%q, %v) = %d, want %d", tc.env, tc.allowed, got, tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@
 //	lines:N         print N lines "rank R line I" on stdout
 //	env             print "env RANK SIZE ARENA CPU" from the SHMCOLL_* variables
 //	affinity        print "affinity CPULIST gomaxprocs N"
+//	home            print "home NODE topology SPEC" (numa.HomeNode and SHMCOLL_TOPOLOGY)
 //	pidfile:DIR     write the process id to DIR/rank<R>.pid
 //	await:DIR       wait (up to a minute) until DIR holds rank<R>.pid of every rank
 //	spawn:DIR       start a grandchild that writes DIR/grand<R>.pid and sleeps an hour
@@ -96,6 +97,8 @@ func run(actions []string) error {
 				return err
 			}
 			fmt.Printf("affinity %s gomaxprocs %d\n", numa.FormatCPUList(cpus), runtime.GOMAXPROCS(0))
+		case "home":
+			fmt.Printf("home %d topology %s\n", numa.HomeNode(), os.Getenv(numa.EnvTopology))
 		case "pidfile":
 			if err := writePid(arg, fmt.Sprintf("rank%d.pid", rank)); err != nil {
 				return err
