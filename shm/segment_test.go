@@ -182,7 +182,6 @@ func validSegment(p, slot int) []byte {
 func TestJoinBadSegments(t *testing.T) {
 	ok := validSegment(2, 4096)
 	mod := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), ok...)) }
-	resum := func(b []byte) []byte { ne.PutUint64(b[hChecksum:], headerSum(b)); return b }
 	cases := []struct {
 		name string
 		data []byte
