@@ -226,10 +226,49 @@ type Job struct {
 	done    chan struct{}
 	err     error // valid after done is closed
 
-	mu       sync.Mutex
-	exited   []bool
-	killing  bool // the launcher is killing the job: later deaths are not failures
-	outputMu sync.Mutex
+	mu      sync.Mutex
+	exited  []bool
+	killing bool // the launcher is killing the job: later deaths are not failures
+
+	outputMu sync.Mutex     // serialises the ranks' output
+	output   sync.WaitGroup // the goroutines copying it
+	readers  []*os.File     // the read ends of the ranks' pipes
+}
+
+// outputDelay bounds how long the job waits, once every rank has exited,
+// for pipes that something outside the ranks' process groups still holds.
+const outputDelay = 2 * time.Second
+
+// drain copies a rank's pipe to dst until the pipe closes.
+func (j *Job) drain(r *os.File, dst io.Writer) {
+	j.readers = append(j.readers, r)
+	j.output.Add(1)
+	go func() {
+		defer j.output.Done()
+		io.Copy(dst, r)
+		if p, ok := dst.(*prefixWriter); ok {
+			p.flush()
+		}
+		r.Close()
+	}()
+}
+
+// awaitOutput waits until all output is copied, at most outputDelay, and
+// then cuts the pipes still open.
+func (j *Job) awaitOutput() {
+	done := make(chan struct{})
+	go func() {
+		j.output.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(outputDelay):
+		for _, r := range j.readers {
+			r.Close()
+		}
+		<-done
+	}
 }
 
 type rankResult struct {
@@ -330,7 +369,6 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	// rank; the other SHMCOLL_* variables are overridden below.
 	base := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, EnvCPU+"=") })
 	base = append(base, cfg.Env...)
-	type flusher interface{ flush() }
 	for r := range cfg.NP {
 		cmd := exec.Command(prog, cfg.Args...)
 		cmd.Args[0] = cfg.Prog
@@ -351,28 +389,41 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		if arenaFile != nil {
 			cmd.ExtraFiles = []*os.File{arenaFile} // descriptor 3 == ArenaFD
 		}
-		var flushers []flusher
-		if cfg.NoPrefix {
-			cmd.Stdout = lockedWriter{&j.outputMu, stdout}
-			cmd.Stderr = lockedWriter{&j.outputMu, stderr}
-		} else {
-			o, e := newPrefixWriter(&j.outputMu, stdout, r), newPrefixWriter(&j.outputMu, stderr, r)
-			cmd.Stdout, cmd.Stderr = o, e
-			flushers = []flusher{o, e}
+		var dstOut, dstErr io.Writer = lockedWriter{&j.outputMu, stdout}, lockedWriter{&j.outputMu, stderr}
+		if !cfg.NoPrefix {
+			dstOut, dstErr = newPrefixWriter(&j.outputMu, stdout, r), newPrefixWriter(&j.outputMu, stderr, r)
 		}
+		// Our own pipes, not exec's copying goroutines: cmd.Wait then returns
+		// as soon as the rank is reaped, even if something it started still
+		// holds its output, so failures are seen in the order ranks die.
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			j.abortStart(r)
+			return nil, fmt.Errorf("launch: rank %d: %w", r, err)
+		}
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			outR.Close()
+			outW.Close()
+			j.abortStart(r)
+			return nil, fmt.Errorf("launch: rank %d: %w", r, err)
+		}
+		cmd.Stdout, cmd.Stderr = outW, errW
 		cmd.SysProcAttr = sysProcAttr()
-		cmd.WaitDelay = time.Second // a grandchild holding the pipes does not block Wait forever
-		if err := startBound(cmd, cpus[r]); err != nil {
+		err = startBound(cmd, cpus[r])
+		outW.Close() // the rank holds the write ends now
+		errW.Close()
+		if err != nil {
+			outR.Close()
+			errR.Close()
 			j.abortStart(r)
 			return nil, fmt.Errorf("launch: start rank %d: %w", r, err)
 		}
 		j.cmds[r] = cmd
+		j.drain(outR, dstOut)
+		j.drain(errR, dstErr)
 		go func() {
-			res := rankResult{rank: r, err: rankError(r, cmd, cmd.Wait())}
-			for _, f := range flushers {
-				f.flush()
-			}
-			j.results <- res
+			j.results <- rankResult{rank: r, err: rankError(r, cmd, cmd.Wait())}
 		}()
 	}
 	ctx, j.kill = context.WithCancelCause(ctx)
@@ -480,6 +531,7 @@ func (j *Job) abortStart(n int) {
 	for range n {
 		<-j.results
 	}
+	j.awaitOutput()
 	j.removeArena()
 }
 
@@ -531,6 +583,7 @@ func (j *Job) supervise(ctx context.Context, timeout time.Duration) {
 			j.signalAll(syscall.SIGKILL)
 		}
 	}
+	j.awaitOutput()
 	j.removeArena()
 	j.err = first
 	close(j.done)

@@ -587,3 +587,31 @@ func TestHomeNode(t *testing.T) {
 		}
 	}
 }
+
+// TestEscapedGrandchildHoldsOutput: a rank starts a process in a session of
+// its own (out of the launcher's reach) that keeps the rank's stdout open,
+// then fails. The failure is reported as the rank's, the other rank is
+// killed, and the job still ends (the launcher stops waiting for the pipe).
+func TestEscapedGrandchildHoldsOutput(t *testing.T) {
+	setsid, err := exec.LookPath("setsid")
+	if err != nil {
+		t.Skip("no setsid")
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	var stdout bytes.Buffer
+	j, err := Start(context.Background(), Config{NP: 2, Prog: sh, Stdout: &stdout, Args: []string{"-c",
+		`if [ "$SHMCOLL_RANK" = 0 ]; then ` + setsid + ` sleep 3 & echo started; exit 4; fi; exec sleep 60`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := rankErr(t, j.Wait())
+	if re.Rank != 0 || re.ExitCode() != 4 {
+		t.Errorf("got %v, want rank 0 status 4", re)
+	}
+	if stdout.String() != "[0] started\n" {
+		t.Errorf("stdout %q", stdout.String())
+	}
+}
