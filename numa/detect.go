@@ -226,6 +226,10 @@ func PinThread(cpu int) error {
 // memory. For shared memory the policy belongs to the shared object and
 // holds for every process that maps it. See [SetMemoryPolicy] for other modes
 // and [MemoryPolicy] and [MemoryNode] to read the result back.
+//
+// Where the kernel has no NUMA support, or a seccomp filter refuses the call
+// (as Docker's default profile does without CAP_SYS_NICE), the error wraps
+// [ErrNotSupported]: callers that only optimise placement can ignore it.
 func BindMemory(b []byte, node int) error {
 	t, err := Default()
 	if err != nil {

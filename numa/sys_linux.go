@@ -151,7 +151,7 @@ func SetMemoryPolicy(b []byte, mode Mode, nodes ...int) error {
 	})
 	runtime.KeepAlive(b)
 	if err != nil {
-		if errors.Is(err, unix.ENOSYS) {
+		if unsupported(err) {
 			err = fmt.Errorf("%w (mbind: %v)", ErrNotSupported, err)
 		}
 		return fmt.Errorf("numa: set memory policy %v on nodes %v of %d bytes: %w", mode, nodes, len(b), err)
@@ -222,8 +222,16 @@ func MemoryNode(b []byte) (int, error) {
 	return int(node), nil
 }
 
+// unsupported reports whether a memory-policy call failed because the
+// system does not offer it: a kernel without NUMA (ENOSYS), or a seccomp
+// filter that refuses it (EPERM: Docker's default profile allows the NUMA
+// calls only with CAP_SYS_NICE).
+func unsupported(err error) bool {
+	return errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM)
+}
+
 func getMempolicyError(err error) error {
-	if errors.Is(err, unix.ENOSYS) {
+	if unsupported(err) {
 		err = fmt.Errorf("%w (get_mempolicy: %v)", ErrNotSupported, err)
 	}
 	return fmt.Errorf("numa: get_mempolicy: %w", err)
