@@ -144,6 +144,23 @@ func (t *Topology) CPUsOfNode(node int) []int {
 	return nil
 }
 
+// Siblings returns the CPUs of the physical core that holds cpu (cpu
+// included), in SMT order; nil for an unknown CPU.
+func (t *Topology) Siblings(cpu int) []int {
+	c, ok := t.cpu(cpu)
+	if !ok {
+		return nil
+	}
+	var ids []int
+	for _, o := range t.CPUs {
+		if o.Core == c.Core {
+			ids = append(ids, o.ID)
+		}
+	}
+	slices.SortFunc(ids, func(a, b int) int { return t.CPUs[t.index[a]].Thread - t.CPUs[t.index[b]].Thread })
+	return ids
+}
+
 // ThreadsPerCore returns the largest number of hardware threads of one core.
 func (t *Topology) ThreadsPerCore() int {
 	n := 0

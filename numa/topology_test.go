@@ -100,6 +100,12 @@ func TestParseFakeNumbering(t *testing.T) {
 	if !slices.Equal(top.CPUs, want) {
 		t.Fatalf("CPUs = %+v\nwant %+v", top.CPUs, want)
 	}
+	if got := top.Siblings(5); !slices.Equal(got, []int{1, 5}) {
+		t.Errorf("Siblings(5) = %v, want [1 5]", got)
+	}
+	if got := top.Siblings(8); got != nil {
+		t.Errorf("Siblings(8) = %v, want nil", got)
+	}
 	if got := top.CPUsOfNode(2); !slices.Equal(got, []int{2, 6}) {
 		t.Errorf("CPUsOfNode(2) = %v, want [2 6]", got)
 	}
