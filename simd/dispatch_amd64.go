@@ -186,6 +186,16 @@ var asmKernels = []asmKernel{
 	{implAVX512, Float16T, Prod, 199, 0, 32},
 	{implAVX512, Float16T, Min, 201, 0, 32},
 	{implAVX512, Float16T, Max, 203, 0, 32},
+	{implAVX512, Float32Int32T, MinLoc, 205, 206, 64},
+	{implAVX512, Float32Int32T, MaxLoc, 207, 208, 64},
+	{implAVX512, Int32Int32T, MinLoc, 209, 210, 64},
+	{implAVX512, Int32Int32T, MaxLoc, 211, 212, 64},
+	{implAVX512, Float64Int32T, MinLoc, 213, 214, 64},
+	{implAVX512, Float64Int32T, MaxLoc, 215, 216, 64},
+	{implAVX512, Int64Int32T, MinLoc, 217, 218, 64},
+	{implAVX512, Int64Int32T, MaxLoc, 219, 220, 64},
+	{implAVX512, Int64Int64T, MinLoc, 221, 222, 64},
+	{implAVX512, Int64Int64T, MaxLoc, 223, 224, 64},
 }
 
 // callAsm calls vector function id (see asmKernels).
@@ -567,6 +577,46 @@ func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {
 		minFloat16AVX512(dst, srcs, k, n)
 	case 203:
 		maxFloat16AVX512(dst, srcs, k, n)
+	case 205:
+		minlocFloat32Int32AVX512(dst, srcs, k, n)
+	case 206:
+		minlocFloat32Int32AVX512NT(dst, srcs, k, n)
+	case 207:
+		maxlocFloat32Int32AVX512(dst, srcs, k, n)
+	case 208:
+		maxlocFloat32Int32AVX512NT(dst, srcs, k, n)
+	case 209:
+		minlocInt32Int32AVX512(dst, srcs, k, n)
+	case 210:
+		minlocInt32Int32AVX512NT(dst, srcs, k, n)
+	case 211:
+		maxlocInt32Int32AVX512(dst, srcs, k, n)
+	case 212:
+		maxlocInt32Int32AVX512NT(dst, srcs, k, n)
+	case 213:
+		minlocFloat64Int32AVX512(dst, srcs, k, n)
+	case 214:
+		minlocFloat64Int32AVX512NT(dst, srcs, k, n)
+	case 215:
+		maxlocFloat64Int32AVX512(dst, srcs, k, n)
+	case 216:
+		maxlocFloat64Int32AVX512NT(dst, srcs, k, n)
+	case 217:
+		minlocInt64Int32AVX512(dst, srcs, k, n)
+	case 218:
+		minlocInt64Int32AVX512NT(dst, srcs, k, n)
+	case 219:
+		maxlocInt64Int32AVX512(dst, srcs, k, n)
+	case 220:
+		maxlocInt64Int32AVX512NT(dst, srcs, k, n)
+	case 221:
+		minlocInt64Int64AVX512(dst, srcs, k, n)
+	case 222:
+		minlocInt64Int64AVX512NT(dst, srcs, k, n)
+	case 223:
+		maxlocInt64Int64AVX512(dst, srcs, k, n)
+	case 224:
+		maxlocInt64Int64AVX512NT(dst, srcs, k, n)
 	default:
 		panic("simd: unknown vector kernel")
 	}

@@ -14670,6 +14670,2776 @@ maxFloat16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func minlocFloat32Int32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F
+TEXT ·minlocFloat32Int32AVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00005555, DI
+	KMOVW DI, K1
+
+minlocFloat32Int32AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minlocFloat32Int32AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minlocFloat32Int32AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       minlocFloat32Int32AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VCMPPS    $0x01, Z0, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z0, Z0, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z0, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z0, Z5
+	VPORD     Z4, Z0, K1, Z5
+	VMOVDQA32 Z4, K2, Z0
+	VMOVDQA32 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VCMPPS    $0x01, Z1, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z1, Z1, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z1, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z1, Z5
+	VPORD     Z4, Z1, K1, Z5
+	VMOVDQA32 Z4, K2, Z1
+	VMOVDQA32 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VCMPPS    $0x01, Z2, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z2, Z2, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z2, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z2, Z5
+	VPORD     Z4, Z2, K1, Z5
+	VMOVDQA32 Z4, K2, Z2
+	VMOVDQA32 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VCMPPS    $0x01, Z3, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z3, Z3, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z3, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z3, Z5
+	VPORD     Z4, Z3, K1, Z5
+	VMOVDQA32 Z4, K2, Z3
+	VMOVDQA32 Z5, K3, Z3
+	INCQ      R8
+	JMP       minlocFloat32Int32AVX512_srcU
+
+minlocFloat32Int32AVX512_storeU:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	VMOVDQU64 Z1, 64(AX)(SI*1)
+	VMOVDQU64 Z2, 128(AX)(SI*1)
+	VMOVDQU64 Z3, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       minlocFloat32Int32AVX512_blocks
+
+minlocFloat32Int32AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minlocFloat32Int32AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minlocFloat32Int32AVX512_src1:
+	CMPQ      R8, DX
+	JAE       minlocFloat32Int32AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VCMPPS    $0x01, Z0, Z1, K2
+	VCMPPS    $0x03, Z1, Z1, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z0, Z0, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z0, Z1, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z1, Z0, Z2
+	VPORD     Z1, Z0, K1, Z2
+	VMOVDQA32 Z1, K2, Z0
+	VMOVDQA32 Z2, K3, Z0
+	INCQ      R8
+	JMP       minlocFloat32Int32AVX512_src1
+
+minlocFloat32Int32AVX512_store1:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       minlocFloat32Int32AVX512_vectors
+
+minlocFloat32Int32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minlocFloat32Int32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·minlocFloat32Int32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00005555, DI
+	KMOVW DI, K1
+
+minlocFloat32Int32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minlocFloat32Int32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minlocFloat32Int32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       minlocFloat32Int32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VCMPPS    $0x01, Z0, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z0, Z0, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z0, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z0, Z5
+	VPORD     Z4, Z0, K1, Z5
+	VMOVDQA32 Z4, K2, Z0
+	VMOVDQA32 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VCMPPS    $0x01, Z1, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z1, Z1, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z1, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z1, Z5
+	VPORD     Z4, Z1, K1, Z5
+	VMOVDQA32 Z4, K2, Z1
+	VMOVDQA32 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VCMPPS    $0x01, Z2, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z2, Z2, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z2, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z2, Z5
+	VPORD     Z4, Z2, K1, Z5
+	VMOVDQA32 Z4, K2, Z2
+	VMOVDQA32 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VCMPPS    $0x01, Z3, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z3, Z3, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z3, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z3, Z5
+	VPORD     Z4, Z3, K1, Z5
+	VMOVDQA32 Z4, K2, Z3
+	VMOVDQA32 Z5, K3, Z3
+	INCQ      R8
+	JMP       minlocFloat32Int32AVX512NT_srcU
+
+minlocFloat32Int32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minlocFloat32Int32AVX512NT_blocks
+
+minlocFloat32Int32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minlocFloat32Int32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minlocFloat32Int32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       minlocFloat32Int32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VCMPPS    $0x01, Z0, Z1, K2
+	VCMPPS    $0x03, Z1, Z1, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z0, Z0, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z0, Z1, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z1, Z0, Z2
+	VPORD     Z1, Z0, K1, Z2
+	VMOVDQA32 Z1, K2, Z0
+	VMOVDQA32 Z2, K3, Z0
+	INCQ      R8
+	JMP       minlocFloat32Int32AVX512NT_src1
+
+minlocFloat32Int32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minlocFloat32Int32AVX512NT_vectors
+
+minlocFloat32Int32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func maxlocFloat32Int32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F
+TEXT ·maxlocFloat32Int32AVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00005555, DI
+	KMOVW DI, K1
+
+maxlocFloat32Int32AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxlocFloat32Int32AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxlocFloat32Int32AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       maxlocFloat32Int32AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VCMPPS    $0x0e, Z0, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z0, Z0, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z0, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z0, Z5
+	VPANDD    Z4, Z0, K1, Z5
+	VMOVDQA32 Z4, K2, Z0
+	VMOVDQA32 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VCMPPS    $0x0e, Z1, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z1, Z1, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z1, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z1, Z5
+	VPANDD    Z4, Z1, K1, Z5
+	VMOVDQA32 Z4, K2, Z1
+	VMOVDQA32 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VCMPPS    $0x0e, Z2, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z2, Z2, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z2, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z2, Z5
+	VPANDD    Z4, Z2, K1, Z5
+	VMOVDQA32 Z4, K2, Z2
+	VMOVDQA32 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VCMPPS    $0x0e, Z3, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z3, Z3, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z3, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z3, Z5
+	VPANDD    Z4, Z3, K1, Z5
+	VMOVDQA32 Z4, K2, Z3
+	VMOVDQA32 Z5, K3, Z3
+	INCQ      R8
+	JMP       maxlocFloat32Int32AVX512_srcU
+
+maxlocFloat32Int32AVX512_storeU:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	VMOVDQU64 Z1, 64(AX)(SI*1)
+	VMOVDQU64 Z2, 128(AX)(SI*1)
+	VMOVDQU64 Z3, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       maxlocFloat32Int32AVX512_blocks
+
+maxlocFloat32Int32AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxlocFloat32Int32AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxlocFloat32Int32AVX512_src1:
+	CMPQ      R8, DX
+	JAE       maxlocFloat32Int32AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VCMPPS    $0x0e, Z0, Z1, K2
+	VCMPPS    $0x03, Z1, Z1, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z0, Z0, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z0, Z1, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z1, Z0, Z2
+	VPANDD    Z1, Z0, K1, Z2
+	VMOVDQA32 Z1, K2, Z0
+	VMOVDQA32 Z2, K3, Z0
+	INCQ      R8
+	JMP       maxlocFloat32Int32AVX512_src1
+
+maxlocFloat32Int32AVX512_store1:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       maxlocFloat32Int32AVX512_vectors
+
+maxlocFloat32Int32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func maxlocFloat32Int32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·maxlocFloat32Int32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00005555, DI
+	KMOVW DI, K1
+
+maxlocFloat32Int32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxlocFloat32Int32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxlocFloat32Int32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxlocFloat32Int32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VCMPPS    $0x0e, Z0, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z0, Z0, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z0, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z0, Z5
+	VPANDD    Z4, Z0, K1, Z5
+	VMOVDQA32 Z4, K2, Z0
+	VMOVDQA32 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VCMPPS    $0x0e, Z1, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z1, Z1, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z1, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z1, Z5
+	VPANDD    Z4, Z1, K1, Z5
+	VMOVDQA32 Z4, K2, Z1
+	VMOVDQA32 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VCMPPS    $0x0e, Z2, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z2, Z2, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z2, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z2, Z5
+	VPANDD    Z4, Z2, K1, Z5
+	VMOVDQA32 Z4, K2, Z2
+	VMOVDQA32 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VCMPPS    $0x0e, Z3, Z4, K2
+	VCMPPS    $0x03, Z4, Z4, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z3, Z3, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z3, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z3, Z5
+	VPANDD    Z4, Z3, K1, Z5
+	VMOVDQA32 Z4, K2, Z3
+	VMOVDQA32 Z5, K3, Z3
+	INCQ      R8
+	JMP       maxlocFloat32Int32AVX512NT_srcU
+
+maxlocFloat32Int32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxlocFloat32Int32AVX512NT_blocks
+
+maxlocFloat32Int32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxlocFloat32Int32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxlocFloat32Int32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       maxlocFloat32Int32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VCMPPS    $0x0e, Z0, Z1, K2
+	VCMPPS    $0x03, Z1, Z1, K3
+	KORW      K2, K3, K2
+	VCMPPS    $0x03, Z0, Z0, K3
+	KANDNW    K2, K3, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VCMPPS    $0x00, Z0, Z1, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z1, Z0, Z2
+	VPANDD    Z1, Z0, K1, Z2
+	VMOVDQA32 Z1, K2, Z0
+	VMOVDQA32 Z2, K3, Z0
+	INCQ      R8
+	JMP       maxlocFloat32Int32AVX512NT_src1
+
+maxlocFloat32Int32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxlocFloat32Int32AVX512NT_vectors
+
+maxlocFloat32Int32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func minlocInt32Int32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F
+TEXT ·minlocInt32Int32AVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00005555, DI
+	KMOVW DI, K1
+
+minlocInt32Int32AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minlocInt32Int32AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt32Int32AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       minlocInt32Int32AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VPCMPD    $0x01, Z0, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z0, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z0, Z5
+	VPORD     Z4, Z0, K1, Z5
+	VMOVDQA32 Z4, K2, Z0
+	VMOVDQA32 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VPCMPD    $0x01, Z1, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z1, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z1, Z5
+	VPORD     Z4, Z1, K1, Z5
+	VMOVDQA32 Z4, K2, Z1
+	VMOVDQA32 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VPCMPD    $0x01, Z2, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z2, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z2, Z5
+	VPORD     Z4, Z2, K1, Z5
+	VMOVDQA32 Z4, K2, Z2
+	VMOVDQA32 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VPCMPD    $0x01, Z3, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z3, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z3, Z5
+	VPORD     Z4, Z3, K1, Z5
+	VMOVDQA32 Z4, K2, Z3
+	VMOVDQA32 Z5, K3, Z3
+	INCQ      R8
+	JMP       minlocInt32Int32AVX512_srcU
+
+minlocInt32Int32AVX512_storeU:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	VMOVDQU64 Z1, 64(AX)(SI*1)
+	VMOVDQU64 Z2, 128(AX)(SI*1)
+	VMOVDQU64 Z3, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       minlocInt32Int32AVX512_blocks
+
+minlocInt32Int32AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minlocInt32Int32AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt32Int32AVX512_src1:
+	CMPQ      R8, DX
+	JAE       minlocInt32Int32AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VPCMPD    $0x01, Z0, Z1, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z0, Z1, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z1, Z0, Z2
+	VPORD     Z1, Z0, K1, Z2
+	VMOVDQA32 Z1, K2, Z0
+	VMOVDQA32 Z2, K3, Z0
+	INCQ      R8
+	JMP       minlocInt32Int32AVX512_src1
+
+minlocInt32Int32AVX512_store1:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       minlocInt32Int32AVX512_vectors
+
+minlocInt32Int32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minlocInt32Int32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·minlocInt32Int32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00005555, DI
+	KMOVW DI, K1
+
+minlocInt32Int32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minlocInt32Int32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt32Int32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       minlocInt32Int32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VPCMPD    $0x01, Z0, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z0, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z0, Z5
+	VPORD     Z4, Z0, K1, Z5
+	VMOVDQA32 Z4, K2, Z0
+	VMOVDQA32 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VPCMPD    $0x01, Z1, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z1, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z1, Z5
+	VPORD     Z4, Z1, K1, Z5
+	VMOVDQA32 Z4, K2, Z1
+	VMOVDQA32 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VPCMPD    $0x01, Z2, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z2, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z2, Z5
+	VPORD     Z4, Z2, K1, Z5
+	VMOVDQA32 Z4, K2, Z2
+	VMOVDQA32 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VPCMPD    $0x01, Z3, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z3, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z3, Z5
+	VPORD     Z4, Z3, K1, Z5
+	VMOVDQA32 Z4, K2, Z3
+	VMOVDQA32 Z5, K3, Z3
+	INCQ      R8
+	JMP       minlocInt32Int32AVX512NT_srcU
+
+minlocInt32Int32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minlocInt32Int32AVX512NT_blocks
+
+minlocInt32Int32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minlocInt32Int32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt32Int32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       minlocInt32Int32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VPCMPD    $0x01, Z0, Z1, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z0, Z1, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z1, Z0, Z2
+	VPORD     Z1, Z0, K1, Z2
+	VMOVDQA32 Z1, K2, Z0
+	VMOVDQA32 Z2, K3, Z0
+	INCQ      R8
+	JMP       minlocInt32Int32AVX512NT_src1
+
+minlocInt32Int32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minlocInt32Int32AVX512NT_vectors
+
+minlocInt32Int32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func maxlocInt32Int32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F
+TEXT ·maxlocInt32Int32AVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00005555, DI
+	KMOVW DI, K1
+
+maxlocInt32Int32AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxlocInt32Int32AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt32Int32AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       maxlocInt32Int32AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VPCMPD    $0x06, Z0, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z0, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z0, Z5
+	VPANDD    Z4, Z0, K1, Z5
+	VMOVDQA32 Z4, K2, Z0
+	VMOVDQA32 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VPCMPD    $0x06, Z1, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z1, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z1, Z5
+	VPANDD    Z4, Z1, K1, Z5
+	VMOVDQA32 Z4, K2, Z1
+	VMOVDQA32 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VPCMPD    $0x06, Z2, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z2, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z2, Z5
+	VPANDD    Z4, Z2, K1, Z5
+	VMOVDQA32 Z4, K2, Z2
+	VMOVDQA32 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VPCMPD    $0x06, Z3, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z3, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z3, Z5
+	VPANDD    Z4, Z3, K1, Z5
+	VMOVDQA32 Z4, K2, Z3
+	VMOVDQA32 Z5, K3, Z3
+	INCQ      R8
+	JMP       maxlocInt32Int32AVX512_srcU
+
+maxlocInt32Int32AVX512_storeU:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	VMOVDQU64 Z1, 64(AX)(SI*1)
+	VMOVDQU64 Z2, 128(AX)(SI*1)
+	VMOVDQU64 Z3, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       maxlocInt32Int32AVX512_blocks
+
+maxlocInt32Int32AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxlocInt32Int32AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt32Int32AVX512_src1:
+	CMPQ      R8, DX
+	JAE       maxlocInt32Int32AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VPCMPD    $0x06, Z0, Z1, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z0, Z1, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z1, Z0, Z2
+	VPANDD    Z1, Z0, K1, Z2
+	VMOVDQA32 Z1, K2, Z0
+	VMOVDQA32 Z2, K3, Z0
+	INCQ      R8
+	JMP       maxlocInt32Int32AVX512_src1
+
+maxlocInt32Int32AVX512_store1:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       maxlocInt32Int32AVX512_vectors
+
+maxlocInt32Int32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func maxlocInt32Int32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·maxlocInt32Int32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00005555, DI
+	KMOVW DI, K1
+
+maxlocInt32Int32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxlocInt32Int32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt32Int32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxlocInt32Int32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VPCMPD    $0x06, Z0, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z0, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z0, Z5
+	VPANDD    Z4, Z0, K1, Z5
+	VMOVDQA32 Z4, K2, Z0
+	VMOVDQA32 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VPCMPD    $0x06, Z1, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z1, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z1, Z5
+	VPANDD    Z4, Z1, K1, Z5
+	VMOVDQA32 Z4, K2, Z1
+	VMOVDQA32 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VPCMPD    $0x06, Z2, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z2, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z2, Z5
+	VPANDD    Z4, Z2, K1, Z5
+	VMOVDQA32 Z4, K2, Z2
+	VMOVDQA32 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VPCMPD    $0x06, Z3, Z4, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z3, Z4, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z4, Z3, Z5
+	VPANDD    Z4, Z3, K1, Z5
+	VMOVDQA32 Z4, K2, Z3
+	VMOVDQA32 Z5, K3, Z3
+	INCQ      R8
+	JMP       maxlocInt32Int32AVX512NT_srcU
+
+maxlocInt32Int32AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxlocInt32Int32AVX512NT_blocks
+
+maxlocInt32Int32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxlocInt32Int32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt32Int32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       maxlocInt32Int32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VPCMPD    $0x06, Z0, Z1, K2
+	KANDW     K1, K2, K2
+	KSHIFTLW  $0x01, K2, K3
+	KORW      K3, K2, K2
+	VPCMPD    $0x00, Z0, Z1, K3
+	KANDW     K1, K3, K3
+	KSHIFTLW  $0x01, K3, K4
+	KORW      K4, K3, K3
+	VPMINSD   Z1, Z0, Z2
+	VPANDD    Z1, Z0, K1, Z2
+	VMOVDQA32 Z1, K2, Z0
+	VMOVDQA32 Z2, K3, Z0
+	INCQ      R8
+	JMP       maxlocInt32Int32AVX512NT_src1
+
+maxlocInt32Int32AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxlocInt32Int32AVX512NT_vectors
+
+maxlocInt32Int32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func minlocFloat64Int32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, SSE2
+TEXT ·minlocFloat64Int32AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000055, DI
+	KMOVW        DI, K1
+	MOVQ         $0x00000000ffffffff, DI
+	MOVQ         DI, X0
+	VPTERNLOGQ   $0xff, Z1, Z1, Z1
+	VPBROADCASTQ X0, Z0
+	VPUNPCKLQDQ  Z0, Z1, Z0
+
+minlocFloat64Int32AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minlocFloat64Int32AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+minlocFloat64Int32AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       minlocFloat64Int32AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VCMPPD    $0x01, Z1, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z1, Z1, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z1, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z1, Z6
+	VPORQ     Z5, Z1, K1, Z6
+	VMOVDQA64 Z5, K2, Z1
+	VMOVDQA64 Z6, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VCMPPD    $0x01, Z2, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z2, Z2, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z2, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z2, Z6
+	VPORQ     Z5, Z2, K1, Z6
+	VMOVDQA64 Z5, K2, Z2
+	VMOVDQA64 Z6, K3, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VCMPPD    $0x01, Z3, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z3, Z3, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z3, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z3, Z6
+	VPORQ     Z5, Z3, K1, Z6
+	VMOVDQA64 Z5, K2, Z3
+	VMOVDQA64 Z6, K3, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VCMPPD    $0x01, Z4, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z4, Z4, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z4, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z4, Z6
+	VPORQ     Z5, Z4, K1, Z6
+	VMOVDQA64 Z5, K2, Z4
+	VMOVDQA64 Z6, K3, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       minlocFloat64Int32AVX512_srcU
+
+minlocFloat64Int32AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       minlocFloat64Int32AVX512_blocks
+
+minlocFloat64Int32AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minlocFloat64Int32AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+minlocFloat64Int32AVX512_src1:
+	CMPQ      R8, DX
+	JAE       minlocFloat64Int32AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VCMPPD    $0x01, Z1, Z2, K2
+	VCMPPD    $0x03, Z2, Z2, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z1, Z1, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z1, Z2, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z2, Z1, Z3
+	VPORQ     Z2, Z1, K1, Z3
+	VMOVDQA64 Z2, K2, Z1
+	VMOVDQA64 Z3, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       minlocFloat64Int32AVX512_src1
+
+minlocFloat64Int32AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       minlocFloat64Int32AVX512_vectors
+
+minlocFloat64Int32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minlocFloat64Int32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+, SSE2
+TEXT ·minlocFloat64Int32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000055, DI
+	KMOVW        DI, K1
+	MOVQ         $0x00000000ffffffff, DI
+	MOVQ         DI, X0
+	VPTERNLOGQ   $0xff, Z1, Z1, Z1
+	VPBROADCASTQ X0, Z0
+	VPUNPCKLQDQ  Z0, Z1, Z0
+
+minlocFloat64Int32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minlocFloat64Int32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+minlocFloat64Int32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       minlocFloat64Int32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VCMPPD    $0x01, Z1, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z1, Z1, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z1, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z1, Z6
+	VPORQ     Z5, Z1, K1, Z6
+	VMOVDQA64 Z5, K2, Z1
+	VMOVDQA64 Z6, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VCMPPD    $0x01, Z2, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z2, Z2, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z2, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z2, Z6
+	VPORQ     Z5, Z2, K1, Z6
+	VMOVDQA64 Z5, K2, Z2
+	VMOVDQA64 Z6, K3, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VCMPPD    $0x01, Z3, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z3, Z3, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z3, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z3, Z6
+	VPORQ     Z5, Z3, K1, Z6
+	VMOVDQA64 Z5, K2, Z3
+	VMOVDQA64 Z6, K3, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VCMPPD    $0x01, Z4, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z4, Z4, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z4, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z4, Z6
+	VPORQ     Z5, Z4, K1, Z6
+	VMOVDQA64 Z5, K2, Z4
+	VMOVDQA64 Z6, K3, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       minlocFloat64Int32AVX512NT_srcU
+
+minlocFloat64Int32AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minlocFloat64Int32AVX512NT_blocks
+
+minlocFloat64Int32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minlocFloat64Int32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+minlocFloat64Int32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       minlocFloat64Int32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VCMPPD    $0x01, Z1, Z2, K2
+	VCMPPD    $0x03, Z2, Z2, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z1, Z1, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z1, Z2, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z2, Z1, Z3
+	VPORQ     Z2, Z1, K1, Z3
+	VMOVDQA64 Z2, K2, Z1
+	VMOVDQA64 Z3, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       minlocFloat64Int32AVX512NT_src1
+
+minlocFloat64Int32AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minlocFloat64Int32AVX512NT_vectors
+
+minlocFloat64Int32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func maxlocFloat64Int32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, SSE2
+TEXT ·maxlocFloat64Int32AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000055, DI
+	KMOVW        DI, K1
+	MOVQ         $0x00000000ffffffff, DI
+	MOVQ         DI, X0
+	VPTERNLOGQ   $0xff, Z1, Z1, Z1
+	VPBROADCASTQ X0, Z0
+	VPUNPCKLQDQ  Z0, Z1, Z0
+
+maxlocFloat64Int32AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxlocFloat64Int32AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+maxlocFloat64Int32AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       maxlocFloat64Int32AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VCMPPD    $0x0e, Z1, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z1, Z1, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z1, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z1, Z6
+	VPANDQ    Z5, Z1, K1, Z6
+	VMOVDQA64 Z5, K2, Z1
+	VMOVDQA64 Z6, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VCMPPD    $0x0e, Z2, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z2, Z2, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z2, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z2, Z6
+	VPANDQ    Z5, Z2, K1, Z6
+	VMOVDQA64 Z5, K2, Z2
+	VMOVDQA64 Z6, K3, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VCMPPD    $0x0e, Z3, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z3, Z3, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z3, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z3, Z6
+	VPANDQ    Z5, Z3, K1, Z6
+	VMOVDQA64 Z5, K2, Z3
+	VMOVDQA64 Z6, K3, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VCMPPD    $0x0e, Z4, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z4, Z4, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z4, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z4, Z6
+	VPANDQ    Z5, Z4, K1, Z6
+	VMOVDQA64 Z5, K2, Z4
+	VMOVDQA64 Z6, K3, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       maxlocFloat64Int32AVX512_srcU
+
+maxlocFloat64Int32AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       maxlocFloat64Int32AVX512_blocks
+
+maxlocFloat64Int32AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxlocFloat64Int32AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+maxlocFloat64Int32AVX512_src1:
+	CMPQ      R8, DX
+	JAE       maxlocFloat64Int32AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VCMPPD    $0x0e, Z1, Z2, K2
+	VCMPPD    $0x03, Z2, Z2, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z1, Z1, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z1, Z2, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z2, Z1, Z3
+	VPANDQ    Z2, Z1, K1, Z3
+	VMOVDQA64 Z2, K2, Z1
+	VMOVDQA64 Z3, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       maxlocFloat64Int32AVX512_src1
+
+maxlocFloat64Int32AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       maxlocFloat64Int32AVX512_vectors
+
+maxlocFloat64Int32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func maxlocFloat64Int32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+, SSE2
+TEXT ·maxlocFloat64Int32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000055, DI
+	KMOVW        DI, K1
+	MOVQ         $0x00000000ffffffff, DI
+	MOVQ         DI, X0
+	VPTERNLOGQ   $0xff, Z1, Z1, Z1
+	VPBROADCASTQ X0, Z0
+	VPUNPCKLQDQ  Z0, Z1, Z0
+
+maxlocFloat64Int32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxlocFloat64Int32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+maxlocFloat64Int32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxlocFloat64Int32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VCMPPD    $0x0e, Z1, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z1, Z1, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z1, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z1, Z6
+	VPANDQ    Z5, Z1, K1, Z6
+	VMOVDQA64 Z5, K2, Z1
+	VMOVDQA64 Z6, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VCMPPD    $0x0e, Z2, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z2, Z2, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z2, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z2, Z6
+	VPANDQ    Z5, Z2, K1, Z6
+	VMOVDQA64 Z5, K2, Z2
+	VMOVDQA64 Z6, K3, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VCMPPD    $0x0e, Z3, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z3, Z3, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z3, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z3, Z6
+	VPANDQ    Z5, Z3, K1, Z6
+	VMOVDQA64 Z5, K2, Z3
+	VMOVDQA64 Z6, K3, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VCMPPD    $0x0e, Z4, Z5, K2
+	VCMPPD    $0x03, Z5, Z5, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z4, Z4, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z4, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z4, Z6
+	VPANDQ    Z5, Z4, K1, Z6
+	VMOVDQA64 Z5, K2, Z4
+	VMOVDQA64 Z6, K3, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       maxlocFloat64Int32AVX512NT_srcU
+
+maxlocFloat64Int32AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxlocFloat64Int32AVX512NT_blocks
+
+maxlocFloat64Int32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxlocFloat64Int32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+maxlocFloat64Int32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       maxlocFloat64Int32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VCMPPD    $0x0e, Z1, Z2, K2
+	VCMPPD    $0x03, Z2, Z2, K3
+	KORB      K2, K3, K2
+	VCMPPD    $0x03, Z1, Z1, K3
+	KANDNB    K2, K3, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VCMPPD    $0x00, Z1, Z2, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z2, Z1, Z3
+	VPANDQ    Z2, Z1, K1, Z3
+	VMOVDQA64 Z2, K2, Z1
+	VMOVDQA64 Z3, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       maxlocFloat64Int32AVX512NT_src1
+
+maxlocFloat64Int32AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxlocFloat64Int32AVX512NT_vectors
+
+maxlocFloat64Int32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func minlocInt64Int32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, SSE2
+TEXT ·minlocInt64Int32AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000055, DI
+	KMOVW        DI, K1
+	MOVQ         $0x00000000ffffffff, DI
+	MOVQ         DI, X0
+	VPTERNLOGQ   $0xff, Z1, Z1, Z1
+	VPBROADCASTQ X0, Z0
+	VPUNPCKLQDQ  Z0, Z1, Z0
+
+minlocInt64Int32AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minlocInt64Int32AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt64Int32AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       minlocInt64Int32AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPCMPQ    $0x01, Z1, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z1, Z6
+	VPORQ     Z5, Z1, K1, Z6
+	VMOVDQA64 Z5, K2, Z1
+	VMOVDQA64 Z6, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPCMPQ    $0x01, Z2, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z2, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z2, Z6
+	VPORQ     Z5, Z2, K1, Z6
+	VMOVDQA64 Z5, K2, Z2
+	VMOVDQA64 Z6, K3, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPCMPQ    $0x01, Z3, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z3, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z3, Z6
+	VPORQ     Z5, Z3, K1, Z6
+	VMOVDQA64 Z5, K2, Z3
+	VMOVDQA64 Z6, K3, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPCMPQ    $0x01, Z4, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z4, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z4, Z6
+	VPORQ     Z5, Z4, K1, Z6
+	VMOVDQA64 Z5, K2, Z4
+	VMOVDQA64 Z6, K3, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       minlocInt64Int32AVX512_srcU
+
+minlocInt64Int32AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       minlocInt64Int32AVX512_blocks
+
+minlocInt64Int32AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minlocInt64Int32AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt64Int32AVX512_src1:
+	CMPQ      R8, DX
+	JAE       minlocInt64Int32AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPCMPQ    $0x01, Z1, Z2, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z2, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z2, Z1, Z3
+	VPORQ     Z2, Z1, K1, Z3
+	VMOVDQA64 Z2, K2, Z1
+	VMOVDQA64 Z3, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       minlocInt64Int32AVX512_src1
+
+minlocInt64Int32AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       minlocInt64Int32AVX512_vectors
+
+minlocInt64Int32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minlocInt64Int32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+, SSE2
+TEXT ·minlocInt64Int32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000055, DI
+	KMOVW        DI, K1
+	MOVQ         $0x00000000ffffffff, DI
+	MOVQ         DI, X0
+	VPTERNLOGQ   $0xff, Z1, Z1, Z1
+	VPBROADCASTQ X0, Z0
+	VPUNPCKLQDQ  Z0, Z1, Z0
+
+minlocInt64Int32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minlocInt64Int32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt64Int32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       minlocInt64Int32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPCMPQ    $0x01, Z1, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z1, Z6
+	VPORQ     Z5, Z1, K1, Z6
+	VMOVDQA64 Z5, K2, Z1
+	VMOVDQA64 Z6, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPCMPQ    $0x01, Z2, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z2, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z2, Z6
+	VPORQ     Z5, Z2, K1, Z6
+	VMOVDQA64 Z5, K2, Z2
+	VMOVDQA64 Z6, K3, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPCMPQ    $0x01, Z3, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z3, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z3, Z6
+	VPORQ     Z5, Z3, K1, Z6
+	VMOVDQA64 Z5, K2, Z3
+	VMOVDQA64 Z6, K3, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPCMPQ    $0x01, Z4, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z4, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z4, Z6
+	VPORQ     Z5, Z4, K1, Z6
+	VMOVDQA64 Z5, K2, Z4
+	VMOVDQA64 Z6, K3, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       minlocInt64Int32AVX512NT_srcU
+
+minlocInt64Int32AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minlocInt64Int32AVX512NT_blocks
+
+minlocInt64Int32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minlocInt64Int32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt64Int32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       minlocInt64Int32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPCMPQ    $0x01, Z1, Z2, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z2, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z2, Z1, Z3
+	VPORQ     Z2, Z1, K1, Z3
+	VMOVDQA64 Z2, K2, Z1
+	VMOVDQA64 Z3, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       minlocInt64Int32AVX512NT_src1
+
+minlocInt64Int32AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minlocInt64Int32AVX512NT_vectors
+
+minlocInt64Int32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func maxlocInt64Int32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, SSE2
+TEXT ·maxlocInt64Int32AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000055, DI
+	KMOVW        DI, K1
+	MOVQ         $0x00000000ffffffff, DI
+	MOVQ         DI, X0
+	VPTERNLOGQ   $0xff, Z1, Z1, Z1
+	VPBROADCASTQ X0, Z0
+	VPUNPCKLQDQ  Z0, Z1, Z0
+
+maxlocInt64Int32AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxlocInt64Int32AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt64Int32AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       maxlocInt64Int32AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPCMPQ    $0x06, Z1, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z1, Z6
+	VPANDQ    Z5, Z1, K1, Z6
+	VMOVDQA64 Z5, K2, Z1
+	VMOVDQA64 Z6, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPCMPQ    $0x06, Z2, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z2, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z2, Z6
+	VPANDQ    Z5, Z2, K1, Z6
+	VMOVDQA64 Z5, K2, Z2
+	VMOVDQA64 Z6, K3, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPCMPQ    $0x06, Z3, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z3, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z3, Z6
+	VPANDQ    Z5, Z3, K1, Z6
+	VMOVDQA64 Z5, K2, Z3
+	VMOVDQA64 Z6, K3, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPCMPQ    $0x06, Z4, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z4, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z4, Z6
+	VPANDQ    Z5, Z4, K1, Z6
+	VMOVDQA64 Z5, K2, Z4
+	VMOVDQA64 Z6, K3, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       maxlocInt64Int32AVX512_srcU
+
+maxlocInt64Int32AVX512_storeU:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	VMOVDQU64 Z2, 64(AX)(SI*1)
+	VMOVDQU64 Z3, 128(AX)(SI*1)
+	VMOVDQU64 Z4, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       maxlocInt64Int32AVX512_blocks
+
+maxlocInt64Int32AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxlocInt64Int32AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt64Int32AVX512_src1:
+	CMPQ      R8, DX
+	JAE       maxlocInt64Int32AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPCMPQ    $0x06, Z1, Z2, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z2, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z2, Z1, Z3
+	VPANDQ    Z2, Z1, K1, Z3
+	VMOVDQA64 Z2, K2, Z1
+	VMOVDQA64 Z3, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       maxlocInt64Int32AVX512_src1
+
+maxlocInt64Int32AVX512_store1:
+	VMOVDQU64 Z1, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       maxlocInt64Int32AVX512_vectors
+
+maxlocInt64Int32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func maxlocInt64Int32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+, SSE2
+TEXT ·maxlocInt64Int32AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000055, DI
+	KMOVW        DI, K1
+	MOVQ         $0x00000000ffffffff, DI
+	MOVQ         DI, X0
+	VPTERNLOGQ   $0xff, Z1, Z1, Z1
+	VPBROADCASTQ X0, Z0
+	VPUNPCKLQDQ  Z0, Z1, Z0
+
+maxlocInt64Int32AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxlocInt64Int32AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDQU64 64(DI)(SI*1), Z2
+	VMOVDQU64 128(DI)(SI*1), Z3
+	VMOVDQU64 192(DI)(SI*1), Z4
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt64Int32AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxlocInt64Int32AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z5
+	VPCMPQ    $0x06, Z1, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z1, Z6
+	VPANDQ    Z5, Z1, K1, Z6
+	VMOVDQA64 Z5, K2, Z1
+	VMOVDQA64 Z6, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	VMOVDQU64 64(DI)(SI*1), Z5
+	VPCMPQ    $0x06, Z2, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z2, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z2, Z6
+	VPANDQ    Z5, Z2, K1, Z6
+	VMOVDQA64 Z5, K2, Z2
+	VMOVDQA64 Z6, K3, Z2
+	VPANDQ    Z0, Z2, Z2
+	VMOVDQU64 128(DI)(SI*1), Z5
+	VPCMPQ    $0x06, Z3, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z3, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z3, Z6
+	VPANDQ    Z5, Z3, K1, Z6
+	VMOVDQA64 Z5, K2, Z3
+	VMOVDQA64 Z6, K3, Z3
+	VPANDQ    Z0, Z3, Z3
+	VMOVDQU64 192(DI)(SI*1), Z5
+	VPCMPQ    $0x06, Z4, Z5, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z4, Z5, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z5, Z4, Z6
+	VPANDQ    Z5, Z4, K1, Z6
+	VMOVDQA64 Z5, K2, Z4
+	VMOVDQA64 Z6, K3, Z4
+	VPANDQ    Z0, Z4, Z4
+	INCQ      R8
+	JMP       maxlocInt64Int32AVX512NT_srcU
+
+maxlocInt64Int32AVX512NT_storeU:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	VMOVNTDQ Z2, 64(AX)(SI*1)
+	VMOVNTDQ Z3, 128(AX)(SI*1)
+	VMOVNTDQ Z4, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxlocInt64Int32AVX512NT_blocks
+
+maxlocInt64Int32AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxlocInt64Int32AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt64Int32AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       maxlocInt64Int32AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z2
+	VPCMPQ    $0x06, Z1, Z2, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z2, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSD   Z2, Z1, Z3
+	VPANDQ    Z2, Z1, K1, Z3
+	VMOVDQA64 Z2, K2, Z1
+	VMOVDQA64 Z3, K3, Z1
+	VPANDQ    Z0, Z1, Z1
+	INCQ      R8
+	JMP       maxlocInt64Int32AVX512NT_src1
+
+maxlocInt64Int32AVX512NT_store1:
+	VMOVNTDQ Z1, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxlocInt64Int32AVX512NT_vectors
+
+maxlocInt64Int32AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func minlocInt64Int64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·minlocInt64Int64AVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00000055, DI
+	KMOVW DI, K1
+
+minlocInt64Int64AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minlocInt64Int64AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt64Int64AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       minlocInt64Int64AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VPCMPQ    $0x01, Z0, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z0, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z0, Z5
+	VPORQ     Z4, Z0, K1, Z5
+	VMOVDQA64 Z4, K2, Z0
+	VMOVDQA64 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VPCMPQ    $0x01, Z1, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z1, Z5
+	VPORQ     Z4, Z1, K1, Z5
+	VMOVDQA64 Z4, K2, Z1
+	VMOVDQA64 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VPCMPQ    $0x01, Z2, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z2, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z2, Z5
+	VPORQ     Z4, Z2, K1, Z5
+	VMOVDQA64 Z4, K2, Z2
+	VMOVDQA64 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VPCMPQ    $0x01, Z3, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z3, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z3, Z5
+	VPORQ     Z4, Z3, K1, Z5
+	VMOVDQA64 Z4, K2, Z3
+	VMOVDQA64 Z5, K3, Z3
+	INCQ      R8
+	JMP       minlocInt64Int64AVX512_srcU
+
+minlocInt64Int64AVX512_storeU:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	VMOVDQU64 Z1, 64(AX)(SI*1)
+	VMOVDQU64 Z2, 128(AX)(SI*1)
+	VMOVDQU64 Z3, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       minlocInt64Int64AVX512_blocks
+
+minlocInt64Int64AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minlocInt64Int64AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt64Int64AVX512_src1:
+	CMPQ      R8, DX
+	JAE       minlocInt64Int64AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VPCMPQ    $0x01, Z0, Z1, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z0, Z1, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z1, Z0, Z2
+	VPORQ     Z1, Z0, K1, Z2
+	VMOVDQA64 Z1, K2, Z0
+	VMOVDQA64 Z2, K3, Z0
+	INCQ      R8
+	JMP       minlocInt64Int64AVX512_src1
+
+minlocInt64Int64AVX512_store1:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       minlocInt64Int64AVX512_vectors
+
+minlocInt64Int64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func minlocInt64Int64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+
+TEXT ·minlocInt64Int64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00000055, DI
+	KMOVW DI, K1
+
+minlocInt64Int64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        minlocInt64Int64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt64Int64AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       minlocInt64Int64AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VPCMPQ    $0x01, Z0, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z0, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z0, Z5
+	VPORQ     Z4, Z0, K1, Z5
+	VMOVDQA64 Z4, K2, Z0
+	VMOVDQA64 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VPCMPQ    $0x01, Z1, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z1, Z5
+	VPORQ     Z4, Z1, K1, Z5
+	VMOVDQA64 Z4, K2, Z1
+	VMOVDQA64 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VPCMPQ    $0x01, Z2, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z2, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z2, Z5
+	VPORQ     Z4, Z2, K1, Z5
+	VMOVDQA64 Z4, K2, Z2
+	VMOVDQA64 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VPCMPQ    $0x01, Z3, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z3, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z3, Z5
+	VPORQ     Z4, Z3, K1, Z5
+	VMOVDQA64 Z4, K2, Z3
+	VMOVDQA64 Z5, K3, Z3
+	INCQ      R8
+	JMP       minlocInt64Int64AVX512NT_srcU
+
+minlocInt64Int64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      minlocInt64Int64AVX512NT_blocks
+
+minlocInt64Int64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        minlocInt64Int64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minlocInt64Int64AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       minlocInt64Int64AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VPCMPQ    $0x01, Z0, Z1, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z0, Z1, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z1, Z0, Z2
+	VPORQ     Z1, Z0, K1, Z2
+	VMOVDQA64 Z1, K2, Z0
+	VMOVDQA64 Z2, K3, Z0
+	INCQ      R8
+	JMP       minlocInt64Int64AVX512NT_src1
+
+minlocInt64Int64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      minlocInt64Int64AVX512NT_vectors
+
+minlocInt64Int64AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func maxlocInt64Int64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·maxlocInt64Int64AVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00000055, DI
+	KMOVW DI, K1
+
+maxlocInt64Int64AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxlocInt64Int64AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt64Int64AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       maxlocInt64Int64AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VPCMPQ    $0x06, Z0, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z0, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z0, Z5
+	VPANDQ    Z4, Z0, K1, Z5
+	VMOVDQA64 Z4, K2, Z0
+	VMOVDQA64 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VPCMPQ    $0x06, Z1, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z1, Z5
+	VPANDQ    Z4, Z1, K1, Z5
+	VMOVDQA64 Z4, K2, Z1
+	VMOVDQA64 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VPCMPQ    $0x06, Z2, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z2, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z2, Z5
+	VPANDQ    Z4, Z2, K1, Z5
+	VMOVDQA64 Z4, K2, Z2
+	VMOVDQA64 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VPCMPQ    $0x06, Z3, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z3, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z3, Z5
+	VPANDQ    Z4, Z3, K1, Z5
+	VMOVDQA64 Z4, K2, Z3
+	VMOVDQA64 Z5, K3, Z3
+	INCQ      R8
+	JMP       maxlocInt64Int64AVX512_srcU
+
+maxlocInt64Int64AVX512_storeU:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	VMOVDQU64 Z1, 64(AX)(SI*1)
+	VMOVDQU64 Z2, 128(AX)(SI*1)
+	VMOVDQU64 Z3, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       maxlocInt64Int64AVX512_blocks
+
+maxlocInt64Int64AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxlocInt64Int64AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt64Int64AVX512_src1:
+	CMPQ      R8, DX
+	JAE       maxlocInt64Int64AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VPCMPQ    $0x06, Z0, Z1, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z0, Z1, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z1, Z0, Z2
+	VPANDQ    Z1, Z0, K1, Z2
+	VMOVDQA64 Z1, K2, Z0
+	VMOVDQA64 Z2, K3, Z0
+	INCQ      R8
+	JMP       maxlocInt64Int64AVX512_src1
+
+maxlocInt64Int64AVX512_store1:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       maxlocInt64Int64AVX512_vectors
+
+maxlocInt64Int64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func maxlocInt64Int64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+
+TEXT ·maxlocInt64Int64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x00000055, DI
+	KMOVW DI, K1
+
+maxlocInt64Int64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        maxlocInt64Int64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt64Int64AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxlocInt64Int64AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VPCMPQ    $0x06, Z0, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z0, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z0, Z5
+	VPANDQ    Z4, Z0, K1, Z5
+	VMOVDQA64 Z4, K2, Z0
+	VMOVDQA64 Z5, K3, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VPCMPQ    $0x06, Z1, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z1, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z1, Z5
+	VPANDQ    Z4, Z1, K1, Z5
+	VMOVDQA64 Z4, K2, Z1
+	VMOVDQA64 Z5, K3, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VPCMPQ    $0x06, Z2, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z2, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z2, Z5
+	VPANDQ    Z4, Z2, K1, Z5
+	VMOVDQA64 Z4, K2, Z2
+	VMOVDQA64 Z5, K3, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VPCMPQ    $0x06, Z3, Z4, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z3, Z4, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z4, Z3, Z5
+	VPANDQ    Z4, Z3, K1, Z5
+	VMOVDQA64 Z4, K2, Z3
+	VMOVDQA64 Z5, K3, Z3
+	INCQ      R8
+	JMP       maxlocInt64Int64AVX512NT_srcU
+
+maxlocInt64Int64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      maxlocInt64Int64AVX512NT_blocks
+
+maxlocInt64Int64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        maxlocInt64Int64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxlocInt64Int64AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       maxlocInt64Int64AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VPCMPQ    $0x06, Z0, Z1, K2
+	KANDB     K1, K2, K2
+	KSHIFTLB  $0x01, K2, K3
+	KORB      K3, K2, K2
+	VPCMPQ    $0x00, Z0, Z1, K3
+	KANDB     K1, K3, K3
+	KSHIFTLB  $0x01, K3, K4
+	KORB      K4, K3, K3
+	VPMINSQ   Z1, Z0, Z2
+	VPANDQ    Z1, Z0, K1, Z2
+	VMOVDQA64 Z1, K2, Z0
+	VMOVDQA64 Z2, K3, Z0
+	INCQ      R8
+	JMP       maxlocInt64Int64AVX512NT_src1
+
+maxlocInt64Int64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      maxlocInt64Int64AVX512NT_vectors
+
+maxlocInt64Int64AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func copyNTAVX2(dst *byte, src *byte, n int)
 // Requires: AVX, MMX+
 TEXT ·copyNTAVX2(SB), NOSPLIT, $0-24

@@ -155,7 +155,6 @@ func fill(rng *rand.Rand, t Type, b []byte) {
 		sz := t.Size()
 		for i := 0; i+sz <= len(b); i += sz {
 			e := b[i : i+sz]
-			rng.Shuffle(len(e), func(x, y int) {}) // keep rng use stable per element
 			switch t {
 			case Float32Int32T:
 				fillFloat32(rng, e[:4])
@@ -168,17 +167,19 @@ func fill(rng *rand.Rand, t Type, b []byte) {
 				if rng.IntN(2) == 0 {
 					le.PutUint64(e, math.Float64bits(float64(rng.IntN(3))))
 				}
-				le.PutUint64(e[8:], uint64(rng.IntN(4)))
+				le.PutUint32(e[8:], uint32(rng.IntN(4)-1))
+				le.PutUint32(e[12:], rng.Uint32()) // padding: ignored, written as zero
 			case Int16Int32T:
 				le.PutUint16(e, uint16(rng.IntN(5)-2))
-				le.PutUint16(e[2:], 0)
+				le.PutUint16(e[2:], uint16(rng.Uint32()))
 				le.PutUint32(e[4:], uint32(rng.IntN(4)-1))
 			case Int32Int32T:
 				le.PutUint32(e, uint32(rng.IntN(5)-2))
 				le.PutUint32(e[4:], uint32(rng.IntN(4)-1))
 			case Int64Int32T:
 				le.PutUint64(e, uint64(rng.IntN(5)-2))
-				le.PutUint64(e[8:], uint64(rng.IntN(4)))
+				le.PutUint32(e[8:], uint32(rng.IntN(4)-1))
+				le.PutUint32(e[12:], rng.Uint32())
 			case Int64Int64T:
 				le.PutUint64(e, uint64(rng.IntN(5)-2))
 				le.PutUint64(e[8:], uint64(rng.IntN(4)-1))

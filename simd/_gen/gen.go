@@ -354,6 +354,116 @@ func logicalKernels(is isa) {
 	}
 }
 
+// pairKernels generates minloc and maxloc for the pair types whose value and index
+// each fill a lane (AVX-512 only): dword lanes for Float32Int32 and Int32Int32, qword
+// lanes for Float64Int32, Int64Int32 (index in the low dword, padding zeroed) and
+// Int64Int64. Values sit in even lanes, indices in odd lanes; decisions are made on the
+// even bits of the compare masks and copied to the odd bits.
+func pairKernels() {
+	type pairType struct {
+		name         string
+		q            bool // qword lanes
+		float        bool
+		idx64, pad32 bool
+	}
+	for _, pt := range []pairType{
+		{"Float32Int32", false, true, false, false},
+		{"Int32Int32", false, false, false, false},
+		{"Float64Int32", true, true, false, true},
+		{"Int64Int32", true, false, false, true},
+		{"Int64Int64", true, false, true, false},
+	} {
+		for _, isMax := range []bool{false, true} {
+			var padMask VecVirtual
+			var evenK OpmaskVirtual
+			name, op := "minloc", "MinLoc"
+			if isMax {
+				name, op = "maxloc", "MaxLoc"
+			}
+			kor, kand, kandn, kshl := KORW, KANDW, KANDNW, KSHIFTLW
+			fcmp, icmp, mov, or, and := VCMPPS, VPCMPD, VMOVDQA32, VPORD, VPANDD
+			if pt.q {
+				kor, kand, kandn, kshl = KORB, KANDB, KANDNB, KSHIFTLB
+				fcmp, icmp, mov, or, and = VCMPPD, VPCMPQ, VMOVDQA64, VPORQ, VPANDQ
+			}
+			add(&kernel{name: name + pt.name + "AVX512", isa: avx512, types: []string{pt.name + "T"}, op: op,
+				setup: func() {
+					r := GP32()
+					if pt.q {
+						MOVL(U32(0x55), r)
+					} else {
+						MOVL(U32(0x5555), r)
+					}
+					evenK = K()
+					KMOVW(r, evenK)
+					if pt.pad32 {
+						g := GP64()
+						MOVQ(U64(0xffffffff), g)
+						x := XMM()
+						MOVQ(g, x)
+						// [all ones, 0x00000000ffffffff] repeated: keep values, clear pads
+						ones := ZMM()
+						VPTERNLOGQ(Imm(0xff), ones, ones, ones)
+						lo := ZMM()
+						VPBROADCASTQ(x, lo)
+						padMask = ZMM()
+						VPUNPCKLQDQ(lo, ones, padMask)
+					}
+				},
+				combine: func(acc VecVirtual, xo Op) {
+					x := xo.(VecVirtual)
+					take, k2, k3 := K(), K(), K()
+					// take = x better than acc (and acc not NaN), or x NaN and acc not
+					if pt.float {
+						pred := 1 // LT_OS: x < acc
+						if isMax {
+							pred = 14 // GT_OS: x > acc
+						}
+						fcmp(Imm(uint64(pred)), acc, x, take)
+						fcmp(Imm(3), x, x, k2) // x NaN
+						kor(take, k2, take)
+						fcmp(Imm(3), acc, acc, k2) // acc NaN
+						kandn(take, k2, take)
+					} else {
+						pred := 1 // LT
+						if isMax {
+							pred = 6 // NLE: x > acc
+						}
+						icmp(Imm(uint64(pred)), acc, x, take)
+					}
+					kand(evenK, take, take)
+					kshl(Imm(1), take, k2)
+					kor(k2, take, take)
+					// ties: value acc|x (min) or acc&x (max), the smaller index
+					if pt.float {
+						fcmp(Imm(0), acc, x, k2) // EQ_OQ
+					} else {
+						icmp(Imm(0), acc, x, k2)
+					}
+					kand(evenK, k2, k2)
+					kshl(Imm(1), k2, k3)
+					kor(k3, k2, k2)
+					tv := ZMM()
+					if pt.idx64 {
+						VPMINSQ(x, acc, tv)
+					} else {
+						VPMINSD(x, acc, tv)
+					}
+					if isMax {
+						and(x, acc, evenK, tv)
+					} else {
+						or(x, acc, evenK, tv)
+					}
+					mov(x, take, acc)
+					mov(tv, k2, acc)
+					if pt.pad32 {
+						VPANDQ(padMask, acc, acc)
+					}
+				}})
+		}
+	}
+}
+
 func floatKernels(is isa) {
 	simple(is, "sumFloat32", []string{"Float32", "Complex64"}, "Sum", VADDPS)
 	simple(is, "sumFloat64", []string{"Float64", "Complex128"}, "Sum", VADDPD)
@@ -576,6 +686,7 @@ func main() {
 		intKernels(is)
 		floatKernels(is)
 	}
+	pairKernels()
 	for _, k := range kernels {
 		k.generate(false)
 		if k.conv == plain {
