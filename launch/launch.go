@@ -106,8 +106,8 @@ const (
 	// CPU its plan gives it.
 	BindSocket
 	// BindAuto is BindCore while there are at least as many physical cores
-	// as ranks, and BindNone beyond (oversubscribed ranks are better left to
-	// the scheduler).
+	// (in the plan's topology) and usable host CPUs as ranks, and BindNone
+	// beyond: oversubscribed ranks are better left to the scheduler.
 	BindAuto
 )
 
@@ -465,7 +465,8 @@ func bindings(cfg Config) ([][]int, []int, *numa.Topology, error) {
 	}
 	bind := cfg.Bind
 	if bind == BindAuto {
-		if cfg.NP > top.Cores || !canBind {
+		hostCPUs, err := numa.AllowedCPUs()
+		if err != nil || cfg.NP > top.Cores || cfg.NP > len(hostCPUs) {
 			return cpus, nil, nil, nil
 		}
 		bind = BindCore

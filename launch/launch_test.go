@@ -615,3 +615,55 @@ func TestEscapedGrandchildHoldsOutput(t *testing.T) {
 		t.Errorf("stdout %q", stdout.String())
 	}
 }
+
+// openFDs counts the launcher's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	return len(ents)
+}
+
+// TestNoLeaks runs many jobs that succeed, fail, crash, time out or are
+// killed, and checks that the launcher keeps no descriptor, no process and
+// nothing in /dev/shm. SHMCOLL_LONG=1 runs more of them.
+func TestNoLeaks(t *testing.T) {
+	rounds := 4
+	if os.Getenv("SHMCOLL_LONG") == "1" {
+		rounds = 100
+	}
+	segs := len(shmEntries(t))
+	j0, _, _ := job(t, Config{NP: 1}, "exit:0")
+	j0.Wait() // let the runtime open what it keeps open
+	fds := openFDs(t)
+	var pids []int
+	for i := range rounds {
+		for k, tc := range []struct {
+			cfg     Config
+			actions []string
+		}{
+			{Config{NP: 3}, []string{"join"}},
+			{Config{NP: 3, ArenaKind: ArenaNamed}, []string{"join"}},
+			{Config{NP: 3}, []string{"exit:2@1", "sleep:1h"}},
+			{Config{NP: 2, ArenaKind: ArenaNamed}, []string{"signal:9@0", "join"}},
+			{Config{NP: 2, Timeout: 50 * time.Millisecond}, []string{"sleep:1h"}},
+			{Config{NP: 2, Bind: BindCore}, []string{"lines:100"}},
+		} {
+			j, _, _ := job(t, tc.cfg, tc.actions...)
+			err := j.Wait()
+			if (err == nil) != (k < 2 || k == 5) {
+				t.Fatalf("round %d job %d: %v", i, k, err)
+			}
+			pids = append(pids, j.PIDs()...)
+		}
+	}
+	if n := openFDs(t); n > fds {
+		t.Errorf("%d descriptors open before, %d after", fds, n)
+	}
+	if n := len(shmEntries(t)); n > segs {
+		t.Errorf("/dev/shm: %d segments of ours before, %d after", segs, n)
+	}
+	waitGone(t, pids)
+}
