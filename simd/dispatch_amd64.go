@@ -84,118 +84,122 @@ var asmKernels = []asmKernel{
 	{implAVX2, Complex128, Sum, 73, 74, 32},
 	{implAVX2, Float32, Prod, 75, 76, 32},
 	{implAVX2, Float64, Prod, 77, 78, 32},
-	{implAVX2, Float32, Min, 79, 80, 32},
-	{implAVX2, Float32, Max, 81, 82, 32},
-	{implAVX2, Float64, Min, 83, 84, 32},
-	{implAVX2, Float64, Max, 85, 86, 32},
-	{implAVX2, BFloat16T, Sum, 87, 0, 16},
-	{implAVX2, BFloat16T, Prod, 89, 0, 16},
-	{implAVX2, BFloat16T, Min, 91, 0, 16},
-	{implAVX2, BFloat16T, Max, 93, 0, 16},
-	{implAVX2, Float16T, Sum, 95, 0, 16},
-	{implAVX2, Float16T, Prod, 97, 0, 16},
-	{implAVX2, Float16T, Min, 99, 0, 16},
-	{implAVX2, Float16T, Max, 101, 0, 16},
-	{implAVX512, Int8, Sum, 103, 104, 64},
-	{implAVX512, Uint8, Sum, 103, 104, 64},
-	{implAVX512, Int16, Sum, 105, 106, 64},
-	{implAVX512, Uint16, Sum, 105, 106, 64},
-	{implAVX512, Int32, Sum, 107, 108, 64},
-	{implAVX512, Uint32, Sum, 107, 108, 64},
-	{implAVX512, Int64, Sum, 109, 110, 64},
-	{implAVX512, Uint64, Sum, 109, 110, 64},
-	{implAVX512, Int16, Prod, 111, 112, 64},
-	{implAVX512, Uint16, Prod, 111, 112, 64},
-	{implAVX512, Int32, Prod, 113, 114, 64},
-	{implAVX512, Uint32, Prod, 113, 114, 64},
-	{implAVX512, Int64, Prod, 115, 116, 64},
-	{implAVX512, Uint64, Prod, 115, 116, 64},
-	{implAVX512, Int8, Min, 117, 118, 64},
-	{implAVX512, Int8, Max, 119, 120, 64},
-	{implAVX512, Uint8, Min, 121, 122, 64},
-	{implAVX512, Uint8, Max, 123, 124, 64},
-	{implAVX512, Int16, Min, 125, 126, 64},
-	{implAVX512, Int16, Max, 127, 128, 64},
-	{implAVX512, Uint16, Min, 129, 130, 64},
-	{implAVX512, Uint16, Max, 131, 132, 64},
-	{implAVX512, Int32, Min, 133, 134, 64},
-	{implAVX512, Int32, Max, 135, 136, 64},
-	{implAVX512, Uint32, Min, 137, 138, 64},
-	{implAVX512, Uint32, Max, 139, 140, 64},
-	{implAVX512, Int64, Min, 141, 142, 64},
-	{implAVX512, Int64, Max, 143, 144, 64},
-	{implAVX512, Uint64, Min, 145, 146, 64},
-	{implAVX512, Uint64, Max, 147, 148, 64},
-	{implAVX512, Int8, Prod, 149, 150, 64},
-	{implAVX512, Uint8, Prod, 149, 150, 64},
-	{implAVX512, Int8, Land, 151, 152, 64},
-	{implAVX512, Uint8, Land, 151, 152, 64},
-	{implAVX512, Int8, Lor, 153, 154, 64},
-	{implAVX512, Uint8, Lor, 153, 154, 64},
-	{implAVX512, Int16, Land, 155, 156, 64},
-	{implAVX512, Uint16, Land, 155, 156, 64},
-	{implAVX512, Int16, Lor, 157, 158, 64},
-	{implAVX512, Uint16, Lor, 157, 158, 64},
-	{implAVX512, Int32, Land, 159, 160, 64},
-	{implAVX512, Uint32, Land, 159, 160, 64},
-	{implAVX512, Int32, Lor, 161, 162, 64},
-	{implAVX512, Uint32, Lor, 161, 162, 64},
-	{implAVX512, Int64, Land, 163, 164, 64},
-	{implAVX512, Uint64, Land, 163, 164, 64},
-	{implAVX512, Int64, Lor, 165, 166, 64},
-	{implAVX512, Uint64, Lor, 165, 166, 64},
-	{implAVX512, Int8, Band, 167, 168, 64},
-	{implAVX512, Int16, Band, 167, 168, 64},
-	{implAVX512, Int32, Band, 167, 168, 64},
-	{implAVX512, Int64, Band, 167, 168, 64},
-	{implAVX512, Uint8, Band, 167, 168, 64},
-	{implAVX512, Uint16, Band, 167, 168, 64},
-	{implAVX512, Uint32, Band, 167, 168, 64},
-	{implAVX512, Uint64, Band, 167, 168, 64},
-	{implAVX512, Int8, Bor, 169, 170, 64},
-	{implAVX512, Int16, Bor, 169, 170, 64},
-	{implAVX512, Int32, Bor, 169, 170, 64},
-	{implAVX512, Int64, Bor, 169, 170, 64},
-	{implAVX512, Uint8, Bor, 169, 170, 64},
-	{implAVX512, Uint16, Bor, 169, 170, 64},
-	{implAVX512, Uint32, Bor, 169, 170, 64},
-	{implAVX512, Uint64, Bor, 169, 170, 64},
-	{implAVX512, Int8, Bxor, 171, 172, 64},
-	{implAVX512, Int16, Bxor, 171, 172, 64},
-	{implAVX512, Int32, Bxor, 171, 172, 64},
-	{implAVX512, Int64, Bxor, 171, 172, 64},
-	{implAVX512, Uint8, Bxor, 171, 172, 64},
-	{implAVX512, Uint16, Bxor, 171, 172, 64},
-	{implAVX512, Uint32, Bxor, 171, 172, 64},
-	{implAVX512, Uint64, Bxor, 171, 172, 64},
-	{implAVX512, Float32, Sum, 173, 174, 64},
-	{implAVX512, Complex64, Sum, 173, 174, 64},
-	{implAVX512, Float64, Sum, 175, 176, 64},
-	{implAVX512, Complex128, Sum, 175, 176, 64},
-	{implAVX512, Float32, Prod, 177, 178, 64},
-	{implAVX512, Float64, Prod, 179, 180, 64},
-	{implAVX512, Float32, Min, 181, 182, 64},
-	{implAVX512, Float32, Max, 183, 184, 64},
-	{implAVX512, Float64, Min, 185, 186, 64},
-	{implAVX512, Float64, Max, 187, 188, 64},
-	{implAVX512, BFloat16T, Sum, 189, 0, 32},
-	{implAVX512, BFloat16T, Prod, 191, 0, 32},
-	{implAVX512, BFloat16T, Min, 193, 0, 32},
-	{implAVX512, BFloat16T, Max, 195, 0, 32},
-	{implAVX512, Float16T, Sum, 197, 0, 32},
-	{implAVX512, Float16T, Prod, 199, 0, 32},
-	{implAVX512, Float16T, Min, 201, 0, 32},
-	{implAVX512, Float16T, Max, 203, 0, 32},
-	{implAVX512, Float32Int32T, MinLoc, 205, 206, 64},
-	{implAVX512, Float32Int32T, MaxLoc, 207, 208, 64},
-	{implAVX512, Int32Int32T, MinLoc, 209, 210, 64},
-	{implAVX512, Int32Int32T, MaxLoc, 211, 212, 64},
-	{implAVX512, Float64Int32T, MinLoc, 213, 214, 64},
-	{implAVX512, Float64Int32T, MaxLoc, 215, 216, 64},
-	{implAVX512, Int64Int32T, MinLoc, 217, 218, 64},
-	{implAVX512, Int64Int32T, MaxLoc, 219, 220, 64},
-	{implAVX512, Int64Int64T, MinLoc, 221, 222, 64},
-	{implAVX512, Int64Int64T, MaxLoc, 223, 224, 64},
+	{implAVX2, Complex64, Prod, 79, 80, 32},
+	{implAVX2, Complex128, Prod, 81, 82, 32},
+	{implAVX2, Float32, Min, 83, 84, 32},
+	{implAVX2, Float32, Max, 85, 86, 32},
+	{implAVX2, Float64, Min, 87, 88, 32},
+	{implAVX2, Float64, Max, 89, 90, 32},
+	{implAVX2, BFloat16T, Sum, 91, 0, 16},
+	{implAVX2, BFloat16T, Prod, 93, 0, 16},
+	{implAVX2, BFloat16T, Min, 95, 0, 16},
+	{implAVX2, BFloat16T, Max, 97, 0, 16},
+	{implAVX2, Float16T, Sum, 99, 0, 16},
+	{implAVX2, Float16T, Prod, 101, 0, 16},
+	{implAVX2, Float16T, Min, 103, 0, 16},
+	{implAVX2, Float16T, Max, 105, 0, 16},
+	{implAVX512, Int8, Sum, 107, 108, 64},
+	{implAVX512, Uint8, Sum, 107, 108, 64},
+	{implAVX512, Int16, Sum, 109, 110, 64},
+	{implAVX512, Uint16, Sum, 109, 110, 64},
+	{implAVX512, Int32, Sum, 111, 112, 64},
+	{implAVX512, Uint32, Sum, 111, 112, 64},
+	{implAVX512, Int64, Sum, 113, 114, 64},
+	{implAVX512, Uint64, Sum, 113, 114, 64},
+	{implAVX512, Int16, Prod, 115, 116, 64},
+	{implAVX512, Uint16, Prod, 115, 116, 64},
+	{implAVX512, Int32, Prod, 117, 118, 64},
+	{implAVX512, Uint32, Prod, 117, 118, 64},
+	{implAVX512, Int64, Prod, 119, 120, 64},
+	{implAVX512, Uint64, Prod, 119, 120, 64},
+	{implAVX512, Int8, Min, 121, 122, 64},
+	{implAVX512, Int8, Max, 123, 124, 64},
+	{implAVX512, Uint8, Min, 125, 126, 64},
+	{implAVX512, Uint8, Max, 127, 128, 64},
+	{implAVX512, Int16, Min, 129, 130, 64},
+	{implAVX512, Int16, Max, 131, 132, 64},
+	{implAVX512, Uint16, Min, 133, 134, 64},
+	{implAVX512, Uint16, Max, 135, 136, 64},
+	{implAVX512, Int32, Min, 137, 138, 64},
+	{implAVX512, Int32, Max, 139, 140, 64},
+	{implAVX512, Uint32, Min, 141, 142, 64},
+	{implAVX512, Uint32, Max, 143, 144, 64},
+	{implAVX512, Int64, Min, 145, 146, 64},
+	{implAVX512, Int64, Max, 147, 148, 64},
+	{implAVX512, Uint64, Min, 149, 150, 64},
+	{implAVX512, Uint64, Max, 151, 152, 64},
+	{implAVX512, Int8, Prod, 153, 154, 64},
+	{implAVX512, Uint8, Prod, 153, 154, 64},
+	{implAVX512, Int8, Land, 155, 156, 64},
+	{implAVX512, Uint8, Land, 155, 156, 64},
+	{implAVX512, Int8, Lor, 157, 158, 64},
+	{implAVX512, Uint8, Lor, 157, 158, 64},
+	{implAVX512, Int16, Land, 159, 160, 64},
+	{implAVX512, Uint16, Land, 159, 160, 64},
+	{implAVX512, Int16, Lor, 161, 162, 64},
+	{implAVX512, Uint16, Lor, 161, 162, 64},
+	{implAVX512, Int32, Land, 163, 164, 64},
+	{implAVX512, Uint32, Land, 163, 164, 64},
+	{implAVX512, Int32, Lor, 165, 166, 64},
+	{implAVX512, Uint32, Lor, 165, 166, 64},
+	{implAVX512, Int64, Land, 167, 168, 64},
+	{implAVX512, Uint64, Land, 167, 168, 64},
+	{implAVX512, Int64, Lor, 169, 170, 64},
+	{implAVX512, Uint64, Lor, 169, 170, 64},
+	{implAVX512, Int8, Band, 171, 172, 64},
+	{implAVX512, Int16, Band, 171, 172, 64},
+	{implAVX512, Int32, Band, 171, 172, 64},
+	{implAVX512, Int64, Band, 171, 172, 64},
+	{implAVX512, Uint8, Band, 171, 172, 64},
+	{implAVX512, Uint16, Band, 171, 172, 64},
+	{implAVX512, Uint32, Band, 171, 172, 64},
+	{implAVX512, Uint64, Band, 171, 172, 64},
+	{implAVX512, Int8, Bor, 173, 174, 64},
+	{implAVX512, Int16, Bor, 173, 174, 64},
+	{implAVX512, Int32, Bor, 173, 174, 64},
+	{implAVX512, Int64, Bor, 173, 174, 64},
+	{implAVX512, Uint8, Bor, 173, 174, 64},
+	{implAVX512, Uint16, Bor, 173, 174, 64},
+	{implAVX512, Uint32, Bor, 173, 174, 64},
+	{implAVX512, Uint64, Bor, 173, 174, 64},
+	{implAVX512, Int8, Bxor, 175, 176, 64},
+	{implAVX512, Int16, Bxor, 175, 176, 64},
+	{implAVX512, Int32, Bxor, 175, 176, 64},
+	{implAVX512, Int64, Bxor, 175, 176, 64},
+	{implAVX512, Uint8, Bxor, 175, 176, 64},
+	{implAVX512, Uint16, Bxor, 175, 176, 64},
+	{implAVX512, Uint32, Bxor, 175, 176, 64},
+	{implAVX512, Uint64, Bxor, 175, 176, 64},
+	{implAVX512, Float32, Sum, 177, 178, 64},
+	{implAVX512, Complex64, Sum, 177, 178, 64},
+	{implAVX512, Float64, Sum, 179, 180, 64},
+	{implAVX512, Complex128, Sum, 179, 180, 64},
+	{implAVX512, Float32, Prod, 181, 182, 64},
+	{implAVX512, Float64, Prod, 183, 184, 64},
+	{implAVX512, Complex64, Prod, 185, 186, 64},
+	{implAVX512, Complex128, Prod, 187, 188, 64},
+	{implAVX512, Float32, Min, 189, 190, 64},
+	{implAVX512, Float32, Max, 191, 192, 64},
+	{implAVX512, Float64, Min, 193, 194, 64},
+	{implAVX512, Float64, Max, 195, 196, 64},
+	{implAVX512, BFloat16T, Sum, 197, 0, 32},
+	{implAVX512, BFloat16T, Prod, 199, 0, 32},
+	{implAVX512, BFloat16T, Min, 201, 0, 32},
+	{implAVX512, BFloat16T, Max, 203, 0, 32},
+	{implAVX512, Float16T, Sum, 205, 0, 32},
+	{implAVX512, Float16T, Prod, 207, 0, 32},
+	{implAVX512, Float16T, Min, 209, 0, 32},
+	{implAVX512, Float16T, Max, 211, 0, 32},
+	{implAVX512, Float32Int32T, MinLoc, 213, 214, 64},
+	{implAVX512, Float32Int32T, MaxLoc, 215, 216, 64},
+	{implAVX512, Int32Int32T, MinLoc, 217, 218, 64},
+	{implAVX512, Int32Int32T, MaxLoc, 219, 220, 64},
+	{implAVX512, Float64Int32T, MinLoc, 221, 222, 64},
+	{implAVX512, Float64Int32T, MaxLoc, 223, 224, 64},
+	{implAVX512, Int64Int32T, MinLoc, 225, 226, 64},
+	{implAVX512, Int64Int32T, MaxLoc, 227, 228, 64},
+	{implAVX512, Int64Int64T, MinLoc, 229, 230, 64},
+	{implAVX512, Int64Int64T, MaxLoc, 231, 232, 64},
 }
 
 // callAsm calls vector function id (see asmKernels).
@@ -358,264 +362,280 @@ func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {
 	case 78:
 		prodFloat64AVX2NT(dst, srcs, k, n)
 	case 79:
-		minFloat32AVX2(dst, srcs, k, n)
+		prodComplex64AVX2(dst, srcs, k, n)
 	case 80:
-		minFloat32AVX2NT(dst, srcs, k, n)
+		prodComplex64AVX2NT(dst, srcs, k, n)
 	case 81:
-		maxFloat32AVX2(dst, srcs, k, n)
+		prodComplex128AVX2(dst, srcs, k, n)
 	case 82:
-		maxFloat32AVX2NT(dst, srcs, k, n)
+		prodComplex128AVX2NT(dst, srcs, k, n)
 	case 83:
-		minFloat64AVX2(dst, srcs, k, n)
+		minFloat32AVX2(dst, srcs, k, n)
 	case 84:
-		minFloat64AVX2NT(dst, srcs, k, n)
+		minFloat32AVX2NT(dst, srcs, k, n)
 	case 85:
-		maxFloat64AVX2(dst, srcs, k, n)
+		maxFloat32AVX2(dst, srcs, k, n)
 	case 86:
-		maxFloat64AVX2NT(dst, srcs, k, n)
+		maxFloat32AVX2NT(dst, srcs, k, n)
 	case 87:
-		sumBFloat16AVX2(dst, srcs, k, n)
+		minFloat64AVX2(dst, srcs, k, n)
+	case 88:
+		minFloat64AVX2NT(dst, srcs, k, n)
 	case 89:
-		prodBFloat16AVX2(dst, srcs, k, n)
+		maxFloat64AVX2(dst, srcs, k, n)
+	case 90:
+		maxFloat64AVX2NT(dst, srcs, k, n)
 	case 91:
-		minBFloat16AVX2(dst, srcs, k, n)
+		sumBFloat16AVX2(dst, srcs, k, n)
 	case 93:
-		maxBFloat16AVX2(dst, srcs, k, n)
+		prodBFloat16AVX2(dst, srcs, k, n)
 	case 95:
-		sumFloat16AVX2(dst, srcs, k, n)
+		minBFloat16AVX2(dst, srcs, k, n)
 	case 97:
-		prodFloat16AVX2(dst, srcs, k, n)
+		maxBFloat16AVX2(dst, srcs, k, n)
 	case 99:
-		minFloat16AVX2(dst, srcs, k, n)
+		sumFloat16AVX2(dst, srcs, k, n)
 	case 101:
-		maxFloat16AVX2(dst, srcs, k, n)
+		prodFloat16AVX2(dst, srcs, k, n)
 	case 103:
-		sumInt8AVX512(dst, srcs, k, n)
-	case 104:
-		sumInt8AVX512NT(dst, srcs, k, n)
+		minFloat16AVX2(dst, srcs, k, n)
 	case 105:
-		sumInt16AVX512(dst, srcs, k, n)
-	case 106:
-		sumInt16AVX512NT(dst, srcs, k, n)
+		maxFloat16AVX2(dst, srcs, k, n)
 	case 107:
-		sumInt32AVX512(dst, srcs, k, n)
+		sumInt8AVX512(dst, srcs, k, n)
 	case 108:
-		sumInt32AVX512NT(dst, srcs, k, n)
+		sumInt8AVX512NT(dst, srcs, k, n)
 	case 109:
-		sumInt64AVX512(dst, srcs, k, n)
+		sumInt16AVX512(dst, srcs, k, n)
 	case 110:
-		sumInt64AVX512NT(dst, srcs, k, n)
+		sumInt16AVX512NT(dst, srcs, k, n)
 	case 111:
-		prodInt16AVX512(dst, srcs, k, n)
+		sumInt32AVX512(dst, srcs, k, n)
 	case 112:
-		prodInt16AVX512NT(dst, srcs, k, n)
+		sumInt32AVX512NT(dst, srcs, k, n)
 	case 113:
-		prodInt32AVX512(dst, srcs, k, n)
+		sumInt64AVX512(dst, srcs, k, n)
 	case 114:
-		prodInt32AVX512NT(dst, srcs, k, n)
+		sumInt64AVX512NT(dst, srcs, k, n)
 	case 115:
-		prodInt64AVX512(dst, srcs, k, n)
+		prodInt16AVX512(dst, srcs, k, n)
 	case 116:
-		prodInt64AVX512NT(dst, srcs, k, n)
+		prodInt16AVX512NT(dst, srcs, k, n)
 	case 117:
-		minInt8AVX512(dst, srcs, k, n)
+		prodInt32AVX512(dst, srcs, k, n)
 	case 118:
-		minInt8AVX512NT(dst, srcs, k, n)
+		prodInt32AVX512NT(dst, srcs, k, n)
 	case 119:
-		maxInt8AVX512(dst, srcs, k, n)
+		prodInt64AVX512(dst, srcs, k, n)
 	case 120:
-		maxInt8AVX512NT(dst, srcs, k, n)
+		prodInt64AVX512NT(dst, srcs, k, n)
 	case 121:
-		minUint8AVX512(dst, srcs, k, n)
+		minInt8AVX512(dst, srcs, k, n)
 	case 122:
-		minUint8AVX512NT(dst, srcs, k, n)
+		minInt8AVX512NT(dst, srcs, k, n)
 	case 123:
-		maxUint8AVX512(dst, srcs, k, n)
+		maxInt8AVX512(dst, srcs, k, n)
 	case 124:
-		maxUint8AVX512NT(dst, srcs, k, n)
+		maxInt8AVX512NT(dst, srcs, k, n)
 	case 125:
-		minInt16AVX512(dst, srcs, k, n)
+		minUint8AVX512(dst, srcs, k, n)
 	case 126:
-		minInt16AVX512NT(dst, srcs, k, n)
+		minUint8AVX512NT(dst, srcs, k, n)
 	case 127:
-		maxInt16AVX512(dst, srcs, k, n)
+		maxUint8AVX512(dst, srcs, k, n)
 	case 128:
-		maxInt16AVX512NT(dst, srcs, k, n)
+		maxUint8AVX512NT(dst, srcs, k, n)
 	case 129:
-		minUint16AVX512(dst, srcs, k, n)
+		minInt16AVX512(dst, srcs, k, n)
 	case 130:
-		minUint16AVX512NT(dst, srcs, k, n)
+		minInt16AVX512NT(dst, srcs, k, n)
 	case 131:
-		maxUint16AVX512(dst, srcs, k, n)
+		maxInt16AVX512(dst, srcs, k, n)
 	case 132:
-		maxUint16AVX512NT(dst, srcs, k, n)
+		maxInt16AVX512NT(dst, srcs, k, n)
 	case 133:
-		minInt32AVX512(dst, srcs, k, n)
+		minUint16AVX512(dst, srcs, k, n)
 	case 134:
-		minInt32AVX512NT(dst, srcs, k, n)
+		minUint16AVX512NT(dst, srcs, k, n)
 	case 135:
-		maxInt32AVX512(dst, srcs, k, n)
+		maxUint16AVX512(dst, srcs, k, n)
 	case 136:
-		maxInt32AVX512NT(dst, srcs, k, n)
+		maxUint16AVX512NT(dst, srcs, k, n)
 	case 137:
-		minUint32AVX512(dst, srcs, k, n)
+		minInt32AVX512(dst, srcs, k, n)
 	case 138:
-		minUint32AVX512NT(dst, srcs, k, n)
+		minInt32AVX512NT(dst, srcs, k, n)
 	case 139:
-		maxUint32AVX512(dst, srcs, k, n)
+		maxInt32AVX512(dst, srcs, k, n)
 	case 140:
-		maxUint32AVX512NT(dst, srcs, k, n)
+		maxInt32AVX512NT(dst, srcs, k, n)
 	case 141:
-		minInt64AVX512(dst, srcs, k, n)
+		minUint32AVX512(dst, srcs, k, n)
 	case 142:
-		minInt64AVX512NT(dst, srcs, k, n)
+		minUint32AVX512NT(dst, srcs, k, n)
 	case 143:
-		maxInt64AVX512(dst, srcs, k, n)
+		maxUint32AVX512(dst, srcs, k, n)
 	case 144:
-		maxInt64AVX512NT(dst, srcs, k, n)
+		maxUint32AVX512NT(dst, srcs, k, n)
 	case 145:
-		minUint64AVX512(dst, srcs, k, n)
+		minInt64AVX512(dst, srcs, k, n)
 	case 146:
-		minUint64AVX512NT(dst, srcs, k, n)
+		minInt64AVX512NT(dst, srcs, k, n)
 	case 147:
-		maxUint64AVX512(dst, srcs, k, n)
+		maxInt64AVX512(dst, srcs, k, n)
 	case 148:
-		maxUint64AVX512NT(dst, srcs, k, n)
+		maxInt64AVX512NT(dst, srcs, k, n)
 	case 149:
-		prodInt8AVX512(dst, srcs, k, n)
+		minUint64AVX512(dst, srcs, k, n)
 	case 150:
-		prodInt8AVX512NT(dst, srcs, k, n)
+		minUint64AVX512NT(dst, srcs, k, n)
 	case 151:
-		landInt8AVX512(dst, srcs, k, n)
+		maxUint64AVX512(dst, srcs, k, n)
 	case 152:
-		landInt8AVX512NT(dst, srcs, k, n)
+		maxUint64AVX512NT(dst, srcs, k, n)
 	case 153:
-		lorInt8AVX512(dst, srcs, k, n)
+		prodInt8AVX512(dst, srcs, k, n)
 	case 154:
-		lorInt8AVX512NT(dst, srcs, k, n)
+		prodInt8AVX512NT(dst, srcs, k, n)
 	case 155:
-		landInt16AVX512(dst, srcs, k, n)
+		landInt8AVX512(dst, srcs, k, n)
 	case 156:
-		landInt16AVX512NT(dst, srcs, k, n)
+		landInt8AVX512NT(dst, srcs, k, n)
 	case 157:
-		lorInt16AVX512(dst, srcs, k, n)
+		lorInt8AVX512(dst, srcs, k, n)
 	case 158:
-		lorInt16AVX512NT(dst, srcs, k, n)
+		lorInt8AVX512NT(dst, srcs, k, n)
 	case 159:
-		landInt32AVX512(dst, srcs, k, n)
+		landInt16AVX512(dst, srcs, k, n)
 	case 160:
-		landInt32AVX512NT(dst, srcs, k, n)
+		landInt16AVX512NT(dst, srcs, k, n)
 	case 161:
-		lorInt32AVX512(dst, srcs, k, n)
+		lorInt16AVX512(dst, srcs, k, n)
 	case 162:
-		lorInt32AVX512NT(dst, srcs, k, n)
+		lorInt16AVX512NT(dst, srcs, k, n)
 	case 163:
-		landInt64AVX512(dst, srcs, k, n)
+		landInt32AVX512(dst, srcs, k, n)
 	case 164:
-		landInt64AVX512NT(dst, srcs, k, n)
+		landInt32AVX512NT(dst, srcs, k, n)
 	case 165:
-		lorInt64AVX512(dst, srcs, k, n)
+		lorInt32AVX512(dst, srcs, k, n)
 	case 166:
-		lorInt64AVX512NT(dst, srcs, k, n)
+		lorInt32AVX512NT(dst, srcs, k, n)
 	case 167:
-		bandAVX512(dst, srcs, k, n)
+		landInt64AVX512(dst, srcs, k, n)
 	case 168:
-		bandAVX512NT(dst, srcs, k, n)
+		landInt64AVX512NT(dst, srcs, k, n)
 	case 169:
-		borAVX512(dst, srcs, k, n)
+		lorInt64AVX512(dst, srcs, k, n)
 	case 170:
-		borAVX512NT(dst, srcs, k, n)
+		lorInt64AVX512NT(dst, srcs, k, n)
 	case 171:
-		bxorAVX512(dst, srcs, k, n)
+		bandAVX512(dst, srcs, k, n)
 	case 172:
-		bxorAVX512NT(dst, srcs, k, n)
+		bandAVX512NT(dst, srcs, k, n)
 	case 173:
-		sumFloat32AVX512(dst, srcs, k, n)
+		borAVX512(dst, srcs, k, n)
 	case 174:
-		sumFloat32AVX512NT(dst, srcs, k, n)
+		borAVX512NT(dst, srcs, k, n)
 	case 175:
-		sumFloat64AVX512(dst, srcs, k, n)
+		bxorAVX512(dst, srcs, k, n)
 	case 176:
-		sumFloat64AVX512NT(dst, srcs, k, n)
+		bxorAVX512NT(dst, srcs, k, n)
 	case 177:
-		prodFloat32AVX512(dst, srcs, k, n)
+		sumFloat32AVX512(dst, srcs, k, n)
 	case 178:
-		prodFloat32AVX512NT(dst, srcs, k, n)
+		sumFloat32AVX512NT(dst, srcs, k, n)
 	case 179:
-		prodFloat64AVX512(dst, srcs, k, n)
+		sumFloat64AVX512(dst, srcs, k, n)
 	case 180:
-		prodFloat64AVX512NT(dst, srcs, k, n)
+		sumFloat64AVX512NT(dst, srcs, k, n)
 	case 181:
-		minFloat32AVX512(dst, srcs, k, n)
+		prodFloat32AVX512(dst, srcs, k, n)
 	case 182:
-		minFloat32AVX512NT(dst, srcs, k, n)
+		prodFloat32AVX512NT(dst, srcs, k, n)
 	case 183:
-		maxFloat32AVX512(dst, srcs, k, n)
+		prodFloat64AVX512(dst, srcs, k, n)
 	case 184:
-		maxFloat32AVX512NT(dst, srcs, k, n)
+		prodFloat64AVX512NT(dst, srcs, k, n)
 	case 185:
-		minFloat64AVX512(dst, srcs, k, n)
+		prodComplex64AVX512(dst, srcs, k, n)
 	case 186:
-		minFloat64AVX512NT(dst, srcs, k, n)
+		prodComplex64AVX512NT(dst, srcs, k, n)
 	case 187:
-		maxFloat64AVX512(dst, srcs, k, n)
+		prodComplex128AVX512(dst, srcs, k, n)
 	case 188:
-		maxFloat64AVX512NT(dst, srcs, k, n)
+		prodComplex128AVX512NT(dst, srcs, k, n)
 	case 189:
-		sumBFloat16AVX512(dst, srcs, k, n)
+		minFloat32AVX512(dst, srcs, k, n)
+	case 190:
+		minFloat32AVX512NT(dst, srcs, k, n)
 	case 191:
-		prodBFloat16AVX512(dst, srcs, k, n)
+		maxFloat32AVX512(dst, srcs, k, n)
+	case 192:
+		maxFloat32AVX512NT(dst, srcs, k, n)
 	case 193:
-		minBFloat16AVX512(dst, srcs, k, n)
+		minFloat64AVX512(dst, srcs, k, n)
+	case 194:
+		minFloat64AVX512NT(dst, srcs, k, n)
 	case 195:
-		maxBFloat16AVX512(dst, srcs, k, n)
+		maxFloat64AVX512(dst, srcs, k, n)
+	case 196:
+		maxFloat64AVX512NT(dst, srcs, k, n)
 	case 197:
-		sumFloat16AVX512(dst, srcs, k, n)
+		sumBFloat16AVX512(dst, srcs, k, n)
 	case 199:
-		prodFloat16AVX512(dst, srcs, k, n)
+		prodBFloat16AVX512(dst, srcs, k, n)
 	case 201:
-		minFloat16AVX512(dst, srcs, k, n)
+		minBFloat16AVX512(dst, srcs, k, n)
 	case 203:
-		maxFloat16AVX512(dst, srcs, k, n)
+		maxBFloat16AVX512(dst, srcs, k, n)
 	case 205:
-		minlocFloat32Int32AVX512(dst, srcs, k, n)
-	case 206:
-		minlocFloat32Int32AVX512NT(dst, srcs, k, n)
+		sumFloat16AVX512(dst, srcs, k, n)
 	case 207:
-		maxlocFloat32Int32AVX512(dst, srcs, k, n)
-	case 208:
-		maxlocFloat32Int32AVX512NT(dst, srcs, k, n)
+		prodFloat16AVX512(dst, srcs, k, n)
 	case 209:
-		minlocInt32Int32AVX512(dst, srcs, k, n)
-	case 210:
-		minlocInt32Int32AVX512NT(dst, srcs, k, n)
+		minFloat16AVX512(dst, srcs, k, n)
 	case 211:
-		maxlocInt32Int32AVX512(dst, srcs, k, n)
-	case 212:
-		maxlocInt32Int32AVX512NT(dst, srcs, k, n)
+		maxFloat16AVX512(dst, srcs, k, n)
 	case 213:
-		minlocFloat64Int32AVX512(dst, srcs, k, n)
+		minlocFloat32Int32AVX512(dst, srcs, k, n)
 	case 214:
-		minlocFloat64Int32AVX512NT(dst, srcs, k, n)
+		minlocFloat32Int32AVX512NT(dst, srcs, k, n)
 	case 215:
-		maxlocFloat64Int32AVX512(dst, srcs, k, n)
+		maxlocFloat32Int32AVX512(dst, srcs, k, n)
 	case 216:
-		maxlocFloat64Int32AVX512NT(dst, srcs, k, n)
+		maxlocFloat32Int32AVX512NT(dst, srcs, k, n)
 	case 217:
-		minlocInt64Int32AVX512(dst, srcs, k, n)
+		minlocInt32Int32AVX512(dst, srcs, k, n)
 	case 218:
-		minlocInt64Int32AVX512NT(dst, srcs, k, n)
+		minlocInt32Int32AVX512NT(dst, srcs, k, n)
 	case 219:
-		maxlocInt64Int32AVX512(dst, srcs, k, n)
+		maxlocInt32Int32AVX512(dst, srcs, k, n)
 	case 220:
-		maxlocInt64Int32AVX512NT(dst, srcs, k, n)
+		maxlocInt32Int32AVX512NT(dst, srcs, k, n)
 	case 221:
-		minlocInt64Int64AVX512(dst, srcs, k, n)
+		minlocFloat64Int32AVX512(dst, srcs, k, n)
 	case 222:
-		minlocInt64Int64AVX512NT(dst, srcs, k, n)
+		minlocFloat64Int32AVX512NT(dst, srcs, k, n)
 	case 223:
-		maxlocInt64Int64AVX512(dst, srcs, k, n)
+		maxlocFloat64Int32AVX512(dst, srcs, k, n)
 	case 224:
+		maxlocFloat64Int32AVX512NT(dst, srcs, k, n)
+	case 225:
+		minlocInt64Int32AVX512(dst, srcs, k, n)
+	case 226:
+		minlocInt64Int32AVX512NT(dst, srcs, k, n)
+	case 227:
+		maxlocInt64Int32AVX512(dst, srcs, k, n)
+	case 228:
+		maxlocInt64Int32AVX512NT(dst, srcs, k, n)
+	case 229:
+		minlocInt64Int64AVX512(dst, srcs, k, n)
+	case 230:
+		minlocInt64Int64AVX512NT(dst, srcs, k, n)
+	case 231:
+		maxlocInt64Int64AVX512(dst, srcs, k, n)
+	case 232:
 		maxlocInt64Int64AVX512NT(dst, srcs, k, n)
 	default:
 		panic("simd: unknown vector kernel")

@@ -5707,6 +5707,424 @@ prodFloat64AVX2NT_done:
 	VZEROUPPER
 	RET
 
+// func prodComplex64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX
+TEXT ·prodComplex64AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodComplex64AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodComplex64AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+prodComplex64AVX2_srcU:
+	CMPQ      R8, DX
+	JAE       prodComplex64AVX2_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y4
+	VMOVSLDUP Y4, Y5
+	VMOVSHDUP Y4, Y4
+	VPERMILPS $0xb1, Y0, Y6
+	VMULPS    Y5, Y0, Y0
+	VMULPS    Y4, Y6, Y4
+	VSUBPS    Y4, Y0, Y5
+	VADDPS    Y0, Y4, Y4
+	VBLENDPS  $0xaa, Y4, Y5, Y0
+	VMOVDQU   32(DI)(SI*1), Y4
+	VMOVSLDUP Y4, Y5
+	VMOVSHDUP Y4, Y4
+	VPERMILPS $0xb1, Y1, Y6
+	VMULPS    Y5, Y1, Y1
+	VMULPS    Y4, Y6, Y4
+	VSUBPS    Y4, Y1, Y5
+	VADDPS    Y1, Y4, Y4
+	VBLENDPS  $0xaa, Y4, Y5, Y1
+	VMOVDQU   64(DI)(SI*1), Y4
+	VMOVSLDUP Y4, Y5
+	VMOVSHDUP Y4, Y4
+	VPERMILPS $0xb1, Y2, Y6
+	VMULPS    Y5, Y2, Y2
+	VMULPS    Y4, Y6, Y4
+	VSUBPS    Y4, Y2, Y5
+	VADDPS    Y2, Y4, Y4
+	VBLENDPS  $0xaa, Y4, Y5, Y2
+	VMOVDQU   96(DI)(SI*1), Y4
+	VMOVSLDUP Y4, Y5
+	VMOVSHDUP Y4, Y4
+	VPERMILPS $0xb1, Y3, Y6
+	VMULPS    Y5, Y3, Y3
+	VMULPS    Y4, Y6, Y4
+	VSUBPS    Y4, Y3, Y5
+	VADDPS    Y3, Y4, Y4
+	VBLENDPS  $0xaa, Y4, Y5, Y3
+	INCQ      R8
+	JMP       prodComplex64AVX2_srcU
+
+prodComplex64AVX2_storeU:
+	VMOVDQU Y0, (AX)(SI*1)
+	VMOVDQU Y1, 32(AX)(SI*1)
+	VMOVDQU Y2, 64(AX)(SI*1)
+	VMOVDQU Y3, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     prodComplex64AVX2_blocks
+
+prodComplex64AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodComplex64AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+prodComplex64AVX2_src1:
+	CMPQ      R8, DX
+	JAE       prodComplex64AVX2_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y1
+	VMOVSLDUP Y1, Y2
+	VMOVSHDUP Y1, Y1
+	VPERMILPS $0xb1, Y0, Y3
+	VMULPS    Y2, Y0, Y0
+	VMULPS    Y1, Y3, Y1
+	VSUBPS    Y1, Y0, Y2
+	VADDPS    Y0, Y1, Y1
+	VBLENDPS  $0xaa, Y1, Y2, Y0
+	INCQ      R8
+	JMP       prodComplex64AVX2_src1
+
+prodComplex64AVX2_store1:
+	VMOVDQU Y0, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     prodComplex64AVX2_vectors
+
+prodComplex64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func prodComplex64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, MMX+
+TEXT ·prodComplex64AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodComplex64AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodComplex64AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+prodComplex64AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       prodComplex64AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y4
+	VMOVSLDUP Y4, Y5
+	VMOVSHDUP Y4, Y4
+	VPERMILPS $0xb1, Y0, Y6
+	VMULPS    Y5, Y0, Y0
+	VMULPS    Y4, Y6, Y4
+	VSUBPS    Y4, Y0, Y5
+	VADDPS    Y0, Y4, Y4
+	VBLENDPS  $0xaa, Y4, Y5, Y0
+	VMOVDQU   32(DI)(SI*1), Y4
+	VMOVSLDUP Y4, Y5
+	VMOVSHDUP Y4, Y4
+	VPERMILPS $0xb1, Y1, Y6
+	VMULPS    Y5, Y1, Y1
+	VMULPS    Y4, Y6, Y4
+	VSUBPS    Y4, Y1, Y5
+	VADDPS    Y1, Y4, Y4
+	VBLENDPS  $0xaa, Y4, Y5, Y1
+	VMOVDQU   64(DI)(SI*1), Y4
+	VMOVSLDUP Y4, Y5
+	VMOVSHDUP Y4, Y4
+	VPERMILPS $0xb1, Y2, Y6
+	VMULPS    Y5, Y2, Y2
+	VMULPS    Y4, Y6, Y4
+	VSUBPS    Y4, Y2, Y5
+	VADDPS    Y2, Y4, Y4
+	VBLENDPS  $0xaa, Y4, Y5, Y2
+	VMOVDQU   96(DI)(SI*1), Y4
+	VMOVSLDUP Y4, Y5
+	VMOVSHDUP Y4, Y4
+	VPERMILPS $0xb1, Y3, Y6
+	VMULPS    Y5, Y3, Y3
+	VMULPS    Y4, Y6, Y4
+	VSUBPS    Y4, Y3, Y5
+	VADDPS    Y3, Y4, Y4
+	VBLENDPS  $0xaa, Y4, Y5, Y3
+	INCQ      R8
+	JMP       prodComplex64AVX2NT_srcU
+
+prodComplex64AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      prodComplex64AVX2NT_blocks
+
+prodComplex64AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodComplex64AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+prodComplex64AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       prodComplex64AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y1
+	VMOVSLDUP Y1, Y2
+	VMOVSHDUP Y1, Y1
+	VPERMILPS $0xb1, Y0, Y3
+	VMULPS    Y2, Y0, Y0
+	VMULPS    Y1, Y3, Y1
+	VSUBPS    Y1, Y0, Y2
+	VADDPS    Y0, Y1, Y1
+	VBLENDPS  $0xaa, Y1, Y2, Y0
+	INCQ      R8
+	JMP       prodComplex64AVX2NT_src1
+
+prodComplex64AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      prodComplex64AVX2NT_vectors
+
+prodComplex64AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func prodComplex128AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX
+TEXT ·prodComplex128AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodComplex128AVX2_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodComplex128AVX2_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+prodComplex128AVX2_srcU:
+	CMPQ      R8, DX
+	JAE       prodComplex128AVX2_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y4
+	VMOVDDUP  Y4, Y5
+	VPERMILPD $0xff, Y4, Y4
+	VPERMILPD $0x55, Y0, Y6
+	VMULPD    Y5, Y0, Y0
+	VMULPD    Y4, Y6, Y4
+	VSUBPD    Y4, Y0, Y5
+	VADDPD    Y0, Y4, Y4
+	VBLENDPD  $0x0a, Y4, Y5, Y0
+	VMOVDQU   32(DI)(SI*1), Y4
+	VMOVDDUP  Y4, Y5
+	VPERMILPD $0xff, Y4, Y4
+	VPERMILPD $0x55, Y1, Y6
+	VMULPD    Y5, Y1, Y1
+	VMULPD    Y4, Y6, Y4
+	VSUBPD    Y4, Y1, Y5
+	VADDPD    Y1, Y4, Y4
+	VBLENDPD  $0x0a, Y4, Y5, Y1
+	VMOVDQU   64(DI)(SI*1), Y4
+	VMOVDDUP  Y4, Y5
+	VPERMILPD $0xff, Y4, Y4
+	VPERMILPD $0x55, Y2, Y6
+	VMULPD    Y5, Y2, Y2
+	VMULPD    Y4, Y6, Y4
+	VSUBPD    Y4, Y2, Y5
+	VADDPD    Y2, Y4, Y4
+	VBLENDPD  $0x0a, Y4, Y5, Y2
+	VMOVDQU   96(DI)(SI*1), Y4
+	VMOVDDUP  Y4, Y5
+	VPERMILPD $0xff, Y4, Y4
+	VPERMILPD $0x55, Y3, Y6
+	VMULPD    Y5, Y3, Y3
+	VMULPD    Y4, Y6, Y4
+	VSUBPD    Y4, Y3, Y5
+	VADDPD    Y3, Y4, Y4
+	VBLENDPD  $0x0a, Y4, Y5, Y3
+	INCQ      R8
+	JMP       prodComplex128AVX2_srcU
+
+prodComplex128AVX2_storeU:
+	VMOVDQU Y0, (AX)(SI*1)
+	VMOVDQU Y1, 32(AX)(SI*1)
+	VMOVDQU Y2, 64(AX)(SI*1)
+	VMOVDQU Y3, 96(AX)(SI*1)
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x00000080, BX
+	JMP     prodComplex128AVX2_blocks
+
+prodComplex128AVX2_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodComplex128AVX2_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+prodComplex128AVX2_src1:
+	CMPQ      R8, DX
+	JAE       prodComplex128AVX2_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y1
+	VMOVDDUP  Y1, Y2
+	VPERMILPD $0xff, Y1, Y1
+	VPERMILPD $0x55, Y0, Y3
+	VMULPD    Y2, Y0, Y0
+	VMULPD    Y1, Y3, Y1
+	VSUBPD    Y1, Y0, Y2
+	VADDPD    Y0, Y1, Y1
+	VBLENDPD  $0x0a, Y1, Y2, Y0
+	INCQ      R8
+	JMP       prodComplex128AVX2_src1
+
+prodComplex128AVX2_store1:
+	VMOVDQU Y0, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x00000020, BX
+	JMP     prodComplex128AVX2_vectors
+
+prodComplex128AVX2_done:
+	VZEROUPPER
+	RET
+
+// func prodComplex128AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, MMX+
+TEXT ·prodComplex128AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+
+prodComplex128AVX2NT_blocks:
+	CMPQ    BX, $0x00000080
+	JB      prodComplex128AVX2NT_vectors
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	VMOVDQU 32(DI)(SI*1), Y1
+	VMOVDQU 64(DI)(SI*1), Y2
+	VMOVDQU 96(DI)(SI*1), Y3
+	MOVQ    $0x0000000000000001, R8
+
+prodComplex128AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       prodComplex128AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y4
+	VMOVDDUP  Y4, Y5
+	VPERMILPD $0xff, Y4, Y4
+	VPERMILPD $0x55, Y0, Y6
+	VMULPD    Y5, Y0, Y0
+	VMULPD    Y4, Y6, Y4
+	VSUBPD    Y4, Y0, Y5
+	VADDPD    Y0, Y4, Y4
+	VBLENDPD  $0x0a, Y4, Y5, Y0
+	VMOVDQU   32(DI)(SI*1), Y4
+	VMOVDDUP  Y4, Y5
+	VPERMILPD $0xff, Y4, Y4
+	VPERMILPD $0x55, Y1, Y6
+	VMULPD    Y5, Y1, Y1
+	VMULPD    Y4, Y6, Y4
+	VSUBPD    Y4, Y1, Y5
+	VADDPD    Y1, Y4, Y4
+	VBLENDPD  $0x0a, Y4, Y5, Y1
+	VMOVDQU   64(DI)(SI*1), Y4
+	VMOVDDUP  Y4, Y5
+	VPERMILPD $0xff, Y4, Y4
+	VPERMILPD $0x55, Y2, Y6
+	VMULPD    Y5, Y2, Y2
+	VMULPD    Y4, Y6, Y4
+	VSUBPD    Y4, Y2, Y5
+	VADDPD    Y2, Y4, Y4
+	VBLENDPD  $0x0a, Y4, Y5, Y2
+	VMOVDQU   96(DI)(SI*1), Y4
+	VMOVDDUP  Y4, Y5
+	VPERMILPD $0xff, Y4, Y4
+	VPERMILPD $0x55, Y3, Y6
+	VMULPD    Y5, Y3, Y3
+	VMULPD    Y4, Y6, Y4
+	VSUBPD    Y4, Y3, Y5
+	VADDPD    Y3, Y4, Y4
+	VBLENDPD  $0x0a, Y4, Y5, Y3
+	INCQ      R8
+	JMP       prodComplex128AVX2NT_srcU
+
+prodComplex128AVX2NT_storeU:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	VMOVNTDQ Y1, 32(AX)(SI*1)
+	VMOVNTDQ Y2, 64(AX)(SI*1)
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      prodComplex128AVX2NT_blocks
+
+prodComplex128AVX2NT_vectors:
+	CMPQ    BX, $0x00000020
+	JB      prodComplex128AVX2NT_done
+	MOVQ    (CX), DI
+	VMOVDQU (DI)(SI*1), Y0
+	MOVQ    $0x0000000000000001, R8
+
+prodComplex128AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       prodComplex128AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU   (DI)(SI*1), Y1
+	VMOVDDUP  Y1, Y2
+	VPERMILPD $0xff, Y1, Y1
+	VPERMILPD $0x55, Y0, Y3
+	VMULPD    Y2, Y0, Y0
+	VMULPD    Y1, Y3, Y1
+	VSUBPD    Y1, Y0, Y2
+	VADDPD    Y0, Y1, Y1
+	VBLENDPD  $0x0a, Y1, Y2, Y0
+	INCQ      R8
+	JMP       prodComplex128AVX2NT_src1
+
+prodComplex128AVX2NT_store1:
+	VMOVNTDQ Y0, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      prodComplex128AVX2NT_vectors
+
+prodComplex128AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func minFloat32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2
 TEXT ·minFloat32AVX2(SB), NOSPLIT, $0-32
@@ -12982,6 +13400,412 @@ prodFloat64AVX512NT_store1:
 	JMP      prodFloat64AVX512NT_vectors
 
 prodFloat64AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func prodComplex64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F
+TEXT ·prodComplex64AVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x0000aaaa, DI
+	KMOVW DI, K1
+
+prodComplex64AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodComplex64AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodComplex64AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       prodComplex64AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VMOVSLDUP Z4, Z5
+	VMOVSHDUP Z4, Z4
+	VPERMILPS $0xb1, Z0, Z6
+	VMULPS    Z5, Z0, Z5
+	VMULPS    Z4, Z6, Z4
+	VSUBPS    Z4, Z5, Z0
+	VADDPS    Z5, Z4, K1, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VMOVSLDUP Z4, Z5
+	VMOVSHDUP Z4, Z4
+	VPERMILPS $0xb1, Z1, Z6
+	VMULPS    Z5, Z1, Z5
+	VMULPS    Z4, Z6, Z4
+	VSUBPS    Z4, Z5, Z1
+	VADDPS    Z5, Z4, K1, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VMOVSLDUP Z4, Z5
+	VMOVSHDUP Z4, Z4
+	VPERMILPS $0xb1, Z2, Z6
+	VMULPS    Z5, Z2, Z5
+	VMULPS    Z4, Z6, Z4
+	VSUBPS    Z4, Z5, Z2
+	VADDPS    Z5, Z4, K1, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VMOVSLDUP Z4, Z5
+	VMOVSHDUP Z4, Z4
+	VPERMILPS $0xb1, Z3, Z6
+	VMULPS    Z5, Z3, Z5
+	VMULPS    Z4, Z6, Z4
+	VSUBPS    Z4, Z5, Z3
+	VADDPS    Z5, Z4, K1, Z3
+	INCQ      R8
+	JMP       prodComplex64AVX512_srcU
+
+prodComplex64AVX512_storeU:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	VMOVDQU64 Z1, 64(AX)(SI*1)
+	VMOVDQU64 Z2, 128(AX)(SI*1)
+	VMOVDQU64 Z3, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       prodComplex64AVX512_blocks
+
+prodComplex64AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodComplex64AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+prodComplex64AVX512_src1:
+	CMPQ      R8, DX
+	JAE       prodComplex64AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVSLDUP Z1, Z2
+	VMOVSHDUP Z1, Z1
+	VPERMILPS $0xb1, Z0, Z3
+	VMULPS    Z2, Z0, Z2
+	VMULPS    Z1, Z3, Z1
+	VSUBPS    Z1, Z2, Z0
+	VADDPS    Z2, Z1, K1, Z0
+	INCQ      R8
+	JMP       prodComplex64AVX512_src1
+
+prodComplex64AVX512_store1:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       prodComplex64AVX512_vectors
+
+prodComplex64AVX512_done:
+	VZEROUPPER
+	RET
+
+// func prodComplex64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·prodComplex64AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x0000aaaa, DI
+	KMOVW DI, K1
+
+prodComplex64AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodComplex64AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodComplex64AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       prodComplex64AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VMOVSLDUP Z4, Z5
+	VMOVSHDUP Z4, Z4
+	VPERMILPS $0xb1, Z0, Z6
+	VMULPS    Z5, Z0, Z5
+	VMULPS    Z4, Z6, Z4
+	VSUBPS    Z4, Z5, Z0
+	VADDPS    Z5, Z4, K1, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VMOVSLDUP Z4, Z5
+	VMOVSHDUP Z4, Z4
+	VPERMILPS $0xb1, Z1, Z6
+	VMULPS    Z5, Z1, Z5
+	VMULPS    Z4, Z6, Z4
+	VSUBPS    Z4, Z5, Z1
+	VADDPS    Z5, Z4, K1, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VMOVSLDUP Z4, Z5
+	VMOVSHDUP Z4, Z4
+	VPERMILPS $0xb1, Z2, Z6
+	VMULPS    Z5, Z2, Z5
+	VMULPS    Z4, Z6, Z4
+	VSUBPS    Z4, Z5, Z2
+	VADDPS    Z5, Z4, K1, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VMOVSLDUP Z4, Z5
+	VMOVSHDUP Z4, Z4
+	VPERMILPS $0xb1, Z3, Z6
+	VMULPS    Z5, Z3, Z5
+	VMULPS    Z4, Z6, Z4
+	VSUBPS    Z4, Z5, Z3
+	VADDPS    Z5, Z4, K1, Z3
+	INCQ      R8
+	JMP       prodComplex64AVX512NT_srcU
+
+prodComplex64AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      prodComplex64AVX512NT_blocks
+
+prodComplex64AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodComplex64AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+prodComplex64AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       prodComplex64AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVSLDUP Z1, Z2
+	VMOVSHDUP Z1, Z1
+	VPERMILPS $0xb1, Z0, Z3
+	VMULPS    Z2, Z0, Z2
+	VMULPS    Z1, Z3, Z1
+	VSUBPS    Z1, Z2, Z0
+	VADDPS    Z2, Z1, K1, Z0
+	INCQ      R8
+	JMP       prodComplex64AVX512NT_src1
+
+prodComplex64AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      prodComplex64AVX512NT_vectors
+
+prodComplex64AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func prodComplex128AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F
+TEXT ·prodComplex128AVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x000000aa, DI
+	KMOVW DI, K1
+
+prodComplex128AVX512_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodComplex128AVX512_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodComplex128AVX512_srcU:
+	CMPQ      R8, DX
+	JAE       prodComplex128AVX512_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VMOVDDUP  Z4, Z5
+	VPERMILPD $0xff, Z4, Z4
+	VPERMILPD $0x55, Z0, Z6
+	VMULPD    Z5, Z0, Z5
+	VMULPD    Z4, Z6, Z4
+	VSUBPD    Z4, Z5, Z0
+	VADDPD    Z5, Z4, K1, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VMOVDDUP  Z4, Z5
+	VPERMILPD $0xff, Z4, Z4
+	VPERMILPD $0x55, Z1, Z6
+	VMULPD    Z5, Z1, Z5
+	VMULPD    Z4, Z6, Z4
+	VSUBPD    Z4, Z5, Z1
+	VADDPD    Z5, Z4, K1, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VMOVDDUP  Z4, Z5
+	VPERMILPD $0xff, Z4, Z4
+	VPERMILPD $0x55, Z2, Z6
+	VMULPD    Z5, Z2, Z5
+	VMULPD    Z4, Z6, Z4
+	VSUBPD    Z4, Z5, Z2
+	VADDPD    Z5, Z4, K1, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VMOVDDUP  Z4, Z5
+	VPERMILPD $0xff, Z4, Z4
+	VPERMILPD $0x55, Z3, Z6
+	VMULPD    Z5, Z3, Z5
+	VMULPD    Z4, Z6, Z4
+	VSUBPD    Z4, Z5, Z3
+	VADDPD    Z5, Z4, K1, Z3
+	INCQ      R8
+	JMP       prodComplex128AVX512_srcU
+
+prodComplex128AVX512_storeU:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	VMOVDQU64 Z1, 64(AX)(SI*1)
+	VMOVDQU64 Z2, 128(AX)(SI*1)
+	VMOVDQU64 Z3, 192(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       prodComplex128AVX512_blocks
+
+prodComplex128AVX512_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodComplex128AVX512_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+prodComplex128AVX512_src1:
+	CMPQ      R8, DX
+	JAE       prodComplex128AVX512_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDDUP  Z1, Z2
+	VPERMILPD $0xff, Z1, Z1
+	VPERMILPD $0x55, Z0, Z3
+	VMULPD    Z2, Z0, Z2
+	VMULPD    Z1, Z3, Z1
+	VSUBPD    Z1, Z2, Z0
+	VADDPD    Z2, Z1, K1, Z0
+	INCQ      R8
+	JMP       prodComplex128AVX512_src1
+
+prodComplex128AVX512_store1:
+	VMOVDQU64 Z0, (AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       prodComplex128AVX512_vectors
+
+prodComplex128AVX512_done:
+	VZEROUPPER
+	RET
+
+// func prodComplex128AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·prodComplex128AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  srcs+8(FP), CX
+	MOVQ  k+16(FP), DX
+	MOVQ  n+24(FP), BX
+	XORQ  SI, SI
+	MOVL  $0x000000aa, DI
+	KMOVW DI, K1
+
+prodComplex128AVX512NT_blocks:
+	CMPQ      BX, $0x00000100
+	JB        prodComplex128AVX512NT_vectors
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	VMOVDQU64 64(DI)(SI*1), Z1
+	VMOVDQU64 128(DI)(SI*1), Z2
+	VMOVDQU64 192(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodComplex128AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       prodComplex128AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z4
+	VMOVDDUP  Z4, Z5
+	VPERMILPD $0xff, Z4, Z4
+	VPERMILPD $0x55, Z0, Z6
+	VMULPD    Z5, Z0, Z5
+	VMULPD    Z4, Z6, Z4
+	VSUBPD    Z4, Z5, Z0
+	VADDPD    Z5, Z4, K1, Z0
+	VMOVDQU64 64(DI)(SI*1), Z4
+	VMOVDDUP  Z4, Z5
+	VPERMILPD $0xff, Z4, Z4
+	VPERMILPD $0x55, Z1, Z6
+	VMULPD    Z5, Z1, Z5
+	VMULPD    Z4, Z6, Z4
+	VSUBPD    Z4, Z5, Z1
+	VADDPD    Z5, Z4, K1, Z1
+	VMOVDQU64 128(DI)(SI*1), Z4
+	VMOVDDUP  Z4, Z5
+	VPERMILPD $0xff, Z4, Z4
+	VPERMILPD $0x55, Z2, Z6
+	VMULPD    Z5, Z2, Z5
+	VMULPD    Z4, Z6, Z4
+	VSUBPD    Z4, Z5, Z2
+	VADDPD    Z5, Z4, K1, Z2
+	VMOVDQU64 192(DI)(SI*1), Z4
+	VMOVDDUP  Z4, Z5
+	VPERMILPD $0xff, Z4, Z4
+	VPERMILPD $0x55, Z3, Z6
+	VMULPD    Z5, Z3, Z5
+	VMULPD    Z4, Z6, Z4
+	VSUBPD    Z4, Z5, Z3
+	VADDPD    Z5, Z4, K1, Z3
+	INCQ      R8
+	JMP       prodComplex128AVX512NT_srcU
+
+prodComplex128AVX512NT_storeU:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	VMOVNTDQ Z1, 64(AX)(SI*1)
+	VMOVNTDQ Z2, 128(AX)(SI*1)
+	VMOVNTDQ Z3, 192(AX)(SI*1)
+	ADDQ     $0x00000100, SI
+	SUBQ     $0x00000100, BX
+	JMP      prodComplex128AVX512NT_blocks
+
+prodComplex128AVX512NT_vectors:
+	CMPQ      BX, $0x00000040
+	JB        prodComplex128AVX512NT_done
+	MOVQ      (CX), DI
+	VMOVDQU64 (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+prodComplex128AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       prodComplex128AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VMOVDQU64 (DI)(SI*1), Z1
+	VMOVDDUP  Z1, Z2
+	VPERMILPD $0xff, Z1, Z1
+	VPERMILPD $0x55, Z0, Z3
+	VMULPD    Z2, Z0, Z2
+	VMULPD    Z1, Z3, Z1
+	VSUBPD    Z1, Z2, Z0
+	VADDPD    Z2, Z1, K1, Z0
+	INCQ      R8
+	JMP       prodComplex128AVX512NT_src1
+
+prodComplex128AVX512NT_store1:
+	VMOVNTDQ Z0, (AX)(SI*1)
+	ADDQ     $0x00000040, SI
+	SUBQ     $0x00000040, BX
+	JMP      prodComplex128AVX512NT_vectors
+
+prodComplex128AVX512NT_done:
 	SFENCE
 	VZEROUPPER
 	RET

@@ -394,6 +394,26 @@ func prodFloat64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 //go:noescape
 func prodFloat64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
+// prodComplex64AVX2 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Complex64] (n a multiple of 32).
+//
+//go:noescape
+func prodComplex64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func prodComplex64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// prodComplex128AVX2 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Complex128] (n a multiple of 32).
+//
+//go:noescape
+func prodComplex128AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func prodComplex128AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minFloat32AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Float32] (n a multiple of 32).
 //
 //go:noescape
@@ -863,6 +883,26 @@ func prodFloat64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 //
 //go:noescape
 func prodFloat64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// prodComplex64AVX512 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Complex64] (n a multiple of 64).
+//
+//go:noescape
+func prodComplex64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func prodComplex64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// prodComplex128AVX512 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Complex128] (n a multiple of 64).
+//
+//go:noescape
+func prodComplex128AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func prodComplex128AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minFloat32AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Float32] (n a multiple of 64).
 //

@@ -464,11 +464,68 @@ func pairKernels() {
 	}
 }
 
+// complexProd generates complex64/complex128 products with the pure-Go loop's order:
+// re = ar·br − ai·bi, im = ar·bi + ai·br (first operands first, for the NaN rule).
+func complexProd(is isa, c128 bool) {
+	var kOdd OpmaskVirtual
+	name, t := "prodComplex64", "Complex64"
+	mul, sub, addp := VMULPS, VSUBPS, VADDPS
+	if c128 {
+		name, t = "prodComplex128", "Complex128"
+		mul, sub, addp = VMULPD, VSUBPD, VADDPD
+	}
+	add(&kernel{name: name + is.name, isa: is, types: []string{t}, op: "Prod",
+		setup: func() {
+			if is.z() {
+				r := GP32()
+				if c128 {
+					MOVL(U32(0xaa), r)
+				} else {
+					MOVL(U32(0xaaaa), r)
+				}
+				kOdd = K()
+				KMOVW(r, kOdd)
+			}
+		},
+		combine: func(acc VecVirtual, xo Op) {
+			x := xo.(VecVirtual)
+			bre, bim, aswap, t1, t2 := is.vec(), is.vec(), is.vec(), is.vec(), is.vec()
+			if c128 {
+				VMOVDDUP(x, bre)
+				VPERMILPD(Imm(0xff), x, bim)
+				VPERMILPD(Imm(0x55), acc, aswap)
+			} else {
+				VMOVSLDUP(x, bre)
+				VMOVSHDUP(x, bim)
+				VPERMILPS(Imm(0xb1), acc, aswap)
+			}
+			mul(bre, acc, t1)   // [ar·br, ai·br]
+			mul(bim, aswap, t2) // [ai·bi, ar·bi]
+			if is.z() {
+				sub(t2, t1, acc)        // ar·br − ai·bi (kept in even lanes)
+				addp(t1, t2, kOdd, acc) // odd lanes: ar·bi + ai·br
+				return
+			}
+			{
+				r := is.vec()
+				sub(t2, t1, r)   // even lanes: ar·br − ai·bi
+				addp(t1, t2, t2) // odd lanes: ar·bi + ai·br
+				if c128 {
+					VBLENDPD(Imm(0xa), t2, r, acc)
+				} else {
+					VBLENDPS(Imm(0xaa), t2, r, acc)
+				}
+			}
+		}})
+}
+
 func floatKernels(is isa) {
 	simple(is, "sumFloat32", []string{"Float32", "Complex64"}, "Sum", VADDPS)
 	simple(is, "sumFloat64", []string{"Float64", "Complex128"}, "Sum", VADDPD)
 	simple(is, "prodFloat32", []string{"Float32"}, "Prod", VMULPS)
 	simple(is, "prodFloat64", []string{"Float64"}, "Prod", VMULPD)
+	complexProd(is, false)
+	complexProd(is, true)
 	for _, f64 := range []bool{false, true} {
 		t, s := "Float32", "Float32"
 		if f64 {
