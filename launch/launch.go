@@ -159,7 +159,8 @@ type Config struct {
 	Topology *numa.Topology
 	// Stdout and Stderr receive the ranks' output, each line prefixed by
 	// "[rank] " unless NoPrefix is set; nil means os.Stdout and os.Stderr.
-	// Lines of different ranks never interleave.
+	// Lines of different ranks never interleave: a partial line is held
+	// until its newline (or 1 MiB, or the end of the rank's output).
 	Stdout, Stderr io.Writer
 	// NoPrefix writes the ranks' output unchanged.
 	NoPrefix bool
