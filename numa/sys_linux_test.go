@@ -62,7 +62,7 @@ func TestDetectHost(t *testing.T) {
 	if !slices.Equal(ids, online) {
 		t.Errorf("CPUs %v, /sys/devices/system/cpu/online lists %v", ids, online)
 	}
-	if len(top.CPUs) != runtime.NumCPU() && len(top.CPUs) < runtime.NumCPU() {
+	if len(top.CPUs) < runtime.NumCPU() { // NumCPU counts the CPUs the process may use
 		t.Errorf("%d CPUs, runtime.NumCPU() = %d", len(top.CPUs), runtime.NumCPU())
 	}
 	allowed, err := AllowedCPUs()
@@ -153,7 +153,7 @@ func TestPinThread(t *testing.T) {
 			t.Errorf("PinThreadSet(%v): %v", allowed, err)
 			return
 		}
-		defer runtime.UnlockOSThread()
+		defer UnpinThread()
 		if got, _ := Affinity(0); !slices.Equal(got, allowed) {
 			t.Errorf("after PinThreadSet(%v): %v", allowed, got)
 		}
@@ -190,7 +190,7 @@ func TestPinThreadFake(t *testing.T) {
 				t.Errorf("rank %d: PinThread(fake cpu %d): %v", rank, cpu, err)
 				return
 			}
-			defer runtime.UnlockOSThread()
+			defer UnpinThread()
 			if got, _ := Affinity(0); !slices.Equal(got, []int{want}) {
 				t.Errorf("rank %d fake cpu %d: affinity %v, want [%d]", rank, cpu, got, want)
 			}
