@@ -5,6 +5,7 @@ package hier
 import (
 	"context"
 	"fmt"
+	"os"
 	"unsafe"
 
 	"github.com/shmcoll/shmcoll/collectives"
@@ -92,11 +93,20 @@ func (c *Comm) blocks(n int) (counts []int, displ int) {
 	return counts, displ
 }
 
-// fail aborts the node's arena after an MPI error, so that the node's other
-// ranks, waiting in shared memory, return too.
-func (c *Comm) fail(coll string, err error) error {
+// finish ends a collective call. On failure it aborts the node's arena, so
+// that the node's other ranks, waiting in shared memory, return too, and
+// then (unless Options.ReturnErrors) the MPI job, as MPI_ERRORS_ARE_FATAL
+// would: ranks of other nodes may be waiting in MPI for this one.
+func (c *Comm) finish(coll string, err error) error {
+	if err == nil {
+		return nil
+	}
 	err = fmt.Errorf("hier: %s on rank %d (node %d): %w", coll, c.world.Rank(), c.nodeIdx, err)
 	c.local.Abort(err)
+	if !c.returnErrors {
+		fmt.Fprintf(os.Stderr, "%v; aborting the MPI job\n", err)
+		c.world.Abort(1)
+	}
 	return err
 }
 
@@ -108,6 +118,10 @@ func sameStart[T simd.Element](a, b []T) bool {
 // every rank. send nil (or send == recv) means in place. The algorithm is
 // [Options].Algorithm, or by size (see the package documentation).
 func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op simd.Op) error {
+	return c.finish("allreduce", allreduce(ctx, c, send, recv, op))
+}
+
+func allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op simd.Op) error {
 	t := simd.TypeOf[T]()
 	if !simd.Supports(t, op) {
 		return fmt.Errorf("hier: allreduce: %v does not apply to %v: %w", op, t, simd.ErrUnsupported)
@@ -143,7 +157,7 @@ func allreduceLeader[T simd.Element](ctx context.Context, c *Comm, send, recv []
 	}
 	if c.node.Rank() == 0 {
 		if err := c.crossReduce(c.lane, simd.AsBytes(recv), t, op); err != nil {
-			return c.fail("allreduce", err)
+			return err
 		}
 	}
 	return collectives.Bcast(ctx, c.local, recv, 0)
@@ -164,7 +178,7 @@ func allreduceMultiLane[T simd.Element](ctx context.Context, c *Comm, send, recv
 	}
 	if me < c.lanes {
 		if err := c.crossReduce(c.lane, simd.AsBytes(block), t, op); err != nil {
-			return c.fail("allreduce", err)
+			return err
 		}
 	}
 	return collectives.Allgatherv(ctx, c.local, nil, recv, counts, nil)

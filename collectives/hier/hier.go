@@ -53,6 +53,11 @@ type Options struct {
 	NodeSizes []int
 	// Algorithm pins the algorithm of every call (Auto: by size).
 	Algorithm Algorithm
+	// ReturnErrors makes a failed collective return its error (after
+	// aborting the node's arena) instead of aborting the MPI job. Ranks of
+	// other nodes may then wait in MPI forever: use it only when the caller
+	// aborts the job itself.
+	ReturnErrors bool
 }
 
 // ErrBadNodeSizes is returned by New when the emulated node sizes do not fit.
@@ -75,10 +80,11 @@ type Comm struct {
 	// contiguous: node j holds world ranks first[j] ... first[j]+nodeSizes[j]-1
 	// in local-rank order (always so for emulated nodes), so node order is
 	// world order.
-	contiguous bool
-	alg        Algorithm
-	scratch    []byte // crossReduce's
-	work       []byte // the collectives' own (see work)
+	contiguous   bool
+	alg          Algorithm
+	returnErrors bool
+	scratch      []byte // crossReduce's
+	work         []byte // the collectives' own (see work)
 }
 
 // place is where a world rank sits in the hierarchy.
@@ -86,7 +92,7 @@ type place struct{ node, local int }
 
 // New forms the hierarchy over parent (collective over parent).
 func New(ctx context.Context, parent mpi.Comm, opt Options) (_ *Comm, err error) {
-	c := &Comm{alg: opt.Algorithm}
+	c := &Comm{alg: opt.Algorithm, returnErrors: opt.ReturnErrors}
 	defer func() {
 		if err != nil {
 			c.free()

@@ -152,22 +152,30 @@ func launch(t *testing.T, in mpi.Installation, np int, env []string, run string)
 	return "\n" + buf.String(), err
 }
 
+// must ends the whole job on an error: the other ranks may be waiting for
+// this one in MPI, so failing only this rank's test would hang them.
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		fmt.Fprintf(os.Stderr, "rank test failed: %v\n", err)
+		mpi.World().Abort(1)
 	}
 }
 
 // newComm forms the hierarchy for a rank test.
 func newComm(t *testing.T, alg Algorithm) *Comm {
+	return newCommOpt(t, Options{Algorithm: alg})
+}
+
+func newCommOpt(t *testing.T, opt Options) *Comm {
 	t.Helper()
 	if !launched {
 		t.Skip("runs inside ranks started by TestMPIRun")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := New(ctx, mpi.World(), Options{Algorithm: alg})
+	c, err := New(ctx, mpi.World(), opt)
 	must(t, err)
 	t.Cleanup(func() { must(t, c.Close()) })
 	return c
@@ -393,7 +401,7 @@ func TestRankBitwise(t *testing.T) {
 }
 
 func TestRankArguments(t *testing.T) {
-	c := newComm(t, Auto)
+	c := newCommOpt(t, Options{ReturnErrors: true})
 	ctx := context.Background()
 	if err := Allreduce(ctx, c, make([]float32, 3), make([]float32, 3), simd.Band); !errors.Is(err, simd.ErrUnsupported) {
 		t.Errorf("band on float32: %v", err)

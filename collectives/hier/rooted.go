@@ -36,6 +36,10 @@ func (c *Comm) checkRoot(coll string, root int) error {
 // or block i by lane i), and a shared-memory broadcast (or allgather of the
 // blocks) on the other nodes.
 func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) error {
+	return c.finish("bcast", bcast(ctx, c, buf, root))
+}
+
+func bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) error {
 	if err := c.checkRoot("bcast", root); err != nil {
 		return err
 	}
@@ -52,7 +56,7 @@ func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) erro
 	case Leader:
 		if c.node.Rank() == 0 && len(buf) > 0 {
 			if err := c.lane.Bcast(simd.AsBytes(buf), mpi.Byte, w.node); err != nil {
-				return c.fail("bcast", err)
+				return err
 			}
 		}
 		if w.node != c.nodeIdx {
@@ -62,7 +66,7 @@ func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) erro
 		counts, d := c.blocks(len(buf))
 		if me := c.node.Rank(); me < c.lanes && counts[me] > 0 {
 			if err := c.lane.Bcast(simd.AsBytes(buf[d:d+counts[me]]), mpi.Byte, w.node); err != nil {
-				return c.fail("bcast", err)
+				return err
 			}
 		}
 		if w.node != c.nodeIdx {
@@ -95,6 +99,10 @@ func (c *Comm) crossReduceTo(block []byte, t simd.Type, op simd.Op, root int) er
 // shared-memory reduce-scatter, MPI_Reduce of block i along lane i to the
 // root's node, gathered there in shared memory.
 func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op simd.Op, root int) error {
+	return c.finish("reduce", reduce(ctx, c, send, recv, op, root))
+}
+
+func reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op simd.Op, root int) error {
 	t := simd.TypeOf[T]()
 	if !simd.Supports(t, op) {
 		return fmt.Errorf("hier: reduce: %v does not apply to %v: %w", op, t, simd.ErrUnsupported)
@@ -119,6 +127,9 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op sim
 	if in == nil {
 		in = recv
 	}
+	if in == nil {
+		in = []T{} // in place with nothing to reduce: still not "no send"
+	}
 	w := c.where[root]
 	onRootNode := w.node == c.nodeIdx
 	cop := collectives.Builtin(op)
@@ -141,7 +152,7 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op sim
 				return err
 			}
 			if err := c.crossReduceTo(simd.AsBytes(acc), t, op, w.node); err != nil {
-				return c.fail("reduce", err)
+				return err
 			}
 		} else if err := collectives.Reduce(ctx, c.local, in, nil, cop, 0); err != nil {
 			return err
@@ -174,7 +185,7 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op sim
 	}
 	if me < c.lanes {
 		if err := c.crossReduceTo(simd.AsBytes(block), t, op, w.node); err != nil {
-			return c.fail("reduce", err)
+			return err
 		}
 	}
 	if !onRootNode {
