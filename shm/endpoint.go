@@ -27,11 +27,24 @@ type Options struct {
 	// NodeOf returns the NUMA node for rank's slot; nil or -1 leaves the
 	// placement to the kernel (first touch).
 	NodeOf func(rank int) int
-	// SpinFor and YieldFor tune waiting: how long a wait spins, then how
-	// long it yields the CPU, before it sleeps on a futex. 0 chooses by
-	// whether ranks outnumber CPUs; a negative value skips the phase.
+	// SpinFor and YieldFor tune waiting: how long a wait spins at most (the
+	// budget adapts below it), then how long it yields the CPU, before it
+	// sleeps on a futex. 0 chooses by whether ranks outnumber CPUs; a
+	// negative value skips the phase.
 	SpinFor, YieldFor time.Duration
+
+	fixedSpin bool // tests: keep the spin budget at SpinFor
 }
+
+// Floors of the adaptive spin budget: a wait always spins this long before
+// it yields. Below about 5µs a preempted or briefly slow peer would send
+// waiters into sched_yield, which on a busy CPU gives the core away for a
+// whole time slice; when ranks outnumber CPUs the poster most likely needs
+// our CPU, and a short spin is the better bet.
+const (
+	minSpin     = 5000 // ns
+	minSpinOver = 500  // ns, ranks outnumber CPUs
+)
 
 func (o Options) timeout() time.Duration {
 	if o.Timeout > 0 {
@@ -67,6 +80,9 @@ type Endpoint struct {
 	joined     bool // this endpoint holds its rank (Close marks it left)
 
 	spinFor, yieldFor time.Duration
+	spinBudget        atomic.Int64 // current spin budget in ns (adaptive, at most spinFor)
+	fixedSpin         bool         // do not adapt (benchmarks compare)
+	minSpin           int64        // floor of spinBudget
 	checkEvery        time.Duration
 	yield             func()
 	peers             *peerSet // process liveness; nil in process mode before rendezvous and in-process
@@ -200,14 +216,23 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer int, w *atomic.Uint64, v u
 		return e.Err()
 	}
 	start := nanotime()
-	// Spin: the cheapest handoff when the poster runs on another core.
-	if e.spinFor > 0 {
+	// Spin: the cheapest handoff when the poster runs on another core. The
+	// budget adapts: it halves after each wait that outlasts it (the poster
+	// is not running: spinning only delays it, as when ranks share a core)
+	// and doubles, up to SpinFor, after a wait that needed more than half.
+	budget := e.spinBudget.Load()
+	if budget > 0 {
 		for i := 1; ; i++ {
 			pause()
 			if w.Load() >= v {
+				if !e.fixedSpin {
+					if t := nanotime() - start; t > budget/2 && budget < int64(e.spinFor) {
+						e.spinBudget.Store(min(2*budget, int64(e.spinFor)))
+					}
+				}
 				return e.doneErr()
 			}
-			if i&255 == 0 {
+			if i&31 == 0 {
 				if aw.Load() != 0 {
 					return e.Err()
 				}
@@ -218,7 +243,10 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer int, w *atomic.Uint64, v u
 					default:
 					}
 				}
-				if nanotime()-start > int64(e.spinFor) {
+				if nanotime()-start > budget {
+					if !e.fixedSpin && budget > e.minSpin {
+						e.spinBudget.Store(max(budget/2, e.minSpin))
+					}
 					break
 				}
 			}
@@ -246,7 +274,7 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer int, w *atomic.Uint64, v u
 	}
 	// Yield: lets a poster that shares our CPU run.
 	if e.yieldFor > 0 {
-		end := start + int64(e.spinFor+e.yieldFor)
+		end := nanotime() + int64(e.yieldFor)
 		for i := 0; ; i++ {
 			e.yield()
 			if w.Load() >= v {
@@ -429,10 +457,16 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	case opt.SpinFor > 0:
 		e.spinFor = opt.SpinFor
 	case over:
-		e.spinFor = time.Microsecond
+		e.spinFor = 2 * time.Microsecond
 	default:
 		e.spinFor = 50 * time.Microsecond
 	}
+	e.spinBudget.Store(int64(e.spinFor))
+	e.minSpin = min(minSpin, int64(e.spinFor))
+	if over {
+		e.minSpin = min(minSpinOver, int64(e.spinFor))
+	}
+	e.fixedSpin = opt.fixedSpin
 	switch {
 	case opt.YieldFor < 0:
 	case opt.YieldFor > 0:

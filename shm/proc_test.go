@@ -54,7 +54,8 @@ func envInt(k string) int {
 func childMain(role string) int {
 	ctx := context.Background()
 	rank, size := envInt(EnvRank), envInt(EnvSize)
-	opt := Options{SlotBytes: envInt("SHMCOLL_TEST_SLOT")}
+	opt := waitOptions()
+	opt.SlotBytes = envInt("SHMCOLL_TEST_SLOT")
 	var e *Endpoint
 	var err error
 	if os.Getenv("SHMCOLL_TEST_ENVJOIN") != "" {
@@ -63,11 +64,13 @@ func childMain(role string) int {
 		e, err = Join(ctx, os.Getenv(EnvArena), rank, size, opt)
 	}
 	if err != nil {
-		fmt.Println("join:", err)
+		fmt.Fprintln(os.Stderr, "join:", err)
 		return 2
 	}
 	defer e.Close()
 	switch role {
+	case "pong", "ringhop":
+		err = benchChild(role, e)
 	case "ring":
 		err = ringExchange(e, envInt("SHMCOLL_TEST_ROUNDS"), envInt("SHMCOLL_TEST_WORDS"))
 	case "stress":
@@ -94,10 +97,12 @@ func childMain(role string) int {
 		err = fmt.Errorf("unknown role %q", role)
 	}
 	if err != nil {
-		fmt.Println(err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println("ok")
+	if !strings.HasPrefix(role, "pong") && role != "ringhop" {
+		fmt.Println("ok")
+	}
 	return 0
 }
 
