@@ -624,7 +624,9 @@ func (k *kernel) store(acc VecVirtual, m Mem, nt bool) {
 	}
 }
 
-const unroll = 4
+// unroll is the number of vectors per step of the k-source loop, unroll2 of the
+// two-source loop.
+const unroll, unroll2 = 4, 8
 
 // generate writes the kernel; with nt, a variant that stores with non-temporal hints
 // (dst aligned to the vector size) and ends with SFENCE, so that a later release store
@@ -679,6 +681,25 @@ func (k *kernel) generate(nt bool) {
 			k.store(accs[i], Mem{Base: dst, Index: off, Scale: 1, Disp: i * ib}, nt)
 		}
 	}
+	// Two sources (Reduce, Reduce3): a loop without the loop over sources, unrolled
+	// further; its remainder goes to the one-vector loop below.
+	CMPQ(kk, Imm(2))
+	JNE(LabelRef(name + "_blocks"))
+	p0, p1 := GP64(), GP64()
+	MOVQ(Mem{Base: srcs}, p0)
+	MOVQ(Mem{Base: srcs, Disp: 8}, p1)
+	Label(name + "_pairs")
+	CMPQ(n, U32(unroll2*ib))
+	JB(LabelRef(name + "_vectors"))
+	for i := range unroll2 {
+		acc := k.load(Mem{Base: p0, Index: off, Scale: 1, Disp: i * ib})
+		k.combine(acc, k.operand(Mem{Base: p1, Index: off, Scale: 1, Disp: i * ib}))
+		k.store(acc, Mem{Base: dst, Index: off, Scale: 1, Disp: i * ib}, nt)
+	}
+	ADDQ(U32(unroll2*ib), off)
+	SUBQ(U32(unroll2*ib), n)
+	JMP(LabelRef(name + "_pairs"))
+
 	Label(name + "_blocks")
 	CMPQ(n, U32(unroll*ib))
 	JB(LabelRef(name + "_vectors"))
