@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -526,5 +527,67 @@ func TestRankReduce(t *testing.T) {
 		reduceType[complex64](t, c, simd.Prod, sizes)
 		reduceType[int64](t, c, simd.Land, sizes)
 		reduceType[float64](t, c, simd.Sum, []int{300007})
+	}
+}
+
+// BenchmarkRankAllreduce sets the hierarchical allreduce (leader and
+// multi-lane) beside the MPI library's own MPI_Allreduce on the same ranks,
+// float64 sum. It runs inside ranks, with a fixed iteration count so that
+// every rank runs the same loops:
+//
+//	go test -c -tags mpi -o hier.test ./collectives/hier
+//	SHMCOLL_NODE_SIZE=2 mpirun -np 4 ./hier.test -test.run '^$' -test.bench Rank -test.benchtime 200x
+//
+// Each iteration is an MPI barrier, then the call; the reported median-us
+// and min-us are those of the slowest rank per iteration (DESIGN.md's
+// method), identical on every rank.
+func BenchmarkRankAllreduce(b *testing.B) {
+	if !launched {
+		b.Skip("runs inside ranks started by mpirun")
+	}
+	ctx := context.Background()
+	comms := map[string]*Comm{}
+	for _, a := range []Algorithm{Leader, MultiLane} {
+		c, err := New(ctx, mpi.World(), Options{Algorithm: a})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		comms[a.String()] = c
+	}
+	for _, bytes := range []int{8, 1 << 10, 64 << 10, 1 << 20, 16 << 20} {
+		n := bytes / 8
+		send, recv := make([]float64, n), make([]float64, n)
+		for i := range send {
+			send[i] = float64(i % 7)
+		}
+		for _, impl := range []string{"mpi", "leader", "multilane"} {
+			b.Run(fmt.Sprintf("impl=%s/bytes=%d/ranks=%d", impl, bytes, mpi.World().Size()), func(b *testing.B) {
+				b.SetBytes(int64(bytes))
+				times := make([]float64, 0, b.N)
+				for b.Loop() {
+					if err := mpi.World().Barrier(); err != nil {
+						b.Fatal(err)
+					}
+					t0 := time.Now()
+					var err error
+					if impl == "mpi" {
+						err = mpi.Allreduce(mpi.World(), send, recv, mpi.Sum)
+					} else {
+						err = Allreduce(ctx, comms[impl], send, recv, simd.Sum)
+					}
+					times = append(times, float64(time.Since(t0).Nanoseconds())/1e3)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := mpi.Allreduce(mpi.World(), nil, times, mpi.Max); err != nil {
+					b.Fatal(err)
+				}
+				slices.Sort(times)
+				b.ReportMetric(times[len(times)/2], "median-us")
+				b.ReportMetric(times[0], "min-us")
+			})
+		}
 	}
 }
