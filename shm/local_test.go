@@ -317,3 +317,41 @@ func TestDescriptorInlineBounds(t *testing.T) {
 		}()
 	}
 }
+
+// TestHotPathAllocs: Post and a satisfied Wait allocate nothing.
+func TestHotPathAllocs(t *testing.T) {
+	eps, err := NewLocal(2, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, eps)
+	ctx := context.Background()
+	k := uint64(0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		k++
+		eps[0].Post(0, k)
+		if err := eps[1].Wait(ctx, 0, 0, k); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per post and wait", allocs)
+	}
+}
+
+func BenchmarkPostWaitSatisfied(b *testing.B) {
+	eps, err := NewLocal(2, Options{SlotBytes: 4096})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	k := uint64(0)
+	for b.Loop() {
+		k++
+		eps[0].Post(0, k)
+		if err := eps[1].Wait(ctx, 0, 0, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

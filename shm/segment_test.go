@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shmcoll/shmcoll/numa"
 	"golang.org/x/sys/unix"
 )
 
@@ -364,4 +365,42 @@ func TestCleanupStale(t *testing.T) {
 	ps[0].cmd.Wait()
 	eps := joinAll(t, name, 2, Options{SlotBytes: 4096})
 	closeAll(t, eps)
+}
+
+// TestNodeOf: a slot placed by Options.NodeOf carries that node's policy,
+// read back from the kernel, on every rank's mapping; a slot without
+// placement keeps the default policy.
+func TestNodeOf(t *testing.T) {
+	host, err := numa.Default()
+	if err != nil || len(host.Nodes) == 0 {
+		t.Skipf("no topology: %v", err)
+	}
+	node := host.Nodes[len(host.Nodes)-1].ID
+	opt := Options{SlotBytes: 1 << 16, NodeOf: func(r int) int {
+		if r == 0 {
+			return node
+		}
+		return -1
+	}}
+	eps := joinAll(t, NewName(), 2, opt)
+	defer closeAll(t, eps)
+	for _, e := range eps {
+		mode, nodes, err := numa.MemoryPolicy(e.Slot(0))
+		if errors.Is(err, numa.ErrNotSupported) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := host.HostNode(node)
+		if mode != numa.Preferred || len(nodes) != 1 || nodes[0] != want {
+			t.Errorf("rank %d sees slot 0 with %v %v, want preferred [%d]", e.Rank(), mode, nodes, want)
+		}
+		if got, err := numa.MemoryNode(e.Slot(0)); err != nil || got != want {
+			t.Errorf("rank %d: slot 0 page on node %d (%v), want %d", e.Rank(), got, err, want)
+		}
+		if mode, _, err := numa.MemoryPolicy(e.Slot(1)); err != nil || mode != numa.DefaultMode {
+			t.Errorf("rank %d: slot 1 policy %v %v", e.Rank(), mode, err)
+		}
+	}
 }
