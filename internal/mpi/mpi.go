@@ -163,6 +163,10 @@ static int sc_reduce_scatter_block(void *s, void *r, int n, int t, int op, sc_co
 	return MPI_Reduce_scatter_block(s ? s : MPI_IN_PLACE, r, n, sc_dtype(t), sc_op(op), SC_COMM(c));
 }
 
+static int sc_reduce_scatter(void *s, void *r, int *counts, int t, int op, sc_comm c) {
+	return MPI_Reduce_scatter(s ? s : MPI_IN_PLACE, r, counts, sc_dtype(t), sc_op(op), SC_COMM(c));
+}
+
 static int sc_allgather(void *s, void *r, int n, int t, sc_comm c) {
 	if (!s) return MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, sc_dtype(t), SC_COMM(c));
 	return MPI_Allgather(s, n, sc_dtype(t), r, n, sc_dtype(t), SC_COMM(c));
@@ -726,6 +730,59 @@ func (c Comm) ReduceScatterBlock(send, recv []byte, dt Datatype, op Op) error {
 	return check(call, funnel(func() C.int { return C.sc_reduce_scatter_block(s, r, n, t, o, c.h) }))
 }
 
+// ReduceScatter is MPI_Reduce_scatter: rank i receives the counts[i]
+// elements of op over all ranks' send that follow the blocks of ranks 0..i-1
+// (send holds the sum of counts elements; recv at least counts[Rank()]).
+// With a nil send the input is recv itself and the result lands at its start.
+func (c Comm) ReduceScatter(send, recv []byte, dt Datatype, op Op, counts []int) error {
+	const call = "MPI_Reduce_scatter"
+	if err := c.ready(call); err != nil {
+		return err
+	}
+	if err := checkOp(call, op, dt); err != nil {
+		return err
+	}
+	if len(counts) != c.size {
+		return fmt.Errorf("%w: %s: len(counts) %d != size %d", ErrArgument, call, len(counts), c.size)
+	}
+	cc := make([]C.int, c.size)
+	total := 0
+	for i, k := range counts {
+		if k < 0 || k > math.MaxInt32 {
+			return fmt.Errorf("%w: %s: counts[%d] = %d", ErrArgument, call, i, k)
+		}
+		cc[i] = C.int(k)
+		total += k
+	}
+	if _, err := elems(call, "recv", recv, dt); err != nil {
+		return err
+	}
+	in := send
+	if in == nil {
+		in = recv
+	}
+	if n, err := elems(call, "input", in, dt); err != nil {
+		return err
+	} else if int(n) != total {
+		return fmt.Errorf("%w: %s: input of %d elements, counts sum to %d", ErrArgument, call, n, total)
+	}
+	if send != nil && len(recv) < counts[c.rank]*dt.Size() {
+		return fmt.Errorf("%w: %s: recv of %d bytes, counts[%d] is %d elements", ErrArgument, call, len(recv), c.rank, counts[c.rank])
+	}
+	s, err := sendPtr(call, send, recv)
+	if err != nil {
+		return err
+	}
+	if s == nil && send != nil {
+		return fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
+	}
+	r, t, o, pc := ptr(recv), C.int(dt), C.int(op), &cc[0]
+	if rt.direct {
+		return check(call, C.sc_reduce_scatter(s, r, pc, t, o, c.h))
+	}
+	return check(call, funnel(func() C.int { return C.sc_reduce_scatter(s, r, pc, t, o, c.h) }))
+}
+
 // Allgather is MPI_Allgather: recv = every rank's send, in rank order
 // (len(recv) == Size()*len(send)). With a nil send each rank's contribution
 // is already in its own block of recv.
@@ -884,6 +941,11 @@ func Reduce[T Elem](c Comm, send, recv []T, op Op, root int) error {
 // ReduceScatterBlock is [Comm.ReduceScatterBlock] on typed slices.
 func ReduceScatterBlock[T Elem](c Comm, send, recv []T, op Op) error {
 	return c.ReduceScatterBlock(asBytes(send), asBytes(recv), TypeOf[T](), op)
+}
+
+// ReduceScatter is [Comm.ReduceScatter] on typed slices.
+func ReduceScatter[T Elem](c Comm, send, recv []T, op Op, counts []int) error {
+	return c.ReduceScatter(asBytes(send), asBytes(recv), TypeOf[T](), op, counts)
 }
 
 // Allgather is [Comm.Allgather] on typed slices.

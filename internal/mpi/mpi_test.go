@@ -435,6 +435,38 @@ func TestRankReduceScatterBlock(t *testing.T) {
 	rsbCase[uint16](t, w, BXor)
 }
 
+func TestRankReduceScatter(t *testing.T) {
+	w := rankOnly(t)
+	p, r := w.Size(), w.Rank()
+	counts := make([]int, p)
+	total, before := 0, 0
+	for i := range counts {
+		counts[i] = (i*29 + 3) % 40 // uneven, some small
+		if i < r {
+			before += counts[i]
+		}
+		total += counts[i]
+	}
+	for _, inPlace := range []bool{false, true} {
+		send := make([]int64, total)
+		fill(Int64, Sum, r, send, 0)
+		var got []int64
+		if inPlace {
+			must(t, ReduceScatter(w, nil, send, Sum, counts))
+			got = send[:counts[r]]
+		} else {
+			got = make([]int64, counts[r])
+			must(t, ReduceScatter(w, send, got, Sum, counts))
+		}
+		for i := range got {
+			if want := expect[int64](Int64, Sum, p, before+i); got[i] != want {
+				t.Errorf("inPlace=%v: [%d] = %d, want %d", inPlace, i, got[i], want)
+				break
+			}
+		}
+	}
+}
+
 func TestRankAllgather(t *testing.T) {
 	w := rankOnly(t)
 	p, r := w.Size(), w.Rank()
