@@ -190,16 +190,18 @@ var asmKernels = []asmKernel{
 	{implAVX512, Float16T, Prod, 207, 0, 32},
 	{implAVX512, Float16T, Min, 209, 0, 32},
 	{implAVX512, Float16T, Max, 211, 0, 32},
-	{implAVX512, Float32Int32T, MinLoc, 213, 214, 64},
-	{implAVX512, Float32Int32T, MaxLoc, 215, 216, 64},
-	{implAVX512, Int32Int32T, MinLoc, 217, 218, 64},
-	{implAVX512, Int32Int32T, MaxLoc, 219, 220, 64},
-	{implAVX512, Float64Int32T, MinLoc, 221, 222, 64},
-	{implAVX512, Float64Int32T, MaxLoc, 223, 224, 64},
-	{implAVX512, Int64Int32T, MinLoc, 225, 226, 64},
-	{implAVX512, Int64Int32T, MaxLoc, 227, 228, 64},
-	{implAVX512, Int64Int64T, MinLoc, 229, 230, 64},
-	{implAVX512, Int64Int64T, MaxLoc, 231, 232, 64},
+	{implAVX512, Int16Int32T, MinLoc, 213, 214, 64},
+	{implAVX512, Int16Int32T, MaxLoc, 215, 216, 64},
+	{implAVX512, Float32Int32T, MinLoc, 217, 218, 64},
+	{implAVX512, Float32Int32T, MaxLoc, 219, 220, 64},
+	{implAVX512, Int32Int32T, MinLoc, 221, 222, 64},
+	{implAVX512, Int32Int32T, MaxLoc, 223, 224, 64},
+	{implAVX512, Float64Int32T, MinLoc, 225, 226, 64},
+	{implAVX512, Float64Int32T, MaxLoc, 227, 228, 64},
+	{implAVX512, Int64Int32T, MinLoc, 229, 230, 64},
+	{implAVX512, Int64Int32T, MaxLoc, 231, 232, 64},
+	{implAVX512, Int64Int64T, MinLoc, 233, 234, 64},
+	{implAVX512, Int64Int64T, MaxLoc, 235, 236, 64},
 }
 
 // callAsm calls vector function id (see asmKernels).
@@ -598,44 +600,52 @@ func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {
 	case 211:
 		maxFloat16AVX512(dst, srcs, k, n)
 	case 213:
-		minlocFloat32Int32AVX512(dst, srcs, k, n)
+		minlocInt16Int32AVX512(dst, srcs, k, n)
 	case 214:
-		minlocFloat32Int32AVX512NT(dst, srcs, k, n)
+		minlocInt16Int32AVX512NT(dst, srcs, k, n)
 	case 215:
-		maxlocFloat32Int32AVX512(dst, srcs, k, n)
+		maxlocInt16Int32AVX512(dst, srcs, k, n)
 	case 216:
-		maxlocFloat32Int32AVX512NT(dst, srcs, k, n)
+		maxlocInt16Int32AVX512NT(dst, srcs, k, n)
 	case 217:
-		minlocInt32Int32AVX512(dst, srcs, k, n)
+		minlocFloat32Int32AVX512(dst, srcs, k, n)
 	case 218:
-		minlocInt32Int32AVX512NT(dst, srcs, k, n)
+		minlocFloat32Int32AVX512NT(dst, srcs, k, n)
 	case 219:
-		maxlocInt32Int32AVX512(dst, srcs, k, n)
+		maxlocFloat32Int32AVX512(dst, srcs, k, n)
 	case 220:
-		maxlocInt32Int32AVX512NT(dst, srcs, k, n)
+		maxlocFloat32Int32AVX512NT(dst, srcs, k, n)
 	case 221:
-		minlocFloat64Int32AVX512(dst, srcs, k, n)
+		minlocInt32Int32AVX512(dst, srcs, k, n)
 	case 222:
-		minlocFloat64Int32AVX512NT(dst, srcs, k, n)
+		minlocInt32Int32AVX512NT(dst, srcs, k, n)
 	case 223:
-		maxlocFloat64Int32AVX512(dst, srcs, k, n)
+		maxlocInt32Int32AVX512(dst, srcs, k, n)
 	case 224:
-		maxlocFloat64Int32AVX512NT(dst, srcs, k, n)
+		maxlocInt32Int32AVX512NT(dst, srcs, k, n)
 	case 225:
-		minlocInt64Int32AVX512(dst, srcs, k, n)
+		minlocFloat64Int32AVX512(dst, srcs, k, n)
 	case 226:
-		minlocInt64Int32AVX512NT(dst, srcs, k, n)
+		minlocFloat64Int32AVX512NT(dst, srcs, k, n)
 	case 227:
-		maxlocInt64Int32AVX512(dst, srcs, k, n)
+		maxlocFloat64Int32AVX512(dst, srcs, k, n)
 	case 228:
-		maxlocInt64Int32AVX512NT(dst, srcs, k, n)
+		maxlocFloat64Int32AVX512NT(dst, srcs, k, n)
 	case 229:
-		minlocInt64Int64AVX512(dst, srcs, k, n)
+		minlocInt64Int32AVX512(dst, srcs, k, n)
 	case 230:
-		minlocInt64Int64AVX512NT(dst, srcs, k, n)
+		minlocInt64Int32AVX512NT(dst, srcs, k, n)
 	case 231:
-		maxlocInt64Int64AVX512(dst, srcs, k, n)
+		maxlocInt64Int32AVX512(dst, srcs, k, n)
 	case 232:
+		maxlocInt64Int32AVX512NT(dst, srcs, k, n)
+	case 233:
+		minlocInt64Int64AVX512(dst, srcs, k, n)
+	case 234:
+		minlocInt64Int64AVX512NT(dst, srcs, k, n)
+	case 235:
+		maxlocInt64Int64AVX512(dst, srcs, k, n)
+	case 236:
 		maxlocInt64Int64AVX512NT(dst, srcs, k, n)
 	default:
 		panic("simd: unknown vector kernel")

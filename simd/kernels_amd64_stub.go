@@ -984,6 +984,26 @@ func minFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 //go:noescape
 func maxFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// minlocInt16Int32AVX512 computes dst = srcs[0] MinLoc ... MinLoc srcs[k-1] over n bytes of [Int16Int32T] (n a multiple of 64).
+//
+//go:noescape
+func minlocInt16Int32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minlocInt16Int32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// maxlocInt16Int32AVX512 computes dst = srcs[0] MaxLoc ... MaxLoc srcs[k-1] over n bytes of [Int16Int32T] (n a multiple of 64).
+//
+//go:noescape
+func maxlocInt16Int32AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxlocInt16Int32AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // minlocFloat32Int32AVX512 computes dst = srcs[0] MinLoc ... MinLoc srcs[k-1] over n bytes of [Float32Int32T] (n a multiple of 64).
 //
 //go:noescape

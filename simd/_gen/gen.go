@@ -355,8 +355,8 @@ func logicalKernels(is isa) {
 }
 
 // pairKernels generates minloc and maxloc for the pair types whose value and index
-// each fill a lane (AVX-512 only): dword lanes for Float32Int32 and Int32Int32, qword
-// lanes for Float64Int32, Int64Int32 (index in the low dword, padding zeroed) and
+// each fill a lane (AVX-512 only): dword lanes for Float32Int32, Int32Int32 and
+// Int16Int32 (value compared shifted left by 16, padding zeroed), qword lanes for Float64Int32, Int64Int32 (index in the low dword, padding zeroed) and
 // Int64Int64. Values sit in even lanes, indices in odd lanes; decisions are made on the
 // even bits of the compare masks and copied to the odd bits.
 func pairKernels() {
@@ -365,13 +365,15 @@ func pairKernels() {
 		q            bool // qword lanes
 		float        bool
 		idx64, pad32 bool
+		value16      bool // int16 value in the low half of a dword, padding above
 	}
 	for _, pt := range []pairType{
-		{"Float32Int32", false, true, false, false},
-		{"Int32Int32", false, false, false, false},
-		{"Float64Int32", true, true, false, true},
-		{"Int64Int32", true, false, false, true},
-		{"Int64Int64", true, false, true, false},
+		{"Int16Int32", false, false, false, false, true},
+		{"Float32Int32", false, true, false, false, false},
+		{"Int32Int32", false, false, false, false, false},
+		{"Float64Int32", true, true, false, true, false},
+		{"Int64Int32", true, false, false, true, false},
+		{"Int64Int64", true, false, true, false, false},
 	} {
 		for _, isMax := range []bool{false, true} {
 			var padMask VecVirtual
@@ -396,6 +398,9 @@ func pairKernels() {
 					}
 					evenK = K()
 					KMOVW(r, evenK)
+					if pt.value16 {
+						padMask = broadcast64(avx512, 0xffffffff0000ffff)
+					}
 					if pt.pad32 {
 						g := GP64()
 						MOVQ(U64(0xffffffff), g)
@@ -429,7 +434,14 @@ func pairKernels() {
 						if isMax {
 							pred = 6 // NLE: x > acc
 						}
-						icmp(Imm(uint64(pred)), acc, x, take)
+						a, b := acc, x
+						if pt.value16 { // compare value<<16: the padding drops out
+							a, b = ZMM(), ZMM()
+							VPSLLD(Imm(16), acc, a)
+							VPSLLD(Imm(16), x, b)
+						}
+						icmp(Imm(uint64(pred)), a, b, take)
+						icmp(Imm(0), a, b, k3)
 					}
 					kand(evenK, take, take)
 					kshl(Imm(1), take, k2)
@@ -438,7 +450,7 @@ func pairKernels() {
 					if pt.float {
 						fcmp(Imm(0), acc, x, k2) // EQ_OQ
 					} else {
-						icmp(Imm(0), acc, x, k2)
+						KMOVW(k3, k2) // the equality computed above
 					}
 					kand(evenK, k2, k2)
 					kshl(Imm(1), k2, k3)
@@ -456,7 +468,7 @@ func pairKernels() {
 					}
 					mov(x, take, acc)
 					mov(tv, k2, acc)
-					if pt.pad32 {
+					if pt.pad32 || pt.value16 {
 						VPANDQ(padMask, acc, acc)
 					}
 				}})
