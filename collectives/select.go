@@ -86,10 +86,27 @@ const (
 	// synchronization instead of two or more, p times the reduction work;
 	// the latency choice for small vectors.
 	Replicated
+	// Nblock: Träff's round-optimal n-block schedules on the circulant
+	// graph (004): pipelined bcast in n-1+ceil(log2 p) rounds, reduce by
+	// the reversed schedule, allgather(v) as p simultaneous broadcasts
+	// (Algorithm 7), reduce-scatter as p simultaneous reductions; n from
+	// the linear cost model.
+	Nblock
+	// DualRoot (allreduce): Träff's doubly pipelined dual-root binary tree
+	// (002), two postorder-numbered trees reducing up and broadcasting
+	// down at once; rank order is kept.
+	DualRoot
+	// Tree (allreduce): one postorder binary tree, doubly pipelined; rank
+	// order is kept.
+	Tree
+	// ReduceBcast (allreduce): a pipelined reduce up one postorder binary
+	// tree followed by a pipelined bcast down it; rank order is kept.
+	ReduceBcast
 	numAlgorithms
 )
 
-var algNames = [numAlgorithms]string{"auto", "flat", "circulant", "replicated"}
+var algNames = [numAlgorithms]string{"auto", "flat", "circulant", "replicated",
+	"nblock", "dualroot", "tree", "reducebcast"}
 
 func (a Algorithm) String() string {
 	if a < numAlgorithms {
