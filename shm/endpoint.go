@@ -149,7 +149,9 @@ func (e *Endpoint) checkRank(r int) {
 }
 
 // Slot returns rank r's data slot. A rank writes only its own slot, and
-// reads a peer's only after a Wait that covers the range.
+// reads a peer's only after a Wait that covers the range. Like every view
+// the endpoint hands out, it is valid until Close (or until the endpoint
+// becomes unreachable: the cleanup then unmaps the arena).
 func (e *Endpoint) Slot(r int) []byte {
 	e.checkRank(r)
 	off := e.lay.slotsOff + r*e.lay.slotBytes
@@ -425,9 +427,6 @@ func (e *Endpoint) Close() error {
 	e.keep = nil
 	e.cleanup.Stop()
 	var err error
-	if e.peers != nil {
-		e.peers.close()
-	}
 	if e.release != nil {
 		err = e.release()
 	}
