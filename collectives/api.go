@@ -249,13 +249,13 @@ func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) err
 	}
 	c.cur.send, c.cur.recv, c.cur.count = s, r, n
 	c.regular(n)
-	return c.gatherv(ctx)
+	return c.gatherv(ctx, c.size*n)
 }
 
 // Allgatherv gathers send (counts[r] elements on rank r) of all ranks into
 // recv on every rank, rank j's at recv[displs[j]:]; displs nil means packed
-// in rank order. counts and displs are the same on every rank. send nil means
-// in place.
+// in rank order. counts are the same on every rank, displs may differ.
+// send nil means in place.
 func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int) error {
 	if err := c.start(CollAllgatherv, simd.TypeOf[T]()); err != nil {
 		return err
@@ -274,7 +274,6 @@ func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, co
 			}
 			c.cur.displs[j] = d
 		}
-		c.cur.aux ^= hashInts(displs) * 31
 	} else if len(recv) < total {
 		return c.bad("len(recv) = %d, counts sum to %d", len(recv), total)
 	}
@@ -289,10 +288,11 @@ func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, co
 		return c.bad("send and receive buffers overlap")
 	}
 	c.cur.send, c.cur.recv, c.cur.count = s, r, total
-	return c.gatherv(ctx)
+	return c.gatherv(ctx, total)
 }
 
-func (c *Comm) gatherv(ctx context.Context) error {
+// gatherv runs an allgather(v) of total elements.
+func (c *Comm) gatherv(ctx context.Context, total int) error {
 	a := &c.cur
 	if a.send != nil {
 		d := a.displs[c.rank] * a.esz
@@ -301,7 +301,7 @@ func (c *Comm) gatherv(ctx context.Context) error {
 	if c.size == 1 {
 		return nil
 	}
-	return c.pick(ctx, a.count*a.esz)
+	return c.pick(ctx, total*a.esz)
 }
 
 // regular fills the block counts and displacements of p blocks of n.
@@ -566,6 +566,9 @@ func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, 
 	}
 	a.send, a.recv = s, r
 	if c.size == 1 {
+		if a.counts[0] != a.rcounts[0] {
+			return c.bad("sends %d elements to itself, receives %d", a.counts[0], a.rcounts[0])
+		}
 		copy(r[a.rdispls[0]*a.esz:(a.rdispls[0]+a.rcounts[0])*a.esz], s[a.displs[0]*a.esz:])
 		return nil
 	}

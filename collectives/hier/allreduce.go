@@ -133,6 +133,9 @@ func allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op 
 		send = nil
 	}
 	cop := collectives.Builtin(op)
+	if len(c.nodeSizes) == 1 {
+		return collectives.Allreduce(ctx, c.local, send, recv, cop)
+	}
 	switch c.choose(len(recv) * t.Size()) {
 	case Leader:
 		return allreduceLeader(ctx, c, send, recv, t, op, cop)

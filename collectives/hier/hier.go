@@ -51,6 +51,11 @@ type Options struct {
 	// means SHMCOLL_NODE_SIZE, and without it one node per shared-memory
 	// group.
 	NodeSizes []int
+	// NodeOf, when set, puts the r-th rank of each shared-memory node on
+	// emulated node NodeOf(r) (any integers >= 0; equal means same node) and
+	// overrides NodeSizes: for example r%2 makes nodes whose ranks are not
+	// consecutive, as some launchers place them.
+	NodeOf func(r int) int
 	// Algorithm pins the algorithm of every call (Auto: by size).
 	Algorithm Algorithm
 	// ReturnErrors makes a failed collective return its error (after
@@ -114,6 +119,11 @@ func New(ctx context.Context, parent mpi.Comm, opt Options) (_ *Comm, err error)
 		}
 	}
 	color, err := emulatedNode(sizes, shared.Rank(), shared.Size())
+	if opt.NodeOf != nil {
+		if color = opt.NodeOf(shared.Rank()); color < 0 {
+			err = fmt.Errorf("%w: NodeOf(%d) = %d", ErrBadNodeSizes, shared.Rank(), color)
+		}
+	}
 	// Every rank must take part in the splits below; agree on failure first.
 	if agreeErr := agree(c.world, err); agreeErr != nil {
 		return nil, agreeErr

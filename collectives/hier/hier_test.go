@@ -591,3 +591,87 @@ func BenchmarkRankAllreduce(b *testing.B) {
 		}
 	}
 }
+
+func allgatherType[T simd.Element](t *testing.T, c *Comm) {
+	typ := simd.TypeOf[T]()
+	p, r := c.Size(), c.Rank()
+	for _, n := range []int{0, 1, 7, 1000} {
+		for _, inPlace := range []bool{false, true} {
+			send, recv := make([]T, n), make([]T, p*n)
+			for i := range send {
+				send[i] = conv[T](input(typ, simd.Sum, r, i))
+			}
+			if inPlace {
+				copy(recv[r*n:], send)
+				must(t, Allgather(context.Background(), c, nil, recv))
+			} else {
+				must(t, Allgather(context.Background(), c, send, recv))
+			}
+			for k := range recv {
+				if want := conv[T](input(typ, simd.Sum, k/n, k%n)); recv[k] != want {
+					t.Errorf("%v n=%d inPlace=%v: [%d] = %v, want %v", typ, n, inPlace, k, recv[k], want)
+					break
+				}
+			}
+		}
+	}
+}
+
+func rsbType[T simd.Element](t *testing.T, c *Comm, op simd.Op) {
+	typ := simd.TypeOf[T]()
+	p, r := c.Size(), c.Rank()
+	for _, n := range []int{0, 1, 7, 333} {
+		for _, inPlace := range []bool{false, true} {
+			send := make([]T, p*n)
+			for i := range send {
+				send[i] = conv[T](input(typ, op, r, i))
+			}
+			var got []T
+			if inPlace {
+				must(t, ReduceScatterBlock(context.Background(), c, nil, send, op))
+				got = send[r*n : (r+1)*n]
+			} else {
+				got = make([]T, n)
+				must(t, ReduceScatterBlock(context.Background(), c, send, got, op))
+			}
+			for i := range got {
+				if want := conv[T](expect(typ, op, p, r*n+i)); got[i] != want {
+					t.Errorf("%v %v n=%d inPlace=%v: [%d] = %v, want %v", typ, op, n, inPlace, i, got[i], want)
+					break
+				}
+			}
+		}
+	}
+}
+
+func gatherSuite(t *testing.T, c *Comm) {
+	allgatherType[int32](t, c)
+	allgatherType[simd.BFloat16](t, c)
+	allgatherType[complex128](t, c)
+	rsbType[float64](t, c, simd.Sum)
+	rsbType[int16](t, c, simd.Max)
+	rsbType[simd.Float16](t, c, simd.Sum)
+	rsbType[uint32](t, c, simd.Lor)
+}
+
+func TestRankAllgatherReduceScatter(t *testing.T) {
+	for _, alg := range []Algorithm{Leader, MultiLane} {
+		gatherSuite(t, newComm(t, alg))
+	}
+}
+
+// TestRankNonContiguous puts ranks on emulated nodes round-robin, so that a
+// node's ranks are not consecutive, and runs every collective on it.
+func TestRankNonContiguous(t *testing.T) {
+	for _, alg := range []Algorithm{Leader, MultiLane} {
+		c := newCommOpt(t, Options{Algorithm: alg, NodeOf: func(r int) int { return r % 2 }})
+		if c.Size() > 2 && c.contiguous {
+			t.Fatalf("round-robin nodes reported contiguous: %+v", c.where)
+		}
+		gatherSuite(t, c)
+		allreduceType[int32](t, c, []int{1, 1000})
+		allreduceType[simd.BFloat16](t, c, []int{1000})
+		bcastType[float32](t, c, []int{1, 1000})
+		reduceType[int64](t, c, simd.Sum, []int{1, 1000})
+	}
+}

@@ -134,6 +134,12 @@ func reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op sim
 	onRootNode := w.node == c.nodeIdx
 	cop := collectives.Builtin(op)
 	me := c.node.Rank()
+	if len(c.nodeSizes) == 1 {
+		if amRoot {
+			return collectives.Reduce(ctx, c.local, send, recv, cop, w.local)
+		}
+		return collectives.Reduce(ctx, c.local, in, nil, cop, w.local)
+	}
 
 	if c.choose(n*t.Size()) == Leader {
 		// acc: where the node's partial result lands on the leader.
