@@ -271,6 +271,6 @@ func reduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv
 	if err := collectives.Allgatherv(ctx, c.local, part, seg, segCounts, nil); err != nil {
 		return err
 	}
-	copy(out, seg[0:n])
+	copy(out, seg[me*n:(me+1)*n])
 	return nil
 }
