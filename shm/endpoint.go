@@ -447,7 +447,7 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 		cpus = runtime.GOMAXPROCS(0)
 		e.yield = runtime.Gosched
 	} else {
-		cpus = runtime.NumCPU()
+		cpus = onlineCPUs()
 		e.yield = osYield
 	}
 	over := lay.ranks > cpus

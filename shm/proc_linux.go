@@ -3,7 +3,9 @@ package shm
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -124,4 +126,38 @@ func (ps *peerSet) close() {
 func procStartOf(pid int) uint64 {
 	_, s, _ := procStat(pid)
 	return s
+}
+
+// onlineCPUs counts the machine's online CPUs (not this process's
+// affinity: a rank bound to one core shares the machine with its peers).
+var onlineCPUs = sync.OnceValue(func() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return runtime.NumCPU()
+	}
+	if n := countCPUList(string(bytes.TrimSpace(b))); n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
+})
+
+// countCPUList counts the CPUs of a kernel cpu list such as "0-3,8,10-11";
+// it returns 0 for a malformed list.
+func countCPUList(s string) int {
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return 0
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0
+			}
+		}
+		n += b - a + 1
+	}
+	return n
 }

@@ -25,6 +25,8 @@ var errNotReady = errors.New("shm: segment not ready")
 
 func selfStart() uint64 { return 0 }
 
+func onlineCPUs() int { return runtime.NumCPU() }
+
 func procStartOf(pid int) uint64 { return 0 }
 
 func procAlive(pid int, start uint64) bool {

@@ -404,3 +404,14 @@ func TestNodeOf(t *testing.T) {
 		}
 	}
 }
+
+func TestCountCPUList(t *testing.T) {
+	for s, want := range map[string]int{"0": 1, "0-1": 2, "0-3,8,10-11": 7, "": 0, "3-1": 0, "a": 0, "0-": 0} {
+		if got := countCPUList(s); got != want {
+			t.Errorf("%q: %d, want %d", s, got, want)
+		}
+	}
+	if onlineCPUs() < 1 {
+		t.Error("no online CPU")
+	}
+}
