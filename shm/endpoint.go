@@ -448,7 +448,9 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 		e.yield = runtime.Gosched
 	} else {
 		cpus = onlineCPUs()
-		e.yield = osYield
+		// Other goroutines of this process first (cheap when there are
+		// none), then other threads and processes.
+		e.yield = func() { runtime.Gosched(); osYield() }
 	}
 	over := lay.ranks > cpus
 	switch {
