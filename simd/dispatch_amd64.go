@@ -202,6 +202,18 @@ var asmKernels = []asmKernel{
 	{implAVX512, Int64Int32T, MaxLoc, 231, 232, 64},
 	{implAVX512, Int64Int64T, MinLoc, 233, 234, 64},
 	{implAVX512, Int64Int64T, MaxLoc, 235, 236, 64},
+	{implAVX2, Int16Int32T, MinLoc, 237, 238, 32},
+	{implAVX2, Int16Int32T, MaxLoc, 239, 240, 32},
+	{implAVX2, Float32Int32T, MinLoc, 241, 242, 32},
+	{implAVX2, Float32Int32T, MaxLoc, 243, 244, 32},
+	{implAVX2, Int32Int32T, MinLoc, 245, 246, 32},
+	{implAVX2, Int32Int32T, MaxLoc, 247, 248, 32},
+	{implAVX2, Float64Int32T, MinLoc, 249, 250, 32},
+	{implAVX2, Float64Int32T, MaxLoc, 251, 252, 32},
+	{implAVX2, Int64Int32T, MinLoc, 253, 254, 32},
+	{implAVX2, Int64Int32T, MaxLoc, 255, 256, 32},
+	{implAVX2, Int64Int64T, MinLoc, 257, 258, 32},
+	{implAVX2, Int64Int64T, MaxLoc, 259, 260, 32},
 }
 
 // callAsm calls vector function id (see asmKernels).
@@ -647,6 +659,54 @@ func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {
 		maxlocInt64Int64AVX512(dst, srcs, k, n)
 	case 236:
 		maxlocInt64Int64AVX512NT(dst, srcs, k, n)
+	case 237:
+		minlocInt16Int32AVX2(dst, srcs, k, n)
+	case 238:
+		minlocInt16Int32AVX2NT(dst, srcs, k, n)
+	case 239:
+		maxlocInt16Int32AVX2(dst, srcs, k, n)
+	case 240:
+		maxlocInt16Int32AVX2NT(dst, srcs, k, n)
+	case 241:
+		minlocFloat32Int32AVX2(dst, srcs, k, n)
+	case 242:
+		minlocFloat32Int32AVX2NT(dst, srcs, k, n)
+	case 243:
+		maxlocFloat32Int32AVX2(dst, srcs, k, n)
+	case 244:
+		maxlocFloat32Int32AVX2NT(dst, srcs, k, n)
+	case 245:
+		minlocInt32Int32AVX2(dst, srcs, k, n)
+	case 246:
+		minlocInt32Int32AVX2NT(dst, srcs, k, n)
+	case 247:
+		maxlocInt32Int32AVX2(dst, srcs, k, n)
+	case 248:
+		maxlocInt32Int32AVX2NT(dst, srcs, k, n)
+	case 249:
+		minlocFloat64Int32AVX2(dst, srcs, k, n)
+	case 250:
+		minlocFloat64Int32AVX2NT(dst, srcs, k, n)
+	case 251:
+		maxlocFloat64Int32AVX2(dst, srcs, k, n)
+	case 252:
+		maxlocFloat64Int32AVX2NT(dst, srcs, k, n)
+	case 253:
+		minlocInt64Int32AVX2(dst, srcs, k, n)
+	case 254:
+		minlocInt64Int32AVX2NT(dst, srcs, k, n)
+	case 255:
+		maxlocInt64Int32AVX2(dst, srcs, k, n)
+	case 256:
+		maxlocInt64Int32AVX2NT(dst, srcs, k, n)
+	case 257:
+		minlocInt64Int64AVX2(dst, srcs, k, n)
+	case 258:
+		minlocInt64Int64AVX2NT(dst, srcs, k, n)
+	case 259:
+		maxlocInt64Int64AVX2(dst, srcs, k, n)
+	case 260:
+		maxlocInt64Int64AVX2NT(dst, srcs, k, n)
 	default:
 		panic("simd: unknown vector kernel")
 	}

@@ -20,8 +20,8 @@
 // Vector coverage (AVX2 and AVX-512 unless noted): sum, prod, min, max on every integer
 // type, float32, float64, bfloat16 and float16 (widened with shifts or VCVTPH2PS, rounded
 // with integer arithmetic or VCVTPS2PH); sum and prod on complex64 and complex128; band,
-// bor, bxor, land, lor; minloc and maxloc on every pair type (AVX-512
-// only). Dst is stored with non-temporal hints from [NonTemporalThreshold] bytes when it
+// bor, bxor, land, lor; minloc and maxloc on every pair
+// type. Dst is stored with non-temporal hints from [NonTemporalThreshold] bytes when it
 // is not also a source; the kernel then ends with SFENCE.
 //
 // # Operators and types

@@ -1104,6 +1104,126 @@ func maxlocInt64Int64AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 //go:noescape
 func maxlocInt64Int64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
+// minlocInt16Int32AVX2 computes dst = srcs[0] MinLoc ... MinLoc srcs[k-1] over n bytes of [Int16Int32T] (n a multiple of 32).
+//
+//go:noescape
+func minlocInt16Int32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minlocInt16Int32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// maxlocInt16Int32AVX2 computes dst = srcs[0] MaxLoc ... MaxLoc srcs[k-1] over n bytes of [Int16Int32T] (n a multiple of 32).
+//
+//go:noescape
+func maxlocInt16Int32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxlocInt16Int32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// minlocFloat32Int32AVX2 computes dst = srcs[0] MinLoc ... MinLoc srcs[k-1] over n bytes of [Float32Int32T] (n a multiple of 32).
+//
+//go:noescape
+func minlocFloat32Int32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minlocFloat32Int32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// maxlocFloat32Int32AVX2 computes dst = srcs[0] MaxLoc ... MaxLoc srcs[k-1] over n bytes of [Float32Int32T] (n a multiple of 32).
+//
+//go:noescape
+func maxlocFloat32Int32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxlocFloat32Int32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// minlocInt32Int32AVX2 computes dst = srcs[0] MinLoc ... MinLoc srcs[k-1] over n bytes of [Int32Int32T] (n a multiple of 32).
+//
+//go:noescape
+func minlocInt32Int32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minlocInt32Int32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// maxlocInt32Int32AVX2 computes dst = srcs[0] MaxLoc ... MaxLoc srcs[k-1] over n bytes of [Int32Int32T] (n a multiple of 32).
+//
+//go:noescape
+func maxlocInt32Int32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxlocInt32Int32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// minlocFloat64Int32AVX2 computes dst = srcs[0] MinLoc ... MinLoc srcs[k-1] over n bytes of [Float64Int32T] (n a multiple of 32).
+//
+//go:noescape
+func minlocFloat64Int32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minlocFloat64Int32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// maxlocFloat64Int32AVX2 computes dst = srcs[0] MaxLoc ... MaxLoc srcs[k-1] over n bytes of [Float64Int32T] (n a multiple of 32).
+//
+//go:noescape
+func maxlocFloat64Int32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxlocFloat64Int32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// minlocInt64Int32AVX2 computes dst = srcs[0] MinLoc ... MinLoc srcs[k-1] over n bytes of [Int64Int32T] (n a multiple of 32).
+//
+//go:noescape
+func minlocInt64Int32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minlocInt64Int32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// maxlocInt64Int32AVX2 computes dst = srcs[0] MaxLoc ... MaxLoc srcs[k-1] over n bytes of [Int64Int32T] (n a multiple of 32).
+//
+//go:noescape
+func maxlocInt64Int32AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxlocInt64Int32AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// minlocInt64Int64AVX2 computes dst = srcs[0] MinLoc ... MinLoc srcs[k-1] over n bytes of [Int64Int64T] (n a multiple of 32).
+//
+//go:noescape
+func minlocInt64Int64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minlocInt64Int64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
+// maxlocInt64Int64AVX2 computes dst = srcs[0] MaxLoc ... MaxLoc srcs[k-1] over n bytes of [Int64Int64T] (n a multiple of 32).
+//
+//go:noescape
+func maxlocInt64Int64AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxlocInt64Int64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // copyNTAVX2 copies n bytes from src to dst with non-temporal stores; dst is aligned to
 // 32 bytes and n is a multiple of 128.
 //

@@ -354,27 +354,31 @@ func logicalKernels(is isa) {
 	}
 }
 
+// pairType describes a minloc/maxloc pair layout for the vector kernels.
+type pairType struct {
+	name         string
+	q            bool // qword lanes
+	float        bool
+	idx64, pad32 bool
+	value16      bool // int16 value in the low half of a dword, padding above
+}
+
+var pairTypes = []pairType{
+	{"Int16Int32", false, false, false, false, true},
+	{"Float32Int32", false, true, false, false, false},
+	{"Int32Int32", false, false, false, false, false},
+	{"Float64Int32", true, true, false, true, false},
+	{"Int64Int32", true, false, false, true, false},
+	{"Int64Int64", true, false, true, false, false},
+}
+
 // pairKernels generates minloc and maxloc for the pair types whose value and index
 // each fill a lane (AVX-512 only): dword lanes for Float32Int32, Int32Int32 and
 // Int16Int32 (value compared shifted left by 16, padding zeroed), qword lanes for Float64Int32, Int64Int32 (index in the low dword, padding zeroed) and
 // Int64Int64. Values sit in even lanes, indices in odd lanes; decisions are made on the
 // even bits of the compare masks and copied to the odd bits.
 func pairKernels() {
-	type pairType struct {
-		name         string
-		q            bool // qword lanes
-		float        bool
-		idx64, pad32 bool
-		value16      bool // int16 value in the low half of a dword, padding above
-	}
-	for _, pt := range []pairType{
-		{"Int16Int32", false, false, false, false, true},
-		{"Float32Int32", false, true, false, false, false},
-		{"Int32Int32", false, false, false, false, false},
-		{"Float64Int32", true, true, false, true, false},
-		{"Int64Int32", true, false, false, true, false},
-		{"Int64Int64", true, false, true, false, false},
-	} {
+	for _, pt := range pairTypes {
 		for _, isMax := range []bool{false, true} {
 			var padMask VecVirtual
 			var evenK OpmaskVirtual
@@ -470,6 +474,114 @@ func pairKernels() {
 					mov(tv, k2, acc)
 					if pt.pad32 || pt.value16 {
 						VPANDQ(padMask, acc, acc)
+					}
+				}})
+		}
+	}
+}
+
+// pairKernelsAVX2 is pairKernels with vector masks and blends instead of mask registers:
+// decisions on even lanes, copied to odd lanes by a shift.
+func pairKernelsAVX2() {
+	for _, pt := range pairTypes {
+		for _, isMax := range []bool{false, true} {
+			var evenMask, padMask VecVirtual
+			name, op := "minloc", "MinLoc"
+			if isMax {
+				name, op = "maxloc", "MaxLoc"
+			}
+			spread := func(v VecVirtual) { // copy even lanes into the odd lanes above them
+				sh := YMM()
+				if pt.q {
+					VPSLLDQ(Imm(8), v, sh)
+				} else {
+					VPSLLQ(Imm(32), v, sh)
+				}
+				VPOR(sh, v, v)
+			}
+			add(&kernel{name: name + pt.name + "AVX2", isa: avx2, types: []string{pt.name + "T"}, op: op,
+				setup: func() {
+					ones, zero := YMM(), YMM()
+					VPCMPEQD(ones, ones, ones)
+					VPXOR(zero, zero, zero)
+					evenMask = YMM()
+					if pt.q {
+						VPBLENDD(Imm(0xcc), zero, ones, evenMask) // odd qwords zero
+					} else {
+						VPBLENDD(Imm(0xaa), zero, ones, evenMask) // odd dwords zero
+					}
+					switch {
+					case pt.pad32:
+						padMask = YMM()
+						VPBLENDD(Imm(0x88), zero, ones, padMask) // the dword above each index
+					case pt.value16:
+						padMask = broadcast64(avx2, 0xffffffff0000ffff)
+					}
+				},
+				combine: func(acc VecVirtual, xo Op) {
+					x := xo.(VecVirtual)
+					take, eq := YMM(), YMM()
+					if pt.float {
+						cmp := VCMPPS
+						if pt.q {
+							cmp = VCMPPD
+						}
+						pred := 1 // LT_OS: x < acc
+						if isMax {
+							pred = 14 // GT_OS
+						}
+						cmp(Imm(uint64(pred)), acc, x, take)
+						n := YMM()
+						cmp(Imm(3), x, x, n) // x NaN
+						VPOR(n, take, take)
+						cmp(Imm(3), acc, acc, n) // acc NaN: keep acc
+						VPANDN(take, n, take)
+						cmp(Imm(0), acc, x, eq)
+					} else {
+						gt, eqf := VPCMPGTD, VPCMPEQD
+						if pt.q {
+							gt, eqf = VPCMPGTQ, VPCMPEQQ
+						}
+						a, b := acc, x
+						if pt.value16 {
+							a, b = YMM(), YMM()
+							VPSLLD(Imm(16), acc, a)
+							VPSLLD(Imm(16), x, b)
+						}
+						if isMax {
+							gt(a, b, take) // x > acc
+						} else {
+							gt(b, a, take) // acc > x
+						}
+						eqf(a, b, eq)
+					}
+					VPAND(evenMask, take, take)
+					spread(take)
+					VPAND(evenMask, eq, eq)
+					spread(eq)
+					// tie: value acc|x (min) or acc&x (max) in even lanes, smaller index in odd
+					tv, v := YMM(), YMM()
+					if pt.idx64 {
+						g := YMM()
+						VPCMPGTQ(x, acc, g) // acc > x
+						VBLENDVPD(g, x, acc, tv)
+					} else {
+						VPMINSD(x, acc, tv)
+					}
+					if isMax {
+						VPAND(x, acc, v)
+					} else {
+						VPOR(x, acc, v)
+					}
+					if pt.q {
+						VPBLENDD(Imm(0x33), v, tv, tv)
+					} else {
+						VPBLENDD(Imm(0x55), v, tv, tv)
+					}
+					VPBLENDVB(take, x, acc, acc)
+					VPBLENDVB(eq, tv, acc, acc)
+					if pt.pad32 || pt.value16 {
+						VPAND(padMask, acc, acc)
 					}
 				}})
 		}
@@ -777,6 +889,7 @@ func main() {
 		floatKernels(is)
 	}
 	pairKernels()
+	pairKernelsAVX2()
 	for _, k := range kernels {
 		k.generate(false)
 		if k.conv == plain {
