@@ -102,11 +102,38 @@ const (
 	// ReduceBcast (allreduce): a pipelined reduce up one postorder binary
 	// tree followed by a pipelined bcast down it; rank order is kept.
 	ReduceBcast
+	// Rabenseifner (allreduce, reduce, reduce-scatter): recursive halving
+	// reduce-scatter and recursive doubling allgather (001) on adjacent
+	// pairs, so rank order is kept; levels whose range is small exchange
+	// the whole range instead (the mixed protocol); a p that is not a
+	// power of two is reduced by 3-to-2 elimination (triples).
+	Rabenseifner
+	// Rabenseifner21: Rabenseifner with 2-to-1 elimination (pairs of
+	// ranks fold into one before the butterfly).
+	Rabenseifner21
+	// RecDoubling (allreduce, reduce): the latency-optimized full-buffer
+	// exchange of 001: floor(log2 p) rounds of whole-vector exchange,
+	// and 3-to-2 elimination for a p that is not a power of two.
+	RecDoubling
+	// Bruck (allgather, allgatherv): Bruck's concatenation allgather in
+	// ceil(log2 p) rounds for any p.
+	Bruck
+	// Ring (allreduce, reduce-scatter, allgather(v), bcast): the ring
+	// algorithms of 003, p-1 rounds per phase; bcast is an MST scatter
+	// followed by the ring allgather.
+	Ring
+	// MST (bcast, reduce, scatter, gather): minimum spanning (binomial)
+	// trees of 003 on halves of the rank range; reduce keeps rank order.
+	MST
+	// BDE (allgather(v), reduce-scatter, allreduce): bidirectional
+	// exchange of 003 on halves of the rank range, any p.
+	BDE
 	numAlgorithms
 )
 
 var algNames = [numAlgorithms]string{"auto", "flat", "circulant", "replicated",
-	"nblock", "dualroot", "tree", "reducebcast"}
+	"nblock", "dualroot", "tree", "reducebcast",
+	"rabenseifner", "rabenseifner21", "recdoubling", "bruck", "ring", "mst", "bde"}
 
 func (a Algorithm) String() string {
 	if a < numAlgorithms {
