@@ -218,43 +218,9 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer int, w *atomic.Uint64, v u
 		return e.Err()
 	}
 	start := nanotime()
-	// Spin: the cheapest handoff when the poster runs on another core. The
-	// budget adapts: it halves after each wait that outlasts it (the poster
-	// is not running: spinning only delays it, as when ranks share a core)
-	// and doubles, up to SpinFor, after a wait that needed more than half.
-	budget := e.spinBudget.Load()
-	if budget > 0 {
-		for i := 1; ; i++ {
-			pause()
-			if w.Load() >= v {
-				if !e.fixedSpin {
-					if t := nanotime() - start; t > budget/2 && budget < int64(e.spinFor) {
-						e.spinBudget.Store(min(2*budget, int64(e.spinFor)))
-					}
-				}
-				return e.doneErr()
-			}
-			if i&31 == 0 {
-				if aw.Load() != 0 {
-					return e.Err()
-				}
-				if done != nil {
-					select {
-					case <-done:
-						return e.ctxErr(ctx, peer)
-					default:
-					}
-				}
-				if nanotime()-start > budget {
-					if !e.fixedSpin && budget > e.minSpin {
-						e.spinBudget.Store(max(budget/2, e.minSpin))
-					}
-					break
-				}
-			}
-		}
-	}
-	nextCheck := start
+	nextCheck := start + int64(e.checkEvery)
+	// check is the slow part of every phase: abort, ctx, and the peer's
+	// liveness every checkEvery.
 	check := func(now int64) error {
 		if aw.Load() != 0 {
 			return e.Err()
@@ -274,6 +240,38 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer int, w *atomic.Uint64, v u
 		}
 		return nil
 	}
+	// Spin: the cheapest handoff when the poster runs on another core. The
+	// budget adapts: it halves after each wait that outlasts it (the poster
+	// is not running: spinning only delays it, as when ranks share a core)
+	// and doubles, up to SpinFor, after a wait that needed more than half.
+	budget := e.spinBudget.Load()
+	if budget > 0 {
+		for i := 1; ; i++ {
+			pause()
+			if w.Load() >= v {
+				if !e.fixedSpin {
+					if t := nanotime() - start; t > budget/2 && budget < int64(e.spinFor) {
+						e.spinBudget.Store(min(2*budget, int64(e.spinFor)))
+					}
+				}
+				return e.doneErr()
+			}
+			if i&31 == 0 {
+				now := nanotime()
+				if err := check(now); err != nil {
+					return err
+				}
+				if now-start > budget {
+					if !e.fixedSpin && budget > e.minSpin {
+						e.spinBudget.Store(max(budget/2, e.minSpin))
+					}
+					break
+				}
+			}
+		}
+	}
+	// The first liveness check comes at once after the spin.
+	nextCheck = min(nextCheck, nanotime())
 	// Yield: lets a poster that shares our CPU run.
 	if e.yieldFor > 0 {
 		end := nanotime() + int64(e.yieldFor)

@@ -195,8 +195,20 @@ func TestProcessStress(t *testing.T) {
 }
 
 func TestKillDuringWait(t *testing.T) {
+	// The survivors are in each phase of waiting when the victim dies.
+	for _, mode := range []struct{ name, spin, yield string }{
+		{"futex", "0s", "0s"}, {"spin", "1h", "0s"}, {"yield", "-1s", "1h"},
+	} {
+		t.Run("wait="+mode.name, func(t *testing.T) {
+			killDuringWait(t, "SHMCOLL_TEST_SPIN="+mode.spin, "SHMCOLL_TEST_YIELD="+mode.yield,
+				fmt.Sprint("SHMCOLL_TEST_FIXED=", mode.name == "spin"))
+		})
+	}
+}
+
+func killDuringWait(t *testing.T, env ...string) {
 	const p, victim = 4, 2
-	ps := startRanks(t, "stuck", NewName(), p, "SHMCOLL_TEST_VICTIM=2", "SHMCOLL_TIMEOUT=1s")
+	ps := startRanks(t, "stuck", NewName(), p, append(env, "SHMCOLL_TEST_VICTIM=2", "SHMCOLL_TIMEOUT=1s")...)
 	// Wait until the victim has joined (so everyone has), then kill it.
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(ps[victim].out.String(), "victim ready") {
@@ -205,7 +217,7 @@ func TestKillDuringWait(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond) // let the survivors reach their futex sleep
+	time.Sleep(50 * time.Millisecond) // let the survivors settle in their phase
 	killed := time.Now()
 	ps[victim].cmd.Process.Signal(syscall.SIGKILL)
 	for r, pr := range ps {

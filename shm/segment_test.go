@@ -279,6 +279,23 @@ func mountTmpfs(t *testing.T, size string) string {
 	return dir
 }
 
+// TestNoSpaceHuge: an arena larger than the free space of /dev/shm is
+// refused at creation, before anything is mapped.
+func TestNoSpaceHuge(t *testing.T) {
+	free := freeBytes()
+	if free < 0 || free > 2*MaxSlotBytes {
+		t.Skipf("%s has %d bytes free", shmDir(), free)
+	}
+	name := NewName()
+	_, err := Join(context.Background(), name, 0, 2, Options{SlotBytes: MaxSlotBytes})
+	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "free") {
+		t.Fatalf("got %v", err)
+	}
+	if path, _ := SegmentPath(name); fileExists(path) {
+		t.Errorf("%s left behind", path)
+	}
+}
+
 func TestNoSpace(t *testing.T) {
 	dir := mountTmpfs(t, "1m")
 	// Larger than the file system: refused at creation.
