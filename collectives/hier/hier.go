@@ -65,6 +65,10 @@ type Options struct {
 	ReturnErrors bool
 }
 
+// arenaPrefix starts the name of every node arena, so that leak checks can
+// tell ours from other shmcoll segments.
+const arenaPrefix = "hier-"
+
 // ErrBadNodeSizes is returned by New when the emulated node sizes do not fit.
 var ErrBadNodeSizes = errors.New("hier: bad node sizes")
 
@@ -196,7 +200,7 @@ func New(ctx context.Context, parent mpi.Comm, opt Options) (_ *Comm, err error)
 	// The node's arena, named by local rank 0.
 	name := make([]byte, 64)
 	if c.node.Rank() == 0 {
-		copy(name, shm.NewName())
+		copy(name, arenaPrefix+shm.NewName())
 	}
 	if err = mpi.Bcast(c.node, name, 0); err != nil {
 		return nil, err

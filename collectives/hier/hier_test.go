@@ -112,7 +112,8 @@ func TestMPIRun(t *testing.T) {
 	})
 }
 
-// segments counts this user's shmcoll segments in /dev/shm.
+// segments counts this user's node-arena segments in /dev/shm (other
+// packages' tests may create other shmcoll segments meanwhile).
 func segments(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/dev/shm")
@@ -120,7 +121,7 @@ func segments(t *testing.T) int {
 		t.Skipf("no /dev/shm: %v", err)
 	}
 	n := 0
-	prefix := "shmcoll." + strconv.Itoa(os.Getuid()) + "."
+	prefix := "shmcoll." + strconv.Itoa(os.Getuid()) + "." + arenaPrefix
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), prefix) {
 			n++
