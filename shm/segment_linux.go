@@ -54,7 +54,10 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 	var st unix.Stat_t
 	unix.Fstat(fd, &st)
 	e, err := setup(ctx, fd, true, mem, lay, rank, opt, deadline, path)
-	if err != nil && rank == 0 {
+	// A failed join leaves nothing behind: the creator removes the segment,
+	// and so does any rank once the arena is aborted (a rank died or left
+	// before all joined), since no one can use it any more.
+	if err != nil && (rank == 0 || errors.Is(err, ErrAborted)) {
 		unlinkIfSame(path, &st)
 	}
 	return e, err

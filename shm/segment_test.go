@@ -432,3 +432,31 @@ func TestCountCPUList(t *testing.T) {
 		t.Error("no online CPU")
 	}
 }
+
+// TestCreatorDiesDuringJoin: when rank 0 dies before everyone joined, the
+// joined ranks fail with ErrPeerDead naming it and remove the segment.
+func TestCreatorDiesDuringJoin(t *testing.T) {
+	name := NewName()
+	path, _ := SegmentPath(name)
+	ps := startRanks(t, "ring", name, 1, EnvSize+"=3", "SHMCOLL_TEST_SLOT=4096")
+	var wg sync.WaitGroup
+	var err1 error
+	wg.Go(func() { _, err1 = Join(context.Background(), name, 1, 3, Options{SlotBytes: 4096, JoinTimeout: time.Minute}) })
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && len(b) > hAttached+4 && ne.Uint32(b[hAttached:]) == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ps[0].cmd.Process.Signal(syscall.SIGKILL)
+	ps[0].cmd.Wait()
+	wg.Wait()
+	var ae *AbortError
+	if !errors.Is(err1, ErrPeerDead) || !errors.As(err1, &ae) || ae.Peer != 0 {
+		t.Fatalf("rank 1: %v", err1)
+	}
+	if fileExists(path) {
+		t.Errorf("%s left behind", path)
+	}
+}
