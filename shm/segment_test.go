@@ -441,7 +441,9 @@ func TestCreatorDiesDuringJoin(t *testing.T) {
 	ps := startRanks(t, "ring", name, 1, EnvSize+"=3", "SHMCOLL_TEST_SLOT=4096")
 	var wg sync.WaitGroup
 	var err1 error
-	wg.Go(func() { _, err1 = Join(context.Background(), name, 1, 3, Options{SlotBytes: 4096, JoinTimeout: time.Minute}) })
+	wg.Go(func() {
+		_, err1 = Join(context.Background(), name, 1, 3, Options{SlotBytes: 4096, JoinTimeout: time.Minute})
+	})
 	for {
 		b, err := os.ReadFile(path)
 		if err == nil && len(b) > hAttached+4 && ne.Uint32(b[hAttached:]) == 2 {
