@@ -143,7 +143,7 @@ func (a Algorithm) String() string {
 }
 
 // ParseAlgorithm returns the algorithm named s ("auto", "flat",
-// "circulant", "replicated"), case-insensitive.
+// "circulant", "replicated", "nblock"), case-insensitive.
 func ParseAlgorithm(s string) (Algorithm, error) {
 	for a := range numAlgorithms {
 		if strings.EqualFold(s, algNames[a]) {
