@@ -306,6 +306,13 @@ func runLauncher(ctx context.Context, cfg *runConfig, args []string, stdout, std
 		return 2
 	}
 	s.header(h)
+	err = launchSweep(ctx, cfg, exe, args, s, stderr)
+	return finishRun(cfg, s, stdout, stderr, err)
+}
+
+// launchSweep starts cfg.np ranks of exe running shmbench run with args and
+// feeds the results rank 0 streams back to s.
+func launchSweep(ctx context.Context, cfg *runConfig, exe string, args []string, s *sink, stderr io.Writer) error {
 	stream := &streamReader{sink: s, stderr: stderr}
 	job, err := launch.Start(ctx, launch.Config{
 		NP: cfg.np, Prog: exe, Args: append([]string{"run"}, args...),
@@ -313,12 +320,11 @@ func runLauncher(ctx context.Context, cfg *runConfig, args []string, stdout, std
 		Stdout: stream, Stderr: stderr, Timeout: cfg.timeout,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "shmbench run: %v\n", err)
-		return 1
+		return err
 	}
 	jobErr := job.Wait()
 	stream.flush()
-	return finishRun(cfg, s, stdout, stderr, jobErr, stream.err)
+	return errors.Join(jobErr, stream.err)
 }
 
 // finishRun writes the summary and plots and decides the exit status.

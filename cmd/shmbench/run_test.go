@@ -167,6 +167,9 @@ func TestRunFormats(t *testing.T) {
 // three processes (not a power of two) and checks every element of every
 // result.
 func TestRunAllCollectives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every collective and algorithm")
+	}
 	dir := t.TempDir()
 	code, out, errOut := shmbench(t, "run", "-np", "3", "-coll", "all", "-algo", "all", "-sizes", "8,1000", "-iters", "6",
 		"-warmup", "0s", "-check", "-format", "json", "-dtype", "int32", "-op", "bxor", "-plot", dir)

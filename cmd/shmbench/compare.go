@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/shmcoll/shmcoll/internal/benchfmt"
+	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/internal/mpibench"
+	"github.com/shmcoll/shmcoll/numa"
+)
+
+func init() {
+	register(&command{
+		name:    "compare",
+		summary: "the same sweep through Open MPI, MPICH and shmcoll, interleaved, with ratios",
+		run:     runCompare,
+	})
+}
+
+const compareUsage = `usage: shmbench compare [flags]
+
+Runs the same sweep through Open MPI, MPICH (internal/mpibench's C
+benchmark, built with mpicc.openmpi and mpicc.mpich) and shmcoll (shmbench
+run), with the same timing method. The hypervisor moves this machine's
+vCPUs between host cores, which changes small-message times 2-2.5x within
+seconds, so the implementations alternate in short blocks (one sweep each,
+in an order that rotates every round), the placement probe (one-way
+cache-line handoff, ns) is recorded before every block, and the rounds
+repeat. Per size it reports each implementation's median over rounds and
+the median over rounds of the per-round ratio shmcoll / best MPI (below 1:
+shmcoll is faster).
+
+Nothing is installed: an MPI that is absent is named with the commands and
+Debian packages it lacks, and the comparison goes on without it.
+
+Flags:
+`
+
+// compareImpl is one implementation taking part.
+type compareImpl struct {
+	name string // "openmpi", "mpich", "shmcoll"
+	mpi  mpi.Impl
+}
+
+// block is one implementation's sweep in one round.
+type block struct {
+	Type    string             `json:"type"` // "block"
+	Round   int                `json:"round"`
+	Impl    string             `json:"impl"`
+	ProbeNS float64            `json:"probe_ns"`
+	Seconds float64            `json:"seconds"`
+	Results []benchfmt.Result  `json:"results"`
+	byKey   map[compareKey]int // index into Results
+}
+
+type compareKey struct {
+	coll  string
+	bytes int64
+}
+
+// compareRow is one (collective, size) of the comparison.
+type compareRow struct {
+	Type   string               `json:"type"` // "compare"
+	Coll   string               `json:"coll"`
+	NP     int                  `json:"np"`
+	Dtype  string               `json:"dtype"`
+	Bytes  int64                `json:"bytes"`
+	Rounds int                  `json:"rounds"`
+	Median map[string]float64   `json:"median_us"`    // per implementation: median over rounds
+	PerRnd map[string][]float64 `json:"round_us"`     // per implementation and round (0: missing)
+	Ratios []float64            `json:"ratios"`       // per round: shmcoll / best MPI (0: missing)
+	Ratio  float64              `json:"ratio_median"` // median of Ratios (0: none)
+	Best   []string             `json:"best_mpi"`     // per round: the faster MPI
+}
+
+func runCompare(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, compareUsage)
+		fs.PrintDefaults()
+	}
+	np := fs.Int("np", 2, "ranks")
+	coll := fs.String("coll", "allreduce", "collectives, comma-separated, or all: "+strings.Join(mpibench.Colls, ", "))
+	dtype := fs.String("dtype", "float64", "element type: "+strings.Join(mpibench.Dtypes, ", "))
+	sizes := fs.String("sizes", "8,1K,64K,1M,16M,64M", "sizes in bytes: lists and ranges lo:hi[:factor]")
+	rounds := fs.Int("rounds", 3, "rounds: each runs every implementation once")
+	per := fs.Duration("time", 100*time.Millisecond, "timed duration per size in each block")
+	warm := fs.Duration("warmup", 20*time.Millisecond, "warm-up per size in each block")
+	impls := fs.String("impls", "openmpi,mpich,shmcoll", "implementations to compare")
+	format := fs.String("format", "table", "output: table or json (block lines, then one line per size)")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up on a block after this long")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "shmbench compare: %v\n", err)
+		return 2
+	}
+	bad := func(f string, a ...any) int {
+		fmt.Fprintf(stderr, "shmbench compare: "+f+"\n", a...)
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		return bad("unexpected arguments: %q", fs.Args())
+	case *np < 1 || *np > 1024:
+		return bad("-np %d: need 1 to 1024 ranks", *np)
+	case *rounds < 1:
+		return bad("-rounds %d: need at least 1", *rounds)
+	case *per <= 0:
+		return bad("-time %v: must be positive", *per)
+	case *warm < 0:
+		return bad("-warmup %v: must be >= 0", *warm)
+	case *format != "table" && *format != "json":
+		return bad("-format %q: want table or json", *format)
+	case !slices.Contains(mpibench.Dtypes, *dtype):
+		return bad("-dtype %q: the MPI benchmark supports %s", *dtype, strings.Join(mpibench.Dtypes, ", "))
+	}
+	colls := mpibench.Colls
+	if *coll != "all" {
+		colls = strings.Split(*coll, ",")
+		for _, c := range colls {
+			if !slices.Contains(mpibench.Colls, c) {
+				return bad("-coll: %q is not one the MPI benchmark measures (%s, or all)", c, strings.Join(mpibench.Colls, ", "))
+			}
+		}
+	}
+	sz, err := benchfmt.ParseSizes(*sizes)
+	if err != nil {
+		return bad("-sizes: %v", err)
+	}
+	var parts []compareImpl
+	for _, name := range strings.Split(*impls, ",") {
+		switch name {
+		case "openmpi":
+			parts = append(parts, compareImpl{name, mpi.OpenMPI})
+		case "mpich":
+			parts = append(parts, compareImpl{name, mpi.MPICH})
+		case "shmcoll":
+			parts = append(parts, compareImpl{name: name})
+		default:
+			return bad("-impls: unknown implementation %q (openmpi, mpich, shmcoll)", name)
+		}
+	}
+	if !slices.ContainsFunc(parts, func(p compareImpl) bool { return p.name == "shmcoll" }) {
+		return bad("-impls %s: shmcoll must take part", *impls)
+	}
+
+	// Say exactly what is missing, and go on without it.
+	var usable []compareImpl
+	for _, p := range parts {
+		if p.mpi != "" {
+			if err := mpi.Lookup(p.mpi).Err(); err != nil {
+				fmt.Fprintf(stderr, "shmbench compare: %v; comparing without it\n", err)
+				continue
+			}
+		}
+		usable = append(usable, p)
+	}
+	if len(usable) < 2 {
+		fmt.Fprintf(stderr, "shmbench compare: no MPI to compare with (install nothing was tried; see the packages named above)\n")
+		return 1
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Build the MPI benchmarks before timing anything.
+	for _, p := range usable {
+		if p.mpi != "" {
+			if _, err := mpibench.Build(ctx, p.mpi); err != nil {
+				fmt.Fprintf(stderr, "shmbench compare: %v\n", err)
+				return 1
+			}
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "shmbench compare: %v\n", err)
+		return 1
+	}
+	topo, _ := numa.Detect()
+	h := hostHeader("shmbench compare", *np, *dtype, "sum")
+	if *format == "json" {
+		h.Type = "run"
+		b, _ := json.Marshal(h)
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		fmt.Fprintf(stdout, "# host: %s; cpu: %s (%d CPUs); simd: %s; load: %s\n", h.Host, h.CPU, h.CPUs, h.SIMD, h.Load)
+		fmt.Fprintf(stdout, "# compare np=%d dtype=%s, %d rounds of %s, %v per size\n", *np, *dtype, *rounds, implNames(usable), *per)
+	}
+
+	var blocks []*block
+	for r := range *rounds {
+		for i := range usable {
+			p := usable[(i+r)%len(usable)] // rotate the order every round
+			b := &block{Type: "block", Round: r + 1, Impl: p.name, ProbeNS: placementNS(topo)}
+			bctx, cancel := context.WithTimeout(ctx, *timeout)
+			start := time.Now()
+			if p.mpi != "" {
+				err = runMPIBlock(bctx, b, p.mpi, *np, colls, sz, *per, *warm, *dtype)
+			} else {
+				err = runShmBlock(bctx, b, exe, *np, colls, sz, *per, *warm, *dtype, stderr)
+			}
+			cancel()
+			b.Seconds = time.Since(start).Seconds()
+			if err != nil {
+				fmt.Fprintf(stderr, "shmbench compare: round %d, %s: %v\n", r+1, p.name, err)
+				return 1
+			}
+			b.byKey = map[compareKey]int{}
+			for k, res := range b.Results {
+				b.byKey[compareKey{res.Coll, res.Bytes}] = k
+			}
+			blocks = append(blocks, b)
+			if *format == "json" {
+				bb, _ := json.Marshal(b)
+				fmt.Fprintf(stdout, "%s\n", bb)
+			} else {
+				fmt.Fprintf(stdout, "# round %d %-8s probe %6.1f ns, %5.1f s\n", b.Round, b.Impl, b.ProbeNS, b.Seconds)
+			}
+		}
+	}
+	rows := compareRows(blocks, usable, *rounds)
+	if *format == "json" {
+		for _, row := range rows {
+			row.NP, row.Dtype = *np, *dtype
+			b, _ := json.Marshal(row)
+			fmt.Fprintf(stdout, "%s\n", b)
+		}
+	} else {
+		writeCompareTable(stdout, rows, usable)
+	}
+	for _, b := range blocks {
+		for _, res := range b.Results {
+			if res.Check != "ok" {
+				fmt.Fprintf(stderr, "shmbench compare: CHECK FAILED: %s %s at %d B: %s\n", b.Impl, res.Coll, res.Bytes, res.Check)
+				return 1
+			}
+		}
+	}
+	return 0
+}
+
+func implNames(ps []compareImpl) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.name)
+	}
+	return strings.Join(s, ", ")
+}
+
+func runMPIBlock(ctx context.Context, b *block, impl mpi.Impl, np int, colls []string, sizes []int64, per, warm time.Duration, dtype string) error {
+	if warm == 0 {
+		warm = -1 // mpibench: negative means none
+	}
+	rep, err := mpibench.Run(ctx, impl, mpibench.Options{NP: np, Colls: colls, Sizes: sizes, Time: per, Warmup: warm, Dtype: dtype})
+	if rep != nil {
+		for _, r := range rep.Results {
+			b.Results = append(b.Results, benchfmt.Result{
+				Type: "result", Coll: r.Coll, Algo: r.Impl, NP: r.NP, Dtype: r.Dtype, Op: r.Op, Bytes: r.Bytes, Iters: r.Iters,
+				MinUS: r.MinUS, MedianUS: r.MedianUS, MeanUS: r.MeanUS, MaxUS: r.MaxUS, P99US: r.P99US, SpanUS: r.SpanUS,
+				AlgBW: r.AlgBW, BusBW: r.BusBW, Check: r.Check,
+			})
+		}
+	}
+	return err
+}
+
+func runShmBlock(ctx context.Context, b *block, exe string, np int, colls []string, sizes []int64, per, warm time.Duration, dtype string, stderr io.Writer) error {
+	var ss []string
+	for _, s := range sizes {
+		ss = append(ss, strconv.FormatInt(s, 10))
+	}
+	args := []string{"-np", strconv.Itoa(np), "-coll", strings.Join(colls, ","), "-sizes", strings.Join(ss, ","),
+		"-time", per.String(), "-warmup", warm.String(), "-dtype", dtype, "-format", "json"}
+	cfg, err := parseRun(args, stderr)
+	if err != nil {
+		return err
+	}
+	s, err := newSink("json", io.Discard, stderr, 0)
+	if err != nil {
+		return err
+	}
+	err = launchSweep(ctx, cfg, exe, args, s, stderr)
+	b.Results = s.results
+	return err
+}
+
+// compareRows pairs the blocks' results by (collective, size), in the order
+// of the first shmcoll block.
+func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow {
+	var keys []compareKey
+	for _, b := range blocks {
+		if b.Impl == "shmcoll" {
+			for _, r := range b.Results {
+				keys = append(keys, compareKey{r.Coll, r.Bytes})
+			}
+			break
+		}
+	}
+	var rows []*compareRow
+	for _, k := range keys {
+		row := &compareRow{Type: "compare", Coll: k.coll, Bytes: k.bytes, Rounds: rounds,
+			Median: map[string]float64{}, PerRnd: map[string][]float64{}}
+		for _, p := range impls {
+			row.PerRnd[p.name] = make([]float64, rounds)
+		}
+		for _, b := range blocks {
+			if i, ok := b.byKey[k]; ok {
+				row.PerRnd[b.Impl][b.Round-1] = b.Results[i].MedianUS
+			}
+		}
+		for name, xs := range row.PerRnd {
+			row.Median[name] = medianPositive(xs)
+		}
+		row.Ratios = make([]float64, rounds)
+		row.Best = make([]string, rounds)
+		for r := range rounds {
+			best, bestName := 0.0, ""
+			for _, p := range impls {
+				if v := row.PerRnd[p.name][r]; p.mpi != "" && v > 0 && (best == 0 || v < best) {
+					best, bestName = v, p.name
+				}
+			}
+			row.Best[r] = bestName
+			if sh := row.PerRnd["shmcoll"][r]; best > 0 && sh > 0 {
+				row.Ratios[r] = sh / best
+			}
+		}
+		row.Ratio = medianPositive(row.Ratios)
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// medianPositive is the median of the positive values of xs (0 if none).
+func medianPositive(xs []float64) float64 {
+	var v []float64
+	for _, x := range xs {
+		if x > 0 {
+			v = append(v, x)
+		}
+	}
+	return benchfmt.Summarize(v).Median
+}
+
+func writeCompareTable(w io.Writer, rows []*compareRow, impls []compareImpl) {
+	fmt.Fprintf(w, "%-20s %8s", "coll", "bytes")
+	for _, p := range impls {
+		fmt.Fprintf(w, " %11s", p.name+"_us")
+	}
+	fmt.Fprintf(w, " %8s %8s  %s\n", "ratio", "spread", "best MPI per round")
+	for _, row := range rows {
+		fmt.Fprintf(w, "%-20s %8s", row.Coll, benchfmt.FormatSize(row.Bytes))
+		for _, p := range impls {
+			fmt.Fprintf(w, " %11s", fmtUS(row.Median[p.name]))
+		}
+		lo, hi := 0.0, 0.0
+		for _, r := range row.Ratios {
+			if r > 0 {
+				if lo == 0 || r < lo {
+					lo = r
+				}
+				hi = max(hi, r)
+			}
+		}
+		fmt.Fprintf(w, " %8.3f %8s  %s\n", row.Ratio, fmt.Sprintf("%.2f-%.2f", lo, hi), strings.Join(row.Best, ","))
+	}
+	fmt.Fprintln(w, "# ratio: median over rounds of shmcoll / best MPI in that round (< 1: shmcoll faster); times: median over rounds of each block's median")
+}
+
+func fmtUS(us float64) string {
+	switch {
+	case us == 0:
+		return "n/a"
+	case us >= 10000:
+		return fmt.Sprintf("%.1f ms", us/1000)
+	}
+	return fmt.Sprintf("%.3g", us)
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/shmcoll/shmcoll/internal/mpi"
+)
+
+func TestCompareBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-coll", "alltoall"}, "not one the MPI benchmark measures"},
+		{[]string{"-dtype", "bfloat16"}, "-dtype"},
+		{[]string{"-rounds", "0"}, "-rounds"},
+		{[]string{"-impls", "openmpi,mpich"}, "shmcoll must take part"},
+		{[]string{"-impls", "intelmpi,shmcoll"}, "unknown implementation"},
+		{[]string{"-sizes", "4:2"}, "-sizes"},
+		{[]string{"-format", "csv"}, "-format"},
+	} {
+		code, _, errOut := shmbench(t, append([]string{"compare"}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("compare %v: exit %d, %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// TestCompareNoMPI hides both MPIs: compare names every missing command
+// and its package, installs nothing and fails.
+func TestCompareNoMPI(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	code, out, errOut := shmbench(t, "compare", "-sizes", "8", "-rounds", "1")
+	if code != 1 || out != "" {
+		t.Fatalf("exit %d, stdout %q", code, out)
+	}
+	for _, want := range []string{
+		"mpicc.openmpi (Debian package libopenmpi-dev)", "mpirun.openmpi (Debian package openmpi-bin)",
+		"mpicc.mpich (Debian package libmpich-dev)", "mpirun.mpich (Debian package mpich)", "no MPI to compare with",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+// TestCompare runs a short interleaved comparison when both MPIs are
+// installed and checks the structure of its JSON output.
+func TestCompare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MPI jobs")
+	}
+	for _, impl := range mpi.Impls {
+		if err := mpi.Lookup(impl).Err(); err != nil {
+			t.Skipf("%v", err)
+		}
+	}
+	code, out, errOut := shmbench(t, "compare", "-np", "2", "-sizes", "8,4K", "-rounds", "2", "-time", "20ms", "-warmup", "5ms", "-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	var types []string
+	var rows []compareRow
+	blocks := map[string]int{}
+	for sc.Scan() {
+		var kind struct{ Type string }
+		if err := json.Unmarshal(sc.Bytes(), &kind); err != nil {
+			t.Fatalf("%v: %s", err, sc.Text())
+		}
+		types = append(types, kind.Type)
+		switch kind.Type {
+		case "block":
+			var b block
+			json.Unmarshal(sc.Bytes(), &b)
+			blocks[b.Impl]++
+			if len(b.Results) != 2 || b.Results[0].Bytes != 8 || b.Results[1].Bytes != 4096 || b.Results[0].Check != "ok" {
+				t.Errorf("block %s round %d: %+v", b.Impl, b.Round, b.Results)
+			}
+		case "compare":
+			var r compareRow
+			json.Unmarshal(sc.Bytes(), &r)
+			rows = append(rows, r)
+		}
+	}
+	if types[0] != "run" || len(types) != 1+6+2 {
+		t.Fatalf("line types %v", types)
+	}
+	if blocks["openmpi"] != 2 || blocks["mpich"] != 2 || blocks["shmcoll"] != 2 {
+		t.Errorf("blocks %v", blocks)
+	}
+	for _, r := range rows {
+		if r.Coll != "allreduce" || r.NP != 2 || r.Rounds != 2 || len(r.Ratios) != 2 || r.Ratio <= 0 ||
+			r.Median["openmpi"] <= 0 || r.Median["mpich"] <= 0 || r.Median["shmcoll"] <= 0 {
+			t.Errorf("row %+v", r)
+		}
+		for i, ratio := range r.Ratios {
+			best := r.PerRnd[r.Best[i]][i]
+			if got := r.PerRnd["shmcoll"][i] / best; got != ratio {
+				t.Errorf("%d B round %d: ratio %v, want %v", r.Bytes, i+1, ratio, got)
+			}
+		}
+	}
+}
