@@ -6,23 +6,11 @@ import (
 	"testing"
 )
 
-// BenchmarkAllreduce: float64 sum among in-process ranks (goroutines), per
-// algorithm, size and rank count. Each rank makes b.N calls; the time per
-// operation is rank 0's.
-func BenchmarkAllreduce(b *testing.B) {
-	for _, p := range []int{2, 4} {
-		for _, bytes := range []int{8, 256, 4096, 65536, 1 << 20} {
-			for _, alg := range []Algorithm{Flat, Circulant, Replicated} {
-				b.Run(fmt.Sprintf("alg=%v/bytes=%d/ranks=%d", alg, bytes, p), func(b *testing.B) {
-					benchAllreduce(b, p, bytes/8, alg)
-				})
-			}
-		}
-	}
-}
-
-func benchAllreduce(b *testing.B, p, n int, alg Algorithm) {
-	cs, err := NewLocal(p, Options{Algorithms: map[Collective]Algorithm{CollAllreduce: alg}})
+// benchRanks runs call(rank) b.N times on each of p in-process ranks
+// (goroutines) of a communicator with alg pinned for coll; the time per
+// operation is that of the whole group.
+func benchRanks(b *testing.B, p int, coll Collective, alg Algorithm, bytes int, call func(c *Comm) error) {
+	cs, err := NewLocal(p, Options{Algorithms: map[Collective]Algorithm{coll: alg}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,29 +19,20 @@ func benchAllreduce(b *testing.B, p, n int, alg Algorithm) {
 			c.Close()
 		}
 	}()
-	bufs := make([][2][]float64, p)
-	for r := range bufs {
-		bufs[r] = [2][]float64{make([]float64, n), make([]float64, n)}
-		for i := range bufs[r][0] {
-			bufs[r][0][i] = float64(r + i)
-		}
-	}
-	// Warm up (page faults of the slots and buffers).
-	call := func(r int) error { return Allreduce(bg, cs[r], bufs[r][0], bufs[r][1], Sum) }
-	var wg sync.WaitGroup
 	run := func(iters int) {
 		errs := make([]error, p)
+		var wg sync.WaitGroup
 		for r := 1; r < p; r++ {
 			wg.Go(func() {
 				for range iters {
-					if errs[r] = call(r); errs[r] != nil {
+					if errs[r] = call(cs[r]); errs[r] != nil {
 						return
 					}
 				}
 			})
 		}
 		for range iters {
-			if errs[0] = call(0); errs[0] != nil {
+			if errs[0] = call(cs[0]); errs[0] != nil {
 				break
 			}
 		}
@@ -64,11 +43,79 @@ func benchAllreduce(b *testing.B, p, n int, alg Algorithm) {
 			}
 		}
 	}
-	run(10)
-	b.SetBytes(int64(8 * n))
+	run(10) // page faults of slots and buffers
+	b.SetBytes(int64(bytes))
 	b.ReportAllocs()
 	b.ResetTimer()
 	run(b.N)
+}
+
+var benchSizes = []int{8, 256, 4096, 65536, 1 << 20}
+
+// BenchmarkAllreduce: float64 sum, per algorithm, size (bytes of each
+// rank's vector) and rank count.
+func BenchmarkAllreduce(b *testing.B) {
+	for _, p := range []int{2, 4} {
+		for _, bytes := range benchSizes {
+			for _, alg := range []Algorithm{Flat, Circulant, Replicated} {
+				b.Run(fmt.Sprintf("alg=%v/bytes=%d/ranks=%d", alg, bytes, p), func(b *testing.B) {
+					n := bytes / 8
+					bufs := make([][2][]float64, p)
+					for r := range bufs {
+						bufs[r] = [2][]float64{make([]float64, n), make([]float64, n)}
+					}
+					benchRanks(b, p, CollAllreduce, alg, bytes, func(c *Comm) error {
+						return Allreduce(bg, c, bufs[c.Rank()][0], bufs[c.Rank()][1], Sum)
+					})
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkCollectives: the other collectives of the selection table, per
+// algorithm; bytes as DESIGN.md counts them.
+func BenchmarkCollectives(b *testing.B) {
+	type bench struct {
+		coll Collective
+		algs []Algorithm
+		call func(c *Comm, bufs [][]float64, n int) error
+		in   func(p, n int) int // elements of the input buffer
+		out  func(p, n int) int
+	}
+	one := func(p, n int) int { return n }
+	perRank := func(p, n int) int { return n / p }
+	benches := []bench{
+		{CollReduceScatterBlock, []Algorithm{Flat, Circulant}, func(c *Comm, bufs [][]float64, n int) error {
+			return ReduceScatterBlock(bg, c, bufs[0], bufs[1], Sum)
+		}, one, perRank},
+		{CollAllgather, []Algorithm{Flat, Circulant}, func(c *Comm, bufs [][]float64, n int) error {
+			return Allgather(bg, c, bufs[0], bufs[1])
+		}, perRank, one},
+		{CollBcast, []Algorithm{Flat, Circulant}, func(c *Comm, bufs [][]float64, n int) error {
+			return Bcast(bg, c, bufs[0], 0)
+		}, one, one},
+		{CollReduce, []Algorithm{Flat, Circulant, Replicated}, func(c *Comm, bufs [][]float64, n int) error {
+			return Reduce(bg, c, bufs[0], bufs[1], Sum, 0)
+		}, one, one},
+	}
+	for _, bn := range benches {
+		for _, p := range []int{2, 4} {
+			for _, bytes := range benchSizes {
+				for _, alg := range bn.algs {
+					name := fmt.Sprintf("coll=%v/alg=%v/bytes=%d/ranks=%d", bn.coll, alg, bytes, p)
+					b.Run(name, func(b *testing.B) {
+						n := max(p, bytes/8/p*p)
+						bufs := make([][][]float64, p)
+						for r := range bufs {
+							bufs[r] = [][]float64{make([]float64, bn.in(p, n)), make([]float64, bn.out(p, n))}
+						}
+						benchRanks(b, p, bn.coll, alg, 8*n, func(c *Comm) error { return bn.call(c, bufs[c.Rank()], n) })
+					})
+				}
+			}
+		}
+	}
 }
 
 // BenchmarkAllreduceOneElementOneRank is the per-call overhead: one float64
