@@ -17,11 +17,15 @@ import (
 // reduce) and posts phase 2; then every rank (the root for reduce) copies
 // block q from the result area of rank q.
 //
-// Slot reuse: in a step a rank writes its half only before phase 1 (the
-// segment) and into its result area before phase 2, which nobody reads
-// before phase 2; the segment area is never written after phase 1. Across
-// steps the halves alternate and begin() ensures every rank began step
-// e-1 before step e writes (see step.go).
+// Bcast, scatter, gather, allgather(v), scan: the ranks that provide data
+// copy it into their half and post phase 1; the others read it after
+// waiting for that phase.
+//
+// Slot reuse (structure): in a step a rank writes its half only before it
+// posts phase 1, except the result area of allreduce and reduce, which it
+// writes before phase 2 and nobody reads before phase 2; nothing is written
+// after it is exposed. Across steps the halves alternate and begin()
+// ensures every rank began step e-1 before step e writes (see step.go).
 
 func init() {
 	register(CollAllreduce, Flat, (*Comm).flatAllreduce, true)
