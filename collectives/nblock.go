@@ -1,0 +1,474 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/shmcoll/shmcoll/circulant"
+)
+
+// The n-block algorithms of Träff (004) on the circulant graph of p ranks,
+// skips 1 = skip[0] < ... < skip[q] = p, q = ceil(log2 p):
+//
+//   - bcast (Algorithm 1, with the virtual rounds): the segment is cut into
+//     n blocks that move in n-1+q rounds; in round i a rank copies block
+//     recv[k]+offset from rank r - skip[k] (circulant.Table.AllgathervRecv
+//     with the bcast root as the only root).
+//   - reduce: the broadcast backwards, every transfer reversed: in round i
+//     a rank reduces the partial result of a block from the rank it sent
+//     that block to in broadcast round n-2+q-i; every non-root makes each
+//     partial block available exactly once, after all its contributions
+//     arrived. Local accumulator on the left; needs a commutative operator.
+//   - allgather(v) (Algorithm 7): p simultaneous broadcasts, every rank a
+//     root of its own piece cut into n blocks; a rank reads in each round
+//     one block of every root from the same peer. Roots that contribute
+//     nothing are skipped, so the degenerate case (one rank contributes
+//     everything) costs what a bcast of the same size costs.
+//   - reduce-scatter (regular and irregular): p simultaneous reductions,
+//     rank j the root of block j of the vector; commutative operators.
+//
+// Data layout: a rank's slot half holds the segment packed by block (for
+// bcast and reduce the segment itself; for allgatherv and reduce-scatter
+// root j's piece at c.sc.pre[j]), and block b of a piece of L elements is
+// elements [b*L/n, (b+1)*L/n) of it, at the same offset in every rank's
+// half, so a block read from a peer lands at the same place. There is no
+// packing: the concatenation of Algorithm 7 is the slot itself.
+//
+// Phases: a rank posts phase 1 when it begins the step (the root of a
+// bcast, its whole segment already in its half), and phase i+1 before
+// round i in which it exposes a block, after rounds 0..i-1 are done; in
+// round i a rank waits for its peer's phase i+1. The schedules guarantee
+// that what a peer exposes in round i it received (bcast, allgatherv) or
+// completed (reduce, reduce-scatter) in an earlier round.
+//
+// Slot reuse within a step (structure): in bcast and allgatherv every
+// block of a rank's half is written once (its single receipt, or the
+// copy-in) and never again. In reduce and reduce-scatter a block of a
+// rank's half is written only by its copy-in and by reductions before the
+// round in which it is exposed, and is never written after it (each
+// partial block is exposed exactly once, after all contributions). Across
+// steps see step.go.
+//
+// Number of blocks: the linear cost model (see costModel) gives the time of
+// n-1+q rounds moving V/n bytes each as (n-1+q)(alpha + w*V/n), w the cost
+// of a byte (beta to copy, beta+gamma to reduce), minimal at
+// n = sqrt((q-1)*w*V/alpha).
+
+func init() {
+	register(CollBcast, Nblock, (*Comm).nblockBcast, true)
+	register(CollReduce, Nblock, (*Comm).nblockReduce, false)
+	register(CollAllgather, Nblock, (*Comm).nblockAllgatherv, true)
+	register(CollAllgatherv, Nblock, (*Comm).nblockAllgatherv, true)
+	register(CollReduceScatterBlock, Nblock, (*Comm).nblockReduceScatter, false)
+	register(CollReduceScatter, Nblock, (*Comm).nblockReduceScatter, false)
+}
+
+// costModel is the linear cost model of the papers for this machine's
+// shared memory: a round (a phase hand-off between two ranks: one cache
+// line changing owner, and the poll that sees it) costs alpha ns, a byte
+// copied from a peer's slot beta ns, a byte reduced from it gamma ns more.
+type costModel struct {
+	alpha, beta, gamma float64
+}
+
+// machineCost was measured on the two-core machine shmcoll is built on by
+// BenchmarkCostModel (nblock_test.go) and rounded: alpha is half the time
+// of a phase ping-pong between two in-process ranks; beta the time per
+// byte of copying a 256 KiB block from a peer's slot half into one's own,
+// gamma that of reducing (float64 sum) a 256 KiB block from a peer's slot
+// into one's own, less beta. Run `go test -run='^$' -bench=CostModel
+// ./collectives/` to measure them again. Every rank must use the same
+// values: the block count is not part of the call descriptor.
+var machineCost = costModel{alpha: 200, beta: 0.1, gamma: 0.05}
+
+// maxBlocks bounds the number of blocks of an n-block step (a reduce keeps
+// one bit per block on the stack).
+const maxBlocks = 1024
+
+// blocksFor returns the number of blocks n minimizing
+// (n-1+q)(alpha + perByte*bytes/n), with 1 <= n <= min(maxBlocks, elems).
+func (m costModel) blocksFor(q, bytes, elems int, perByte float64) int {
+	if testBlocks > 0 {
+		return max(1, min(testBlocks, maxBlocks, elems))
+	}
+	if q <= 1 || elems <= 1 {
+		return 1
+	}
+	n := int(math.Round(math.Sqrt(float64(q-1) * perByte * float64(bytes) / m.alpha)))
+	return max(1, min(n, maxBlocks, elems))
+}
+
+// testBlocks > 0 fixes the number of blocks (tests only).
+var testBlocks int
+
+// nblockTables caches the schedules of every rank for each p: they are a
+// pure function of p (2pq+p bytes), shared by every communicator of p
+// ranks and computed once, in O(p log p).
+var nblockTables sync.Map // int -> *circulant.Table
+
+func nblockTable(p int) (*circulant.Table, error) {
+	if t, ok := nblockTables.Load(p); ok {
+		return t.(*circulant.Table), nil
+	}
+	s, err := circulant.NewSchedules(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	t, _ := nblockTables.LoadOrStore(p, s.NewTable())
+	return t.(*circulant.Table), nil
+}
+
+// nbRound is round i of an n-block broadcast on this rank: the round
+// within the phase k, the block offset, and the peers.
+type nbRound struct {
+	k, off, to, from int
+}
+
+func nblockRound(s *circulant.Schedules, rank, n, i int) nbRound {
+	k, off := s.Round(n, i)
+	return nbRound{k: k, off: off, to: s.To(rank, k), from: s.From(rank, k)}
+}
+
+// bcastRecv is the block of root's data that rank receives in round rd
+// (-1: none), bcastSend the block it exposes to rd.to (-1: none).
+func bcastRecv(t *circulant.Table, rank, root, n int, rd nbRound) int {
+	if rank == root {
+		return -1
+	}
+	p := t.Schedules().P()
+	return circulant.CapBlock(t.Recv((rank-root+p)%p, rd.k)+rd.off, n)
+}
+
+func bcastSend(t *circulant.Table, rank, root, n int, rd nbRound) int {
+	if rd.to == root {
+		return -1
+	}
+	p := t.Schedules().P()
+	return circulant.CapBlock(t.Send((rank-root+p)%p, rd.k)+rd.off, n)
+}
+
+// blockSpan is block b of n of a piece of L elements at element offset
+// base: [lo, hi).
+func blockSpan(base, L, n, b int) (lo, hi int) {
+	return base + pieceLo(b, n, L), base + pieceLo(b+1, n, L)
+}
+
+func (c *Comm) nblockBcast(ctx context.Context) error {
+	a := &c.cur
+	esz, p, N := a.esz, c.size, a.count
+	t, err := nblockTable(p)
+	if err != nil {
+		return c.fail(err)
+	}
+	s := t.Schedules()
+	M := c.half / esz
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		n := machineCost.blocksFor(s.Q(), m*esz, m, machineCost.beta)
+		R := s.NumRounds(n)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		seg := span(a.recv, esz, base, base+m)
+		h := c.slotHalf(c.rank, e)
+		if c.rank == a.root {
+			copy(h, seg)
+			c.post(e, R+1) // every block is there
+		} else {
+			c.post(e, 1)
+		}
+		for i := range R {
+			rd := nblockRound(s, c.rank, n, i)
+			if b := bcastSend(t, c.rank, a.root, n, rd); b >= 0 {
+				c.last.Sent++
+				if i > 0 && c.rank != a.root {
+					c.post(e, i+1)
+				}
+			}
+			b := bcastRecv(t, c.rank, a.root, n, rd)
+			if b < 0 {
+				continue
+			}
+			if err := c.wait(ctx, rd.from, e, i+1); err != nil {
+				return err
+			}
+			lo, hi := blockSpan(0, m, n, b)
+			src := span(c.slotHalf(rd.from, e), esz, lo, hi)
+			copy(span(h, esz, lo, hi), src)
+			copy(span(seg, esz, lo, hi), src)
+			c.last.Rounds++
+			c.last.Received++
+		}
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}
+
+// blockSet is one bit per block of a step (n <= maxBlocks), on the stack.
+type blockSet [maxBlocks / 64]uint64
+
+func (s *blockSet) has(b int) bool { return s[b>>6]&(1<<(b&63)) != 0 }
+func (s *blockSet) add(b int)      { s[b>>6] |= 1 << (b & 63) }
+
+func (c *Comm) nblockReduce(ctx context.Context) error {
+	a := &c.cur
+	esz, p, N := a.esz, c.size, a.count
+	t, err := nblockTable(p)
+	if err != nil {
+		return c.fail(err)
+	}
+	s := t.Schedules()
+	in := a.input()
+	M := c.half / esz
+	isRoot := c.rank == a.root
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		n := machineCost.blocksFor(s.Q(), m*esz, m, machineCost.beta+machineCost.gamma)
+		R := s.NumRounds(n)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		x := span(in, esz, base, base+m)
+		// acc holds this rank's partial results: the root's are the
+		// result, nobody reads them.
+		acc := c.slotHalf(c.rank, e)[:m*esz]
+		if isRoot {
+			acc = span(a.recv, esz, base, base+m)
+		}
+		var ready blockSet // blocks of acc that hold a partial result
+		block := func(buf []byte, b int) []byte {
+			lo, hi := blockSpan(0, m, n, b)
+			return span(buf, esz, lo, hi)
+		}
+		// expose makes block b of acc final before the phase that lets
+		// its reader in: a block nothing was reduced into is the input.
+		expose := func(b int) {
+			if !ready.has(b) {
+				copy(block(acc, b), block(x, b))
+				ready.add(b)
+			}
+			c.last.Sent++
+		}
+		// Reduce round i is broadcast round R-1-i reversed: send what the
+		// broadcast received, receive what it sent.
+		if R > 0 {
+			if b := bcastRecv(t, c.rank, a.root, n, nblockRound(s, c.rank, n, R-1)); b >= 0 {
+				expose(b)
+			}
+		}
+		c.post(e, 1)
+		for i := range R {
+			rd := nblockRound(s, c.rank, n, R-1-i)
+			if b := bcastSend(t, c.rank, a.root, n, rd); b >= 0 {
+				if err := c.wait(ctx, rd.to, e, i+1); err != nil {
+					return err
+				}
+				peer := block(c.slotHalf(rd.to, e), b)
+				if ready.has(b) {
+					a.red.reduce(block(acc, b), peer)
+				} else {
+					a.red.reduce3(block(acc, b), block(x, b), peer)
+					ready.add(b)
+				}
+				c.last.Rounds++
+				c.last.Received++
+				c.last.Reduced++
+			}
+			if i+1 < R {
+				if b := bcastRecv(t, c.rank, a.root, n, nblockRound(s, c.rank, n, R-2-i)); b >= 0 {
+					expose(b)
+					c.post(e, i+2)
+				}
+			}
+		}
+		if isRoot {
+			for b := range n {
+				if !ready.has(b) {
+					copy(block(acc, b), block(x, b))
+				}
+			}
+			a.fully = true
+		}
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}
+
+// nblockAllgatherv is Algorithm 7: p simultaneous broadcasts in
+// n-1+q rounds, every rank the root of its own piece.
+func (c *Comm) nblockAllgatherv(ctx context.Context) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	t, err := nblockTable(p)
+	if err != nil {
+		return c.fail(err)
+	}
+	s := t.Schedules()
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	for seg := range S {
+		c.pieces(seg, S, a.counts, a.displs)
+		pre, uoff := c.sc.pre, c.sc.uoff
+		widest, others := 0, 0
+		for j := range p {
+			L := pre[j+1] - pre[j]
+			widest = max(widest, L)
+			if j != c.rank && L > 0 {
+				others++
+			}
+		}
+		n := machineCost.blocksFor(s.Q(), pre[p]*esz, widest, machineCost.beta)
+		R := s.NumRounds(n)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		h := c.slotHalf(c.rank, e)
+		copy(span(h, esz, pre[c.rank], pre[c.rank+1]), span(a.recv, esz, uoff[c.rank], uoff[c.rank]+pre[c.rank+1]-pre[c.rank]))
+		c.post(e, 1)
+		for i := range R {
+			rd := nblockRound(s, c.rank, n, i)
+			sends := 0
+			for j := range p {
+				if pre[j+1] > pre[j] && bcastSend(t, c.rank, j, n, rd) >= 0 {
+					sends++
+				}
+			}
+			if sends > 0 && i > 0 {
+				c.post(e, i+1)
+			}
+			c.last.Sent += uint64(sends)
+			waited := false
+			for j := range p {
+				L := pre[j+1] - pre[j]
+				if L == 0 {
+					continue
+				}
+				b := bcastRecv(t, c.rank, j, n, rd)
+				if b < 0 {
+					continue
+				}
+				if !waited {
+					if err := c.wait(ctx, rd.from, e, i+1); err != nil {
+						return err
+					}
+					waited = true
+					c.last.Rounds++
+				}
+				lo, hi := blockSpan(pre[j], L, n, b)
+				src := span(c.slotHalf(rd.from, e), esz, lo, hi)
+				copy(span(h, esz, lo, hi), src)
+				u := uoff[j] + lo - pre[j]
+				copy(span(a.recv, esz, u, u+hi-lo), src)
+				c.last.Received++
+			}
+		}
+		// Every root with data in the segment reached this rank, so every
+		// rank began the step unless one had nothing to send.
+		a.fully = others == p-1
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}
+
+// nblockReduceScatter: p simultaneous reductions in n-1+q rounds, rank j
+// the root of block j of the vector; round i is the allgatherv's round
+// R-1-i with every transfer reversed. A rank copies the blocks of the
+// others into its half, reduces into them what it receives, and exposes
+// each partial block once, when complete; its own block is reduced into
+// recv.
+func (c *Comm) nblockReduceScatter(ctx context.Context) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	t, err := nblockTable(p)
+	if err != nil {
+		return c.fail(err)
+	}
+	s := t.Schedules()
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	me := c.rank
+	for seg := range S {
+		c.pieces(seg, S, a.counts, a.displs)
+		pre, uoff := c.sc.pre, c.sc.uoff
+		widest := 0
+		for j := range p {
+			widest = max(widest, pre[j+1]-pre[j])
+		}
+		n := machineCost.blocksFor(s.Q(), pre[p]*esz, widest, machineCost.beta+machineCost.gamma)
+		R := s.NumRounds(n)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		h := c.slotHalf(me, e)
+		// The copy-in: every block but this rank's own, which is reduced
+		// into recv (in place, recv is that block of the input).
+		for j := range p {
+			if j != me {
+				copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+			}
+		}
+		L := pre[me+1] - pre[me]
+		lo := pieceLo(seg, S, a.counts[me])
+		out := span(a.recv, esz, lo, lo+L)
+		copy(out, span(a.send, esz, uoff[me], uoff[me]+L))
+		c.post(e, 1)
+		for i := range R {
+			rd := nblockRound(s, me, n, R-1-i) // reversed: read from rd.to
+			sends := 0
+			for j := range p {
+				if pre[j+1] > pre[j] && bcastRecv(t, me, j, n, rd) >= 0 {
+					sends++
+				}
+			}
+			if sends > 0 && i > 0 {
+				c.post(e, i+1)
+			}
+			c.last.Sent += uint64(sends)
+			waited := false
+			for j := range p {
+				Lj := pre[j+1] - pre[j]
+				if Lj == 0 {
+					continue
+				}
+				b := bcastSend(t, me, j, n, rd)
+				if b < 0 {
+					continue
+				}
+				if !waited {
+					if err := c.wait(ctx, rd.to, e, i+1); err != nil {
+						return err
+					}
+					waited = true
+					c.last.Rounds++
+				}
+				blo, bhi := blockSpan(pre[j], Lj, n, b)
+				src := span(c.slotHalf(rd.to, e), esz, blo, bhi)
+				if j == me {
+					a.red.reduce(span(out, esz, blo-pre[j], bhi-pre[j]), src)
+				} else {
+					a.red.reduce(span(h, esz, blo, bhi), src)
+				}
+				c.last.Received++
+				c.last.Reduced++
+			}
+		}
+		// This rank's block gathered every rank's contribution.
+		a.fully = L > 0
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}

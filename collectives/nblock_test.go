@@ -1,0 +1,217 @@
+package collectives
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/shmcoll/shmcoll/circulant"
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// TestNblockMatrix runs the matrix (helpers_test.go) with nblock pinned for
+// bcast, reduce, allgather(v) and reduce-scatter(_block), with the block
+// count of the cost model and with fixed counts that force many blocks,
+// virtual rounds and capped last phases.
+func TestNblockMatrix(t *testing.T) {
+	blocks := []int{0, 3}
+	if long {
+		blocks = []int{0, 1, 2, 3, 5, 64}
+	}
+	for _, n := range blocks {
+		for _, p := range testSizes() {
+			if n > 0 && p > 33 && !long {
+				continue
+			}
+			t.Run(fmt.Sprintf("blocks=%d/p=%d", n, p), func(t *testing.T) {
+				defer setTestBlocks(n)()
+				runMatrix(t, p, Nblock)
+			})
+		}
+	}
+	noLeaks(t)
+}
+
+// setTestBlocks fixes the block count (0: the cost model's) and returns
+// the function that restores it.
+func setTestBlocks(n int) func() {
+	old := testBlocks
+	testBlocks = n
+	return func() { testBlocks = old }
+}
+
+// TestNblockCounts asserts the instrumented counts against Träff (004):
+// with n blocks the bcast, reduce, allgatherv and reduce-scatter take
+// n-1+q rounds, q = ceil(log2 p), of which a rank waits in at most n-1+q;
+// a non-root receives each block of a bcast exactly once and exposes each
+// partial block of a reduce exactly once; in the allgatherv a rank receives
+// each block of every other root once, in the reduce-scatter it exposes
+// each partial block of every other root's part once; every block exposed
+// is read by exactly one rank.
+func TestNblockCounts(t *testing.T) {
+	ps := []int{2, 3, 4, 5, 7, 8, 9, 16, 17, 33}
+	if long {
+		ps = append(ps, 31, 32, 64, 100)
+	}
+	for _, p := range ps {
+		q := circulant.CeilLog2(p)
+		for _, n := range []int{1, 2, q, 2*q + 1, 3*q + 2} {
+			t.Run(fmt.Sprintf("p=%d/n=%d", p, n), func(t *testing.T) { nblockCounts(t, p, n, q) })
+		}
+	}
+}
+
+func nblockCounts(t *testing.T, p, n, q int) {
+	defer setTestBlocks(n)()
+	R := uint64(n - 1 + q)
+	N := uint64(n)
+	P := uint64(p)
+	type coll struct {
+		name string
+		run  func(c *Comm) error
+		// want checks one rank's stats; sent and received must be
+		// equal when summed over the ranks, and equal total.
+		want  func(r int, s Stats) string
+		total uint64
+	}
+	root := p / 2
+	m := 8 * n // elements per block of a root: n blocks of 8
+	deg := make([]int, p)
+	deg[root] = m
+	colls := []coll{
+		{"bcast", func(c *Comm) error { return Bcast(bg, c, make([]float64, m), root) },
+			func(r int, s Stats) string {
+				want := N
+				if r == root {
+					want = 0
+				}
+				if s.Received != want || s.Rounds != want || s.Rounds > R || s.Sent > R || s.Reduced != 0 {
+					return fmt.Sprintf("want %d blocks received in as many rounds (<= %d), <= %d sent", want, R, R)
+				}
+				return ""
+			}, (P - 1) * N},
+		{"reduce", func(c *Comm) error {
+			var out []float64
+			if c.Rank() == root {
+				out = make([]float64, m)
+			}
+			return Reduce(bg, c, make([]float64, m), out, Sum, root)
+		}, func(r int, s Stats) string {
+			want := N
+			if r == root {
+				want = 0
+			}
+			if s.Sent != want || s.Received != s.Reduced || s.Rounds != s.Received || s.Rounds > R {
+				return fmt.Sprintf("want %d blocks sent, every block received reduced, <= %d rounds", want, R)
+			}
+			return ""
+		}, (P - 1) * N},
+		{"allgather", func(c *Comm) error { return Allgather(bg, c, make([]float64, m), make([]float64, p*m)) },
+			func(r int, s Stats) string {
+				if s.Received != (P-1)*N || s.Rounds > R || s.Reduced != 0 {
+					return fmt.Sprintf("want %d blocks received in <= %d rounds", (P-1)*N, R)
+				}
+				return ""
+			}, P * (P - 1) * N},
+		{"allgatherv degenerate", func(c *Comm) error {
+			return Allgatherv(bg, c, make([]float64, deg[c.Rank()]), make([]float64, m), deg, nil)
+		}, func(r int, s Stats) string {
+			want := N
+			if r == root {
+				want = 0
+			}
+			if s.Received != want || s.Rounds != want || s.Rounds > R {
+				return fmt.Sprintf("want %d blocks received in as many rounds (<= %d)", want, R)
+			}
+			return ""
+		}, (P - 1) * N},
+		{"reduce_scatter_block", func(c *Comm) error {
+			return ReduceScatterBlock(bg, c, make([]float64, p*m), make([]float64, m), Sum)
+		}, func(r int, s Stats) string {
+			if s.Sent != (P-1)*N || s.Received != s.Reduced || s.Rounds > R {
+				return fmt.Sprintf("want %d blocks sent, every block received reduced, <= %d rounds", (P-1)*N, R)
+			}
+			return ""
+		}, P * (P - 1) * N},
+		{"reduce_scatter degenerate", func(c *Comm) error {
+			return ReduceScatter(bg, c, make([]float64, m), make([]float64, deg[c.Rank()]), deg, Sum)
+		}, func(r int, s Stats) string {
+			want := N
+			if r == root {
+				want = 0
+			}
+			if s.Sent != want || s.Received != s.Reduced || s.Rounds > R {
+				return fmt.Sprintf("want %d blocks sent, every block received reduced, <= %d rounds", want, R)
+			}
+			return ""
+		}, (P - 1) * N},
+	}
+	stats := make([]Stats, p)
+	opt := pinAll(Nblock)
+	opt.SlotBytes = 1 << 20 // one segment
+	for _, cl := range colls {
+		err := Run(p, opt, func(c *Comm) error {
+			if err := cl.run(c); err != nil {
+				return err
+			}
+			stats[c.Rank()], _ = c.Stats()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sent, recv uint64
+		for r, s := range stats {
+			if s.Steps != 1 {
+				t.Errorf("%s rank %d: %d steps, want 1", cl.name, r, s.Steps)
+			}
+			if msg := cl.want(r, s); msg != "" {
+				t.Errorf("%s p=%d n=%d rank %d: %+v: %s", cl.name, p, n, r, s, msg)
+			}
+			sent += s.Sent
+			recv += s.Received
+		}
+		if sent != cl.total || recv != cl.total {
+			t.Errorf("%s p=%d n=%d: %d blocks sent and %d received in all, want %d", cl.name, p, n, sent, recv, cl.total)
+		}
+	}
+}
+
+// TestNblockTypes runs reduce, reduce_scatter_block (nblock) with every
+// operator of a representative set of types (all of them in long mode),
+// with a block count that makes several blocks per segment.
+func TestNblockTypes(t *testing.T) {
+	defer setTestBlocks(3)()
+	tests := typeTests
+	if !long {
+		tests = []func(*testing.T, int, Algorithm){testType[int32], testType[uint8], testType[float64],
+			testType[simd.BFloat16], testType[complex64], testType[simd.Float64Int32]}
+	}
+	for _, p := range []int{2, 3, 5} {
+		for _, f := range tests {
+			f(t, p, Nblock)
+		}
+	}
+}
+
+// TestNblockNonCommutative: reduce and reduce-scatter reorder operands, so
+// pinning nblock with a non-commutative operator fails on every rank;
+// bcast and allgather carry no operator.
+func TestNblockNonCommutative(t *testing.T) {
+	errs := runAll(t, 3, pinAll(Nblock), func(c *Comm) error {
+		return Reduce(bg, c, affineIn(c.Rank(), 6), make([]simd.Int64Int64, 6), affine, 0)
+	})
+	for r, err := range errs {
+		if !errors.Is(err, ErrNotCommutative) {
+			t.Errorf("reduce rank %d: %v, want ErrNotCommutative", r, err)
+		}
+	}
+	errs = runAll(t, 3, pinAll(Nblock), func(c *Comm) error {
+		return ReduceScatterBlock(bg, c, affineIn(c.Rank(), 6), make([]simd.Int64Int64, 2), affine)
+	})
+	for r, err := range errs {
+		if !errors.Is(err, ErrNotCommutative) {
+			t.Errorf("reduce_scatter_block rank %d: %v, want ErrNotCommutative", r, err)
+		}
+	}
+}
