@@ -122,6 +122,9 @@ func (e *Endpoint) attachedWord() *atomic.Uint32 {
 
 // counter returns the address of rank r's counter c, checking both.
 func (e *Endpoint) counter(r, c int) *atomic.Uint64 {
+	if e.base == nil {
+		panic("shm: use of a closed endpoint")
+	}
 	if uint(r) >= uint(e.size) || uint(c) >= NumCounters {
 		panic(fmt.Sprintf("shm: counter %d of rank %d out of range (%d ranks, %d counters)", c, r, e.size, NumCounters))
 	}

@@ -355,3 +355,43 @@ func BenchmarkPostWaitSatisfied(b *testing.B) {
 		}
 	}
 }
+
+func TestTimeoutOption(t *testing.T) {
+	for env, want := range map[string]time.Duration{"": 2 * time.Second, "750ms": 750 * time.Millisecond, "3": 3 * time.Second, "0.5": 500 * time.Millisecond, "junk": 2 * time.Second, "-1s": 2 * time.Second} {
+		t.Setenv("SHMCOLL_TIMEOUT", env)
+		if got := (Options{}).timeout(); got != want {
+			t.Errorf("SHMCOLL_TIMEOUT=%q: %v, want %v", env, got, want)
+		}
+	}
+	t.Setenv("SHMCOLL_TIMEOUT", "5s")
+	if got := (Options{Timeout: time.Second}).timeout(); got != time.Second {
+		t.Errorf("explicit Timeout: %v", got)
+	}
+	if got := (Options{Timeout: time.Second}).joinTimeout(); got != 20*time.Second {
+		t.Errorf("join timeout: %v", got)
+	}
+	if got := (Options{Timeout: 3 * time.Second}).joinTimeout(); got != 30*time.Second {
+		t.Errorf("join timeout: %v", got)
+	}
+}
+
+func TestUseAfterClose(t *testing.T) {
+	eps, err := NewLocal(2, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, eps)
+	if err := eps[0].Err(); err != ErrClosed {
+		t.Errorf("Err: %v", err)
+	}
+	if err := eps[0].Wait(context.Background(), 1, 0, 1); err != ErrClosed {
+		t.Errorf("Wait: %v", err)
+	}
+	eps[0].Abort(nil) // no effect, no crash
+	defer func() {
+		if recover() == nil {
+			t.Error("Post after Close did not panic")
+		}
+	}()
+	eps[0].Post(0, 1)
+}
