@@ -19,15 +19,23 @@
 //
 // # Waiting
 //
-// A wait costs one atomic load when the peer has already posted. Otherwise
-// it spins (PAUSE), then yields the CPU (sched_yield for processes,
-// runtime.Gosched for goroutines), then sleeps on a futex whose word is the
-// low half of the awaited counter, in the shared mapping (a shared futex, not
+// A wait costs one atomic load (and one of the abort word) when the peer has
+// already posted, and allocates nothing. Otherwise it spins (PAUSE; YIELD on
+// arm64), then yields the CPU (runtime.Gosched, and sched_yield for
+// processes), then sleeps on a futex whose word is the low half of the
+// awaited counter, in the shared mapping (a shared futex, not
 // FUTEX_PRIVATE_FLAG). Each counter's line holds a count of sleepers, so a
-// Post issues FUTEX_WAKE only when someone sleeps. The spin and yield
-// budgets shrink when ranks outnumber CPUs ([Options.SpinFor],
-// [Options.YieldFor]). Sleeps are bounded, so abort, the caller's context
-// and peer liveness are rechecked at least every min(Timeout/4, 20ms).
+// Post issues FUTEX_WAKE only when someone sleeps.
+//
+// The spin budget is [Options.SpinFor] at most (50µs by default, 2µs when
+// ranks outnumber the machine's CPUs or, in process, GOMAXPROCS) and adapts
+// below it: it halves after each wait that outlasts it, since then the
+// poster is not running and spinning only keeps it off the CPU, down to 5µs
+// (500ns when oversubscribed), and doubles after a wait that needed more
+// than half of it. Then the wait yields for [Options.YieldFor] (200µs, or
+// 100µs oversubscribed) and sleeps. Sleeps are bounded, so abort, the
+// caller's context and peer liveness are rechecked at least every
+// min(Timeout/4, 20ms), in every phase.
 //
 // # Failure
 //
