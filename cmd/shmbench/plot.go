@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -75,6 +76,7 @@ func plotResults(dir string, rs []benchfmt.Result) ([]string, error) {
 				p.Y.Scale = plot.LogScale{}
 				p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 			}
+			p.Y.Min, p.Y.Max = yRange(chart.data, chart.logY)
 			p.Add(plotter.NewGrid())
 			var args []any
 			for _, algo := range algoOrder {
@@ -85,8 +87,9 @@ func plotResults(dir string, rs []benchfmt.Result) ([]string, error) {
 			if err := plotutil.AddLinePoints(p, args...); err != nil {
 				return files, err
 			}
-			p.Legend.Top = chart.name == "bandwidth"
-			p.Legend.Left = chart.name == "latency"
+			// Both curves are low on the left: the legend goes top left.
+			p.Legend.Top, p.Legend.Left = true, true
+			p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), -vg.Points(12)
 			for _, ext := range []string{"png", "svg"} {
 				f := filepath.Join(dir, fmt.Sprintf("%s_np%d_%s.%s", coll, np, chart.name, ext))
 				if err := p.Save(8*vg.Inch, 5*vg.Inch, f); err != nil {
@@ -121,4 +124,19 @@ func (sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ts
+}
+
+// yRange spans the data with a margin (a factor on a log axis) above for
+// the legend.
+func yRange(data map[string]plotter.XYs, logY bool) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, xys := range data {
+		for _, xy := range xys {
+			lo, hi = min(lo, xy.Y), max(hi, xy.Y)
+		}
+	}
+	if logY && lo > 0 {
+		return lo / 1.5, hi * 4
+	}
+	return 0, hi * 1.25
 }
