@@ -115,7 +115,7 @@ func ringHops(e *Endpoint) error {
 
 // spawn starts ranks 1..p-1 of role on arena name and joins as rank 0.
 func spawn(b *testing.B, role string, p int, opt Options, env ...string) (*Endpoint, []*exec.Cmd) {
-	name := NewName()
+	name := testName()
 	var cmds []*exec.Cmd
 	for r := 1; r < p; r++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")

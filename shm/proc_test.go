@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,10 +35,33 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// ourSegments lists this user's shmcoll segments in /dev/shm.
+var (
+	namesMu   sync.Mutex
+	testNames []string
+)
+
+// testName returns a fresh arena name and remembers it, so that TestMain
+// can check that none of the tests' segments is left (other users' jobs
+// may have segments in /dev/shm at the same time).
+func testName() string {
+	n := NewName()
+	namesMu.Lock()
+	testNames = append(testNames, n)
+	namesMu.Unlock()
+	return n
+}
+
+// ourSegments lists the segments of this test binary's arenas that exist.
 func ourSegments() []string {
-	m, _ := filepath.Glob(filepath.Join(shmDir(), segmentPrefix()+"*"))
-	return m
+	namesMu.Lock()
+	defer namesMu.Unlock()
+	var left []string
+	for _, n := range testNames {
+		if p, err := SegmentPath(n); err == nil && fileExists(p) {
+			left = append(left, p)
+		}
+	}
+	return left
 }
 
 func envInt(k string) int {
@@ -161,7 +183,7 @@ func startRanks(t *testing.T, role, name string, size int, env ...string) []rank
 func TestProcessRing(t *testing.T) {
 	for _, p := range []int{2, 4} {
 		t.Run(fmt.Sprint("ranks=", p), func(t *testing.T) {
-			name := NewName()
+			name := testName()
 			if p == 4 {
 				name = segmentPrefix() + name // the launcher's form
 			}
@@ -185,7 +207,7 @@ func TestProcessStress(t *testing.T) {
 	if longTests() {
 		p, rounds = 16, 5000
 	}
-	ps := startRanks(t, "stress", NewName(), p, fmt.Sprint("SHMCOLL_TEST_ROUNDS=", rounds), "SHMCOLL_TEST_WORDS=4096",
+	ps := startRanks(t, "stress", testName(), p, fmt.Sprint("SHMCOLL_TEST_ROUNDS=", rounds), "SHMCOLL_TEST_WORDS=4096",
 		"SHMCOLL_TEST_SLOT=32768")
 	for r, pr := range ps {
 		if err := pr.cmd.Wait(); err != nil || !strings.HasSuffix(pr.out.String(), "ok\n") {
@@ -208,7 +230,7 @@ func TestKillDuringWait(t *testing.T) {
 
 func killDuringWait(t *testing.T, env ...string) {
 	const p, victim = 4, 2
-	ps := startRanks(t, "stuck", NewName(), p, append(env, "SHMCOLL_TEST_VICTIM=2", "SHMCOLL_TIMEOUT=1s")...)
+	ps := startRanks(t, "stuck", testName(), p, append(env, "SHMCOLL_TEST_VICTIM=2", "SHMCOLL_TIMEOUT=1s")...)
 	// Wait until the victim has joined (so everyone has), then kill it.
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(ps[victim].out.String(), "victim ready") {
@@ -240,7 +262,7 @@ func killDuringWait(t *testing.T, env ...string) {
 // arrived fails the join of the rest with ErrPeerDead (not a timeout), and
 // rank 0 removes the segment.
 func TestKillDuringJoin(t *testing.T) {
-	name := NewName()
+	name := testName()
 	path, _ := SegmentPath(name)
 	var wg sync.WaitGroup
 	var err0 error

@@ -61,7 +61,7 @@ func joinAll(t *testing.T, name string, p int, opt Options) []*Endpoint {
 }
 
 func TestJoinNamedInOneProcess(t *testing.T) {
-	name := NewName()
+	name := testName()
 	eps := joinAll(t, name, 3, Options{SlotBytes: 10000})
 	defer closeAll(t, eps)
 	if path, _ := SegmentPath(name); fileExists(path) {
@@ -161,7 +161,7 @@ func TestReadEnv(t *testing.T) {
 // mode, returning its name.
 func writeSegment(t *testing.T, data []byte, mode os.FileMode) string {
 	t.Helper()
-	name := NewName()
+	name := testName()
 	path, _ := SegmentPath(name)
 	if err := os.WriteFile(path, data, mode); err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestJoinBadSegments(t *testing.T) {
 		})
 	}
 	t.Run("symlink", func(t *testing.T) {
-		name := NewName()
+		name := testName()
 		path, _ := SegmentPath(name)
 		if err := os.Symlink("/etc/passwd", path); err != nil {
 			t.Fatal(err)
@@ -239,7 +239,7 @@ func TestJoinBadSegments(t *testing.T) {
 		}
 	})
 	t.Run("rank taken", func(t *testing.T) {
-		name := NewName()
+		name := testName()
 		var wg sync.WaitGroup
 		var e0 *Endpoint
 		var err0 error
@@ -286,7 +286,7 @@ func TestNoSpaceHuge(t *testing.T) {
 	if free < 0 || free > 2*MaxSlotBytes {
 		t.Skipf("%s has %d bytes free", shmDir(), free)
 	}
-	name := NewName()
+	name := testName()
 	_, err := Join(context.Background(), name, 0, 2, Options{SlotBytes: MaxSlotBytes})
 	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "free") {
 		t.Fatalf("got %v", err)
@@ -299,14 +299,14 @@ func TestNoSpaceHuge(t *testing.T) {
 func TestNoSpace(t *testing.T) {
 	dir := mountTmpfs(t, "1m")
 	// Larger than the file system: refused at creation.
-	_, err := Join(context.Background(), NewName(), 0, 2, Options{SlotBytes: 1 << 20})
+	_, err := Join(context.Background(), testName(), 0, 2, Options{SlotBytes: 1 << 20})
 	if !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("too large: %v", err)
 	}
 	// Fits when rank 0 creates it, but the space is gone when rank 1
 	// reserves its slot: rank 1 fails with ErrNoSpace, rank 0 learns that
 	// rank 1 left instead of waiting for the join timeout.
-	name := NewName()
+	name := testName()
 	opt := Options{SlotBytes: 384 << 10, JoinTimeout: time.Minute}
 	var wg sync.WaitGroup
 	var err0 error
@@ -334,7 +334,7 @@ func TestNoSpace(t *testing.T) {
 
 func TestCleanupStale(t *testing.T) {
 	// A rank 0 that dies before the others join leaves its segment behind.
-	name := NewName()
+	name := testName()
 	path, _ := SegmentPath(name)
 	ps := startRanks(t, "ring", name, 1, EnvSize+"=2")
 	for !fileExists(path) {
@@ -344,7 +344,7 @@ func TestCleanupStale(t *testing.T) {
 	ps[0].cmd.Process.Signal(syscall.SIGKILL)
 	ps[0].cmd.Wait()
 	// A live arena that waits for its second rank must survive Cleanup.
-	live := NewName()
+	live := testName()
 	livePath, _ := SegmentPath(live)
 	var wg sync.WaitGroup
 	var e0 *Endpoint
@@ -371,7 +371,7 @@ func TestCleanupStale(t *testing.T) {
 	e0.Close()
 	e1.Close()
 	// A stale segment under the name rank 0 wants is replaced.
-	name = NewName()
+	name = testName()
 	path, _ = SegmentPath(name)
 	ps = startRanks(t, "ring", name, 1, EnvSize+"=2")
 	for !fileExists(path) {
@@ -399,7 +399,7 @@ func TestNodeOf(t *testing.T) {
 		}
 		return -1
 	}}
-	eps := joinAll(t, NewName(), 2, opt)
+	eps := joinAll(t, testName(), 2, opt)
 	defer closeAll(t, eps)
 	for _, e := range eps {
 		mode, nodes, err := numa.MemoryPolicy(e.Slot(0))
@@ -436,7 +436,7 @@ func TestCountCPUList(t *testing.T) {
 // TestCreatorDiesDuringJoin: when rank 0 dies before everyone joined, the
 // joined ranks fail with ErrPeerDead naming it and remove the segment.
 func TestCreatorDiesDuringJoin(t *testing.T) {
-	name := NewName()
+	name := testName()
 	path, _ := SegmentPath(name)
 	ps := startRanks(t, "ring", name, 1, EnvSize+"=3", "SHMCOLL_TEST_SLOT=4096")
 	var wg sync.WaitGroup
