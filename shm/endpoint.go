@@ -497,14 +497,14 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 func (e *Endpoint) join(pid int, start uint64) (int, error) {
 	cb := e.ctrl(e.rank)
 	st := e.u32(e.rank, cState)
-	if st.Load() != stateFree {
+	// Claim the rank before writing its identity, so that a second claimant
+	// cannot overwrite the winner's pid.
+	if !st.CompareAndSwap(stateFree, stateJoining) {
 		return 0, fmt.Errorf("%w: rank %d", ErrRankTaken, e.rank)
 	}
 	*(*uint32)(unsafe.Add(cb, cPID)) = uint32(pid)
 	*(*uint64)(unsafe.Add(cb, cStart)) = start
-	if !st.CompareAndSwap(stateFree, stateJoined) {
-		return 0, fmt.Errorf("%w: rank %d", ErrRankTaken, e.rank)
-	}
+	st.Store(stateJoined)
 	e.joined = true
 	return int(e.attachedWord().Add(1)), nil
 }

@@ -64,7 +64,7 @@ const (
 
 // Control block field offsets (bytes from the start of a rank's block).
 const (
-	cState     = 0  // u32: stateFree, stateJoined, stateLeft
+	cState     = 0  // u32: stateFree, stateJoining, stateJoined, stateLeft
 	cPID       = 4  // u32
 	cStart     = 8  // u64: process start time (clock ticks since boot), for pid reuse
 	cAbortKind = 16 // u32
@@ -80,9 +80,10 @@ const (
 )
 
 const (
-	stateFree   = 0
-	stateJoined = 1
-	stateLeft   = 2
+	stateFree    = 0
+	stateJoined  = 1
+	stateLeft    = 2
+	stateJoining = 3 // claimed, pid being written
 )
 
 // Arena kinds recorded in the header.

@@ -163,6 +163,36 @@ func TestJoinLocalErrors(t *testing.T) {
 		t.Errorf("mismatch: %v", err)
 	}
 	<-done
+	// The same rank twice.
+	key := t.Name() + "dup"
+	first := make(chan error, 1)
+	go func() {
+		e, err := JoinLocal(ctx, key, 0, 2, Options{SlotBytes: 4096})
+		if err == nil {
+			defer e.Close()
+		}
+		first <- err
+	}()
+	for {
+		localMu.Lock()
+		a := localReg[key]
+		localMu.Unlock()
+		if a != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := JoinLocal(ctx, key, 0, 2, Options{SlotBytes: 4096}); !errors.Is(err, ErrRankTaken) {
+		t.Errorf("duplicate rank: %v", err)
+	}
+	e1, err := JoinLocal(ctx, key, 1, 2, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	e1.Close()
 	// Cancelled context.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
