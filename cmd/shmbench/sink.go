@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,27 +33,27 @@ func hostHeader(launcher string, np int, dtype, op string) benchfmt.Header {
 		SIMD: simd.Impl(), Load: loadAvg(), Launcher: launcher, NP: np, Dtype: dtype, Op: op,
 		Go: runtime.Version(), Time: time.Now().UTC().Format(time.RFC3339),
 	}
-	h.ProbeNS = placementNS(t)
+	var perr error
+	if h.ProbeNS, perr = placementNS(t); perr != nil {
+		h.ProbeErr = perr.Error()
+	}
 	return h
 }
 
 // placementNS is the placement probe between the first two CPUs of the
 // machine (not of this process's affinity, which a launcher may have
-// narrowed to one CPU), or 0 when it cannot be measured.
-func placementNS(t *numa.Topology) float64 {
+// narrowed to one CPU), or why it cannot be measured.
+func placementNS(t *numa.Topology) (float64, error) {
 	if t == nil || len(t.CPUs) < 2 {
-		return 0
+		return 0, errors.New("fewer than 2 CPUs")
 	}
 	a, errA := t.HostCPU(t.CPUs[0].ID)
 	b, errB := t.HostCPU(t.CPUs[1].ID)
-	if errA != nil || errB != nil || a == b {
-		return 0
+	if err := errors.Join(errA, errB); err != nil {
+		return 0, err
 	}
 	r, err := probe.Handoff(a, b, 0)
-	if err != nil {
-		return 0
-	}
-	return r.OneWayNS
+	return r.OneWayNS, err
 }
 
 // loadAvg is the first three fields of /proc/loadavg ("" where absent).

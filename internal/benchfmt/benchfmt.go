@@ -18,10 +18,11 @@ type Header struct {
 	Type     string  `json:"type"` // "run"
 	Tool     string  `json:"tool"` // "shmbench"
 	Host     string  `json:"host"`
-	CPU      string  `json:"cpu"`  // CPU model name
-	CPUs     int     `json:"cpus"` // online CPUs
-	SIMD     string  `json:"simd"` // simd.Impl()
-	ProbeNS  float64 `json:"probe_ns"`
+	CPU      string  `json:"cpu"`      // CPU model name
+	CPUs     int     `json:"cpus"`     // online CPUs
+	SIMD     string  `json:"simd"`     // simd.Impl()
+	ProbeNS  float64 `json:"probe_ns"` // one-way cache-line handoff; 0: not measured
+	ProbeErr string  `json:"probe_error,omitempty"`
 	Load     string  `json:"load"` // /proc/loadavg, first three fields
 	Launcher string  `json:"launcher"`
 	NP       int     `json:"np"`

@@ -81,6 +81,9 @@ func parseFields(rec []string, size func(string) (int64, error)) (Result, error)
 // headerLines describes h as "key: value" comment lines.
 func headerLines(h Header) []string {
 	probe := "n/a"
+	if h.ProbeErr != "" {
+		probe += " (" + h.ProbeErr + ")"
+	}
 	if h.ProbeNS > 0 {
 		probe = fmt.Sprintf("%.1f ns one-way", h.ProbeNS)
 	}
