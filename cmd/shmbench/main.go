@@ -4,6 +4,24 @@
 //
 //	shmbench <command> [flags]
 //
+// Without a command it runs "run" with its defaults: an allreduce sweep on
+// min(cores, 8) local processes with a short summary.
+//
+//	shmbench run      time collectives (-coll, -algo, -dtype, -op, -sizes,
+//	                  -iters or -time, -check, -format table|csv|json, -plot DIR)
+//	                  on -np processes it starts itself, or as one rank
+//	                  under shmrun or mpirun
+//	shmbench topo     topology, core-to-core latency through the channels,
+//	                  copy bandwidth per NUMA node, heatmap (-plot DIR)
+//	shmbench compare  Open MPI, MPICH and shmcoll interleaved in blocks with the
+//	                  placement probe; median of per-round ratios
+//
+// Timing follows DESIGN.md: each iteration is a barrier and then the
+// collective; its time is the slowest rank's; min, median, mean, max and
+// p99 over iterations and the span on CLOCK_MONOTONIC; bandwidths as
+// nccl-tests define them. The MPI side of compare (internal/mpibench)
+// measures the same way.
+//
 // Each command lives in its own file and registers itself in init.
 package main
 
