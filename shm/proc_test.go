@@ -75,7 +75,6 @@ func envInt(k string) int {
 // childMain runs one rank. Its last line of output is "ok" or the error.
 func childMain(role string) int {
 	ctx := context.Background()
-	rank, size := envInt(EnvRank), envInt(EnvSize)
 	opt := waitOptions()
 	opt.SlotBytes = envInt("SHMCOLL_TEST_SLOT")
 	var e *Endpoint
@@ -83,13 +82,14 @@ func childMain(role string) int {
 	if os.Getenv("SHMCOLL_TEST_ENVJOIN") != "" {
 		e, err = JoinEnv(ctx, opt)
 	} else {
-		e, err = Join(ctx, os.Getenv(EnvArena), rank, size, opt)
+		e, err = Join(ctx, os.Getenv(EnvArena), envInt(EnvRank), envInt(EnvSize), opt)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "join:", err)
 		return 2
 	}
 	defer e.Close()
+	rank, size := e.Rank(), e.Size()
 	switch role {
 	case "pong", "ringhop":
 		err = benchChild(role, e)
@@ -293,5 +293,41 @@ func TestKillDuringJoin(t *testing.T) {
 	}
 	if fileExists(path) {
 		t.Errorf("%s left behind", path)
+	}
+}
+
+// TestJoinEnvUnderMPI: ranks started by mpirun (Open MPI, MPICH) without
+// any SHMCOLL_* variable find each other through the launcher's variables.
+func TestJoinEnvUnderMPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mpirun")
+	}
+	env := []string{envRole + "=stress", "SHMCOLL_TEST_ENVJOIN=1", "SHMCOLL_TEST_SLOT=65536",
+		"SHMCOLL_TEST_ROUNDS=50", "SHMCOLL_TEST_WORDS=4096"}
+	for _, l := range []struct {
+		name string
+		args []string
+	}{
+		{"mpirun.openmpi", []string{"--allow-run-as-root", "--oversubscribe", "-np", "3",
+			"-x", envRole, "-x", "SHMCOLL_TEST_ENVJOIN", "-x", "SHMCOLL_TEST_SLOT", "-x", "SHMCOLL_TEST_ROUNDS", "-x", "SHMCOLL_TEST_WORDS"}},
+		{"mpirun.mpich", []string{"-np", "3"}},
+	} {
+		t.Run(l.name, func(t *testing.T) {
+			bin, err := exec.LookPath(l.name)
+			if err != nil {
+				t.Skipf("%s not installed", l.name)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, append(l.args, os.Args[0], "-test.run=^$")...)
+			cmd.Env = append(os.Environ(), env...)
+			for _, k := range []string{EnvRank, EnvSize, EnvArena} {
+				cmd.Env = append(cmd.Env, k+"=") // empty: not set for ReadEnv
+			}
+			out, err := cmd.CombinedOutput()
+			if err != nil || strings.Count(string(out), "ok\n") != 3 {
+				t.Fatalf("%v: %s", err, out)
+			}
+		})
 	}
 }
