@@ -57,7 +57,13 @@ func irregularCounts(p, n int) []int {
 // communicator of p in-process ranks with alg pinned.
 func runMatrix(t *testing.T, p int, alg Algorithm) {
 	var barrierCount atomic.Int64
-	err := Run(p, pinAll(alg), func(c *Comm) error { return matrixCalls(t, c, alg, &barrierCount) })
+	opt := pinAll(alg)
+	if p > 17 {
+		// Larger slots keep the number of 100-rank steps of the long mode
+		// bounded; p <= 17 exercises segmentation with 4 KiB slots.
+		opt.SlotBytes = 64 << 10
+	}
+	err := Run(p, opt, func(c *Comm) error { return matrixCalls(t, c, alg, &barrierCount) })
 	if err != nil {
 		t.Fatal(err)
 	}
