@@ -182,7 +182,7 @@ func (e *Endpoint) Load(peer, c int) uint64 { return e.counter(peer, c).Load() }
 
 // Post publishes v in the endpoint's own counter c (a release store) and
 // wakes the ranks sleeping on it, if any. Counters never decrease: v below
-// the current value panics.
+// the current value panics. One goroutine at a time posts a given counter.
 func (e *Endpoint) Post(c int, v uint64) {
 	w := e.counter(e.rank, c)
 	if old := w.Load(); v < old {
@@ -357,7 +357,8 @@ func (e *Endpoint) checkPeer(peer int) error {
 
 // Abort aborts the arena for every rank: each ongoing and later Wait on
 // any rank returns an *AbortError wrapping ErrAborted that names the first
-// rank that aborted and its cause. Only the first abort counts.
+// rank that aborted and its cause (the first 352 bytes of its message).
+// Only the first abort counts.
 func (e *Endpoint) Abort(cause error) {
 	if e.base == nil {
 		return
