@@ -1,0 +1,214 @@
+package collectives
+
+import "context"
+
+// The minimum-spanning-tree (MST) algorithms of the lecture notes (003),
+// on read schedules (see rabenseifner_schedule.go): the rank range is
+// halved recursively (the left half gets ceil(g/2) ranks); the holder of a
+// range (the root at the top) deals with one rank of the other half, its
+// first rank (or the range's first rank if the holder is in the right
+// half), which becomes the holder of that half. ceil(log2 p) levels.
+//
+//   - bcast: level by level from the top, the other half's holder copies
+//     the whole segment from the holder.
+//   - reduce: level by level from the bottom, the holder reduces the other
+//     holder's partial result into its own, the left half's partial as the
+//     left operand, so every partial result is the reduction of a range of
+//     ranks in rank order (correct for non-commutative operators).
+//   - scatter: from the top, the other half's holder copies the other
+//     half's blocks from the holder.
+//   - gather: from the bottom, the holder copies the other half's blocks
+//     from the other holder.
+//
+// Slot reuse: a rank writes a range of its half once (bcast, scatter,
+// gather: the blocks it receives, before it posts the phase its readers
+// wait for) or reduces into its partial result before it posts the phase
+// its one reader (its holder) waits for (structure). Buffer X is the
+// scratch of reductions with the peer as the left operand.
+
+func init() {
+	register(CollBcast, MST, (*Comm).mstBcast, true)
+	register(CollReduce, MST, (*Comm).mstReduce, true)
+	register(CollScatter, MST, (*Comm).mstScatter, true)
+	register(CollGather, MST, (*Comm).mstGather, true)
+}
+
+// What an MST schedule computes.
+const (
+	mstKindBcast uint8 = iota
+	mstKindReduce
+	mstKindScatter
+	mstKindGather
+)
+
+// mstUnit: on range [lo, hi) split at mid, holder h deals with o.
+type mstUnit struct{ lo, mid, hi, h, o int }
+
+// mstLevels returns the units of each level from the top.
+func mstLevels(p, root int) [][]mstUnit {
+	type rng struct{ lo, hi, h int }
+	cur := []rng{{0, p, root}}
+	var levels [][]mstUnit
+	for {
+		var next []rng
+		var us []mstUnit
+		for _, g := range cur {
+			if g.hi-g.lo == 1 {
+				continue
+			}
+			mid := g.lo + (g.hi-g.lo+1)/2
+			if g.h < mid {
+				us = append(us, mstUnit{g.lo, mid, g.hi, g.h, mid})
+				next = append(next, rng{g.lo, mid, g.h}, rng{mid, g.hi, mid})
+			} else {
+				us = append(us, mstUnit{g.lo, mid, g.hi, g.h, g.lo})
+				next = append(next, rng{g.lo, mid, g.lo}, rng{mid, g.hi, g.h})
+			}
+		}
+		if len(us) == 0 {
+			return levels
+		}
+		levels = append(levels, us)
+		cur = next
+	}
+}
+
+func mstSchedule(p, root int, kind uint8) *schedule {
+	levels := mstLevels(p, root)
+	npos := p
+	if kind == mstKindBcast || kind == mstKindReduce {
+		npos = 1
+	}
+	b := newSchedBuilder(p, npos, false)
+	mstAdd(b, levels, kind)
+	return b.done(nil)
+}
+
+// mstAdd adds the rounds of an MST bcast, reduce, scatter or gather.
+func mstAdd(b *schedBuilder, levels [][]mstUnit, kind uint8) {
+	n := len(levels)
+	for i := range n {
+		l := i
+		if kind == mstKindReduce || kind == mstKindGather {
+			l = n - 1 - i
+		}
+		for _, u := range levels[l] {
+			olo, ohi := u.mid, u.hi // the other half
+			if u.h >= u.mid {
+				olo, ohi = u.lo, u.mid
+			}
+			switch kind {
+			case mstKindBcast:
+				b.read(u.o, u.h, bufW, 0, b.s.npos, bufW, 0, bufW, 0, xCopy)
+			case mstKindScatter:
+				b.read(u.o, u.h, bufW, olo, ohi, bufW, 0, bufW, olo, xCopy)
+			case mstKindReduce:
+				op := xReduce
+				if u.h >= u.mid {
+					op = xReduceRev
+				}
+				b.read(u.h, u.o, bufW, 0, 1, bufW, 0, bufW, 0, op)
+			case mstKindGather:
+				b.read(u.h, u.o, bufW, olo, ohi, bufW, 0, bufW, olo, xCopy)
+			}
+		}
+		b.endRound()
+	}
+}
+
+func (c *Comm) mstSched(kind uint8) *schedule {
+	p, root := c.size, c.cur.root
+	return cachedSchedule(schedKey{alg: MST, kind: kind, p: p, a: root}, func() *schedule {
+		return mstSchedule(p, root, kind)
+	})
+}
+
+func (c *Comm) mstBcast(ctx context.Context) error {
+	return c.schedBcast(ctx, c.mstSched(mstKindBcast))
+}
+
+func (c *Comm) mstReduce(ctx context.Context) error {
+	a := &c.cur
+	M := c.half / a.esz
+	if a.red.user != nil && !a.red.comm {
+		M /= 2 // buffer X is the scratch of peer-op-own reductions
+	}
+	s := c.mstSched(mstKindReduce)
+	return c.schedVector(ctx, M, func(int) *schedule { return s })
+}
+
+func (c *Comm) mstScatter(ctx context.Context) error {
+	a := &c.cur
+	esz, p, r := a.esz, c.size, c.rank
+	c.regular(a.count)
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	s := c.mstSched(mstKindScatter)
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
+		pre, uoff := c.sc.pre, c.sc.uoff
+		h := c.slotHalf(r, e)
+		if r == a.root {
+			for j := range p {
+				if j != r {
+					copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+				}
+			}
+		}
+		c.post(e, 1)
+		if err := c.runSchedule(ctx, s, e, pre, 0); err != nil {
+			return err
+		}
+		if r != a.root {
+			lo := pieceLo(k, S, a.count)
+			copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
+		}
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) mstGather(ctx context.Context) error {
+	a := &c.cur
+	esz, p, r := a.esz, c.size, c.rank
+	c.regular(a.count)
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	s := c.mstSched(mstKindGather)
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
+		pre, uoff := c.sc.pre, c.sc.uoff
+		h := c.slotHalf(r, e)
+		if r != a.root {
+			lo := pieceLo(k, S, a.count)
+			copy(span(h, esz, pre[r], pre[r+1]), span(a.send, esz, lo, lo+pre[r+1]-pre[r]))
+		}
+		c.post(e, 1)
+		if err := c.runSchedule(ctx, s, e, pre, 0); err != nil {
+			return err
+		}
+		if r == a.root {
+			for j := range p {
+				if j != r {
+					copy(span(a.recv, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]), span(h, esz, pre[j], pre[j+1]))
+				}
+			}
+		}
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}

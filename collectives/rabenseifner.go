@@ -1,0 +1,395 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+)
+
+// Rabenseifner's reduction algorithms (001), on read schedules (see
+// rabenseifner_schedule.go).
+//
+// The butterfly. p' = 2^L ranks, L = floor(log2 p), cut the segment into
+// p' positions. Level l pairs adjacent members of each group: the left
+// member keeps the lower half of the group's range and reduces the right
+// member's lower half into it (own op peer), the right member keeps the
+// upper half (peer op own); the left members form one group of the next
+// level, the right members another. So the ranges are halved (recursive
+// halving, the reduce-scatter) while the distance doubles, every partial
+// result is the reduction of a contiguous range of ranks in rank order,
+// and the algorithm is correct for non-commutative operators. The
+// allgather runs the levels in reverse and copies the partner's half
+// (recursive doubling). Levels whose range is smaller than
+// rabHalvingMinBytes exchange the whole range instead of halving it (the
+// latency-optimized full-buffer exchange, into the other buffer X; the
+// mixed protocol of the paper: "R R A | N G G"); RecDoubling exchanges
+// whole vectors at every level.
+//
+// Non-power-of-two p. Rabenseifner (3-to-2): a group of odd size ends in a
+// triple (x, y, w): y and w exchange halves as a pair would (one round),
+// then x reduces w's lower half into its own and y reduces x's upper half
+// into its own (a second round); x and y go on, w is eliminated and reads
+// its result from a surviving keeper in one last round. Rabenseifner21
+// (2-to-1): before the butterfly ranks 2i+1 < 2(p-p') hand their whole
+// vector to rank 2i, which reduces it (own op peer) and goes on alone; the
+// eliminated ranks read the result at the end.
+//
+// Reduce-scatter: the butterfly without the allgather; position i holds
+// the blocks of the survivor that ends with it and of the ranks it keeps,
+// and every eliminated rank reads its position from its keeper. Reduce:
+// the reduce-scatter and then the allgather levels only on the path of
+// rank 0 (a binomial gather), and one more read if the root is not rank 0.
+//
+// Slot reuse: the halving levels write only the kept half, which no peer
+// reads in that round and none read before (structure); an allgather
+// level writes the half its partner read in the same level of the
+// reduce-scatter, and it waits for that partner's later phase
+// (structure); whole-range exchanges write the other buffer and wait for
+// the earlier readers of it (acknowledgements the schedule builder adds).
+
+func init() {
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21} {
+		register(CollAllreduce, alg, (*Comm).rabAllreduce, true)
+		register(CollReduce, alg, (*Comm).rabAllreduce, true)
+		register(CollReduceScatterBlock, alg, (*Comm).rabReduceScatter, true)
+		register(CollReduceScatter, alg, (*Comm).rabReduceScatter, true)
+	}
+	register(CollAllreduce, RecDoubling, (*Comm).rabAllreduce, true)
+	register(CollReduce, RecDoubling, (*Comm).rabAllreduce, true)
+}
+
+// rabHalvingMinBytes: a butterfly level halves its range if the range has
+// at least this many bytes, and exchanges it whole otherwise.
+var rabHalvingMinBytes = 8192
+
+// What a Rabenseifner schedule computes.
+const (
+	rabKindAllreduce uint8 = iota
+	rabKindReduce
+	rabKindReduceScatter
+)
+
+func floorLog2(p int) int { return bits.Len(uint(p)) - 1 }
+
+// rabHalvings returns the number of leading butterfly levels that halve a
+// range of a segment of the given bytes, of L levels.
+func rabHalvings(bytes, L int) int {
+	h := 0
+	for h < L && bytes>>h >= rabHalvingMinBytes {
+		h++
+	}
+	return h
+}
+
+type rabMember struct {
+	rank, lo, hi int
+	buf          uint8
+}
+
+// rabUnit is a pair (w < 0) or a triple of one level: a keeps [lo, mid),
+// b keeps [mid, hi), w is eliminated.
+type rabUnit struct{ a, b, w, lo, mid, hi int }
+
+// rabExchange adds the round in which the adjacent members x < y of a
+// group exchange: halving, x keeps the lower half and y the upper half of
+// their range; whole, both reduce the whole range into their other buffer.
+func rabExchange(b *schedBuilder, x, y *rabMember, halving bool) {
+	lo, hi := x.lo, x.hi
+	if halving {
+		mid := (lo + hi) / 2
+		b.read(x.rank, y.rank, y.buf, lo, mid, x.buf, lo, x.buf, lo, xReduce)
+		b.read(y.rank, x.rank, x.buf, mid, hi, y.buf, mid, y.buf, mid, xReduceRev)
+		x.hi, y.lo = mid, mid
+		return
+	}
+	b.read(x.rank, y.rank, y.buf, lo, hi, x.buf, lo, otherBuf(x.buf), lo, xReduce)
+	b.read(y.rank, x.rank, x.buf, lo, hi, y.buf, lo, otherBuf(y.buf), lo, xReduceRev)
+	x.buf, y.buf = otherBuf(x.buf), otherBuf(y.buf)
+}
+
+// rabSchedule builds the schedule for p ranks: 2-to-1 elimination if
+// elim21, else 3-to-2; the first h levels halve, the others exchange whole
+// ranges (h = L for a reduce-scatter).
+func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
+	L := floorLog2(p)
+	P := 1 << L
+	b := newSchedBuilder(p, P, false)
+	keeper := make([]int, p)
+	for i := range keeper {
+		keeper[i] = -1
+	}
+	var members []rabMember
+	if elim21 {
+		z := p - P
+		for i := range z {
+			b.read(2*i, 2*i+1, bufW, 0, P, bufW, 0, bufW, 0, xReduce)
+			keeper[2*i+1] = 2 * i
+			members = append(members, rabMember{rank: 2 * i, hi: P})
+		}
+		if z > 0 {
+			b.endRound()
+		}
+		for r := 2 * z; r < p; r++ {
+			members = append(members, rabMember{rank: r, hi: P})
+		}
+	} else {
+		for r := range p {
+			members = append(members, rabMember{rank: r, hi: P})
+		}
+	}
+
+	// Reduce-scatter levels.
+	groups := [][]rabMember{members}
+	units := make([][][]rabUnit, L) // units[l][group]
+	for l := range L {
+		halving := l < h
+		var next [][]rabMember
+		type triple struct{ x, y, w *rabMember }
+		var triples []triple
+		for _, g := range groups {
+			n := len(g)
+			npair := n / 2
+			if n%2 == 1 {
+				npair = (n - 3) / 2
+			}
+			var gu []rabUnit
+			for i := range npair {
+				x, y := &g[2*i], &g[2*i+1]
+				lo, hi := x.lo, x.hi
+				rabExchange(b, x, y, halving)
+				gu = append(gu, rabUnit{a: x.rank, b: y.rank, w: -1, lo: lo, mid: (lo + hi) / 2, hi: hi})
+			}
+			if n%2 == 1 {
+				x, y, w := &g[n-3], &g[n-2], &g[n-1]
+				gu = append(gu, rabUnit{a: x.rank, b: y.rank, w: w.rank, lo: x.lo, mid: (x.lo + x.hi) / 2, hi: x.hi})
+				if halving { // y keeps the upper half, w the lower one
+					lo, hi := y.lo, y.hi
+					mid := (lo + hi) / 2
+					b.read(y.rank, w.rank, w.buf, mid, hi, y.buf, mid, y.buf, mid, xReduce)
+					b.read(w.rank, y.rank, y.buf, lo, mid, w.buf, lo, w.buf, lo, xReduceRev)
+					y.lo, w.hi = mid, mid
+				} else {
+					rabExchange(b, y, w, false)
+				}
+				triples = append(triples, triple{x, y, w})
+				keeper[w.rank] = x.rank
+			}
+			units[l] = append(units[l], gu)
+		}
+		b.endRound()
+		if len(triples) > 0 {
+			for _, tr := range triples {
+				x, y, w := tr.x, tr.y, tr.w
+				lo, hi := x.lo, x.hi
+				if halving {
+					mid := (lo + hi) / 2
+					b.read(x.rank, w.rank, w.buf, lo, mid, x.buf, lo, x.buf, lo, xReduce)
+					b.read(y.rank, x.rank, x.buf, mid, hi, y.buf, mid, y.buf, mid, xReduceRev)
+					x.hi = mid
+				} else {
+					b.read(x.rank, w.rank, w.buf, lo, hi, x.buf, lo, otherBuf(x.buf), lo, xReduce)
+					b.read(y.rank, x.rank, x.buf, lo, hi, y.buf, lo, otherBuf(y.buf), lo, xReduceRev)
+					x.buf, y.buf = otherBuf(x.buf), otherBuf(y.buf)
+				}
+			}
+			b.endRound()
+		}
+		for _, g := range groups {
+			n := len(g)
+			var lower, upper []rabMember
+			npair := n / 2
+			if n%2 == 1 {
+				npair = (n - 3) / 2
+			}
+			for i := range npair {
+				lower = append(lower, g[2*i])
+				upper = append(upper, g[2*i+1])
+			}
+			if n%2 == 1 {
+				lower = append(lower, g[n-3])
+				upper = append(upper, g[n-2])
+			}
+			next = append(next, lower, upper)
+		}
+		groups = next
+	}
+	buf := make([]uint8, p)
+	pos := make([]int, p)
+	for _, g := range groups {
+		for _, m := range g {
+			buf[m.rank], pos[m.rank] = m.buf, m.lo
+		}
+	}
+	final := func(e int) int {
+		k := keeper[e]
+		for keeper[k] >= 0 {
+			k = keeper[k]
+		}
+		return k
+	}
+	out := make([]uint8, p)
+	switch kind {
+	case rabKindAllreduce, rabKindReduce:
+		// Allgather levels in reverse; for reduce only the first unit of
+		// each group, whose a collects toward rank 0.
+		for l := L - 1; l >= 0; l-- {
+			if l >= h {
+				continue
+			}
+			for _, gu := range units[l] {
+				for i, u := range gu {
+					if kind == rabKindReduce && i > 0 {
+						break
+					}
+					b.read(u.a, u.b, buf[u.b], u.mid, u.hi, bufW, 0, buf[u.a], u.mid, xCopy)
+					if kind == rabKindAllreduce {
+						b.read(u.b, u.a, buf[u.a], u.lo, u.mid, bufW, 0, buf[u.b], u.lo, xCopy)
+					}
+				}
+			}
+			b.endRound()
+		}
+		copy(out, buf)
+		last := false
+		if kind == rabKindAllreduce {
+			for e := range p {
+				if keeper[e] >= 0 {
+					k := final(e)
+					b.read(e, k, buf[k], 0, P, bufW, 0, bufW, 0, xCopy)
+					out[e] = bufW
+					last = true
+				}
+			}
+		} else if root != 0 {
+			b.read(root, 0, buf[0], 0, P, bufW, 0, bufW, 0, xCopy)
+			out[root] = bufW
+			last = true
+		}
+		if last {
+			b.endRound()
+		}
+		return b.done(out)
+	}
+	// Reduce-scatter: every eliminated rank reads its keeper's position.
+	s := b.s
+	s.posBlocks = make([][]int, P)
+	for r := range p {
+		k := r
+		if keeper[r] >= 0 {
+			k = final(r)
+			b.read(r, k, bufW, pos[k], pos[k]+1, bufW, 0, bufW, pos[k], xCopy)
+		}
+		s.posBlocks[pos[k]] = append(s.posBlocks[pos[k]], r)
+	}
+	if p > P {
+		b.endRound()
+	}
+	return b.done(nil)
+}
+
+// rabSched returns the cached schedule of the call's algorithm.
+func (c *Comm) rabSched(kind uint8, h, root int) *schedule {
+	alg, p := c.cur.alg, c.size
+	elim21 := alg == Rabenseifner21
+	return cachedSchedule(schedKey{alg: alg, kind: kind, p: p, a: h, b: root}, func() *schedule {
+		return rabSchedule(p, elim21, h, kind, root)
+	})
+}
+
+func (c *Comm) rabAllreduce(ctx context.Context) error {
+	a := &c.cur
+	M := c.half / a.esz / 2
+	if M < 1 {
+		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
+	}
+	kind, root := rabKindAllreduce, 0
+	if a.coll == CollReduce {
+		kind, root = rabKindReduce, a.root
+	}
+	L := floorLog2(c.size)
+	return c.schedVector(ctx, M, func(m int) *schedule {
+		h := 0
+		if a.alg != RecDoubling {
+			h = rabHalvings(m*a.esz, L)
+		}
+		return c.rabSched(kind, h, root)
+	})
+}
+
+// schedVector runs an allreduce or reduce on segments of at most M
+// elements: the rank's segment is copied into W, the schedule mk(m) runs
+// on npos nearly equal positions, and the result is copied from the
+// rank's result buffer to recv (if any: reduce has it only at the root).
+// Buffer X starts at element M.
+func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule) error {
+	a := &c.cur
+	esz, N := a.esz, a.count
+	in := a.input()
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		s := mk(m)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		h := c.slotHalf(c.rank, e)
+		copy(h[:m*esz], span(in, esz, base, base+m))
+		c.post(e, 1)
+		off := c.sc.pre[:s.npos+1]
+		evenSplit(off, s.npos, m)
+		if err := c.runSchedule(ctx, s, e, off, M); err != nil {
+			return err
+		}
+		if a.recv != nil {
+			copy(span(a.recv, esz, base, base+m), c.schedSpan(s, h, off, M, c.rank, s.ranks[c.rank].out, 0, s.npos))
+		}
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) rabReduceScatter(ctx context.Context) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	capElems := c.half / esz
+	if a.red.user != nil && !a.red.comm {
+		capElems /= 2 // buffer X is the scratch of peer-op-own reductions
+	}
+	S, err := numPieces(a.counts, capElems)
+	if err != nil {
+		return c.fail(err)
+	}
+	s := c.rabSched(rabKindReduceScatter, floorLog2(p), 0)
+	off, boff := c.sc.pre[:s.npos+1], c.sc.uoff
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		// Position i holds the pieces of the blocks s.posBlocks[i].
+		o := 0
+		for i, bl := range s.posBlocks {
+			off[i] = o
+			for _, j := range bl {
+				boff[j] = o
+				o += pieceLo(k+1, S, a.counts[j]) - pieceLo(k, S, a.counts[j])
+			}
+		}
+		off[s.npos] = o
+		h := c.slotHalf(c.rank, e)
+		for j := range p {
+			lo, hi := pieceLo(k, S, a.counts[j]), pieceLo(k+1, S, a.counts[j])
+			copy(span(h, esz, boff[j], boff[j]+hi-lo), span(a.send, esz, a.displs[j]+lo, a.displs[j]+hi))
+		}
+		c.post(e, 1)
+		if err := c.runSchedule(ctx, s, e, off, capElems); err != nil {
+			return err
+		}
+		lo, hi := pieceLo(k, S, a.counts[c.rank]), pieceLo(k+1, S, a.counts[c.rank])
+		copy(span(a.recv, esz, lo, hi), span(h, esz, boff[c.rank], boff[c.rank]+hi-lo))
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}

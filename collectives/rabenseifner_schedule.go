@@ -1,0 +1,450 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Read schedules: the machinery under the Rabenseifner, ring, BDE, MST and
+// Bruck families. Each of those algorithms is written as a generator that
+// says, round by round, which rank reads which positions of which peer's
+// slot half and what it does with them (copy, or reduce with the peer as
+// the right or the left operand); a schedule is built once per (algorithm,
+// p, parameters) and shared by every rank and every call.
+//
+// Positions. A step's segment is cut into npos positions (blocks) laid out
+// in the same order in every rank's slot half (natural layout), or rotated
+// so that position i of rank x is block (x+i) mod p (Bruck). A slot half
+// holds two buffers of positions: W at element 0 and X at an element offset
+// the driver chooses; X holds the results of whole-range exchanges and is
+// the scratch of reductions whose peer is the left operand of a
+// non-commutative operator.
+//
+// Execution (runSchedule): in round t a rank posts phase t+1 ("my rounds
+// before t are done"), and for each read of round t waits for the peer's
+// phase t+1, so it reads the peer's state after the peer's rounds before t.
+// After its last round it posts phase T+1, T the schedule's rounds.
+//
+// Slot reuse. The builder records every read of a range of a rank's
+// buffers. A read of round t and a write by the owner in the same round
+// that overlap are a bug of the generator: the builder panics. A write in
+// round t of a range that a peer x read in an earlier round t' must not
+// happen before x is done with round t': the builder tracks, per rank, what
+// it knows transitively from the phases it has waited for (a vector clock
+// of phases), and where the rank does not already know that x posted phase
+// t'+2 it adds an acknowledgement: a wait for x's phase t'+2 before the
+// write. So a range is never overwritten before its readers are done, by
+// structure where the algorithm's waits imply it (the halving rounds of the
+// butterfly, BDE and the ring need no acknowledgement at all) and by an
+// explicit acknowledgement otherwise (whole-range exchanges). Across steps
+// see step.go.
+
+// xop is what a read does with the peer's positions.
+type xop uint8
+
+const (
+	xCopy      xop = iota // own = peer
+	xReduce               // own = own op peer
+	xReduceRev            // own = peer op own
+)
+
+// The buffers of a slot half.
+const (
+	bufW uint8 = 0
+	bufX uint8 = 1
+)
+
+func otherBuf(b uint8) uint8 { return 1 - b }
+
+type schedAck struct{ peer, phase int32 }
+
+// schedXfer is one read: positions [plo, phi) of the peer's buffer pbuf,
+// combined with the own positions from olo of buffer obuf (reductions),
+// into the own positions from dlo of buffer dbuf.
+type schedXfer struct {
+	from             int32
+	plo, phi         int32
+	olo, dlo         int32
+	op               xop
+	pbuf, obuf, dbuf uint8
+	acks             []schedAck // waits before writing the destination
+}
+
+type schedRound struct{ xfers []schedXfer }
+
+// rankSchedule is one rank's part of a schedule.
+type rankSchedule struct {
+	rounds []schedRound // up to its last round with a read
+	out    uint8        // the buffer that holds the rank's result
+	fully  bool         // the rank has waited, transitively, for every rank
+	stats  Stats        // Rounds, Sent, Received, Reduced of one step
+}
+
+// schedule is the whole pattern for p ranks.
+type schedule struct {
+	p, npos int
+	rotated bool
+	nrounds int
+	ranks   []rankSchedule
+	// posBlocks, if not nil, lists the ranks whose blocks position i holds
+	// (the reduce-scatter placement of the Rabenseifner family).
+	posBlocks [][]int
+}
+
+type readRec struct{ reader, round, lo, hi int32 }
+
+// schedBuilder builds a schedule round by round: read() adds reads to the
+// current round, endRound() closes it.
+type schedBuilder struct {
+	s     *schedule
+	t     int
+	cur   [][]schedXfer  // reads of round t, per rank
+	reads [][2][]readRec // per rank and buffer: the reads of it so far
+	know  [][]int32      // know[r][x]: the highest phase of x that r knows x posted
+	snaps [][][]int32    // snaps[r][phase]: know[r] when r posted phase
+	rds   [][]schedRound // rounds per rank
+	stats []Stats
+}
+
+func newSchedBuilder(p, npos int, rotated bool) *schedBuilder {
+	b := &schedBuilder{s: &schedule{p: p, npos: npos, rotated: rotated}}
+	b.cur = make([][]schedXfer, p)
+	b.reads = make([][2][]readRec, p)
+	b.know = make([][]int32, p)
+	b.snaps = make([][][]int32, p)
+	b.rds = make([][]schedRound, p)
+	b.stats = make([]Stats, p)
+	for r := range p {
+		b.know[r] = make([]int32, p)
+		b.know[r][r] = 1 // the copy-in phase
+		b.snaps[r] = [][]int32{nil, append([]int32(nil), b.know[r]...)}
+	}
+	return b
+}
+
+// read adds to the current round: rank r reads positions [plo, phi) of
+// buffer pbuf of rank from and combines them by op with its own positions
+// from olo of obuf into its positions from dlo of dbuf.
+func (b *schedBuilder) read(r, from int, pbuf uint8, plo, phi int, obuf uint8, olo int, dbuf uint8, dlo int, op xop) {
+	if r == from || plo >= phi {
+		panic(fmt.Sprintf("collectives: schedule: rank %d reads [%d,%d) from %d", r, plo, phi, from))
+	}
+	b.cur[r] = append(b.cur[r], schedXfer{from: int32(from), plo: int32(plo), phi: int32(phi),
+		olo: int32(olo), dlo: int32(dlo), op: op, pbuf: pbuf, obuf: obuf, dbuf: dbuf})
+}
+
+func mergeKnow(dst, src []int32) {
+	for i, v := range src {
+		if v > dst[i] {
+			dst[i] = v
+		}
+	}
+}
+
+// endRound closes round t: every rank posts phase t+1, then does its reads
+// of the round in order, each after a wait for the peer's phase t+1.
+func (b *schedBuilder) endRound() {
+	p, t := b.s.p, b.t
+	ph := int32(t + 1)
+	for r := range p {
+		b.know[r][r] = ph
+		if t > 0 {
+			b.snaps[r] = append(b.snaps[r], append([]int32(nil), b.know[r]...))
+		}
+	}
+	// Reads and writes of one round must not overlap.
+	for r := range p {
+		for _, x := range b.cur[r] {
+			for _, y := range b.cur[x.from] {
+				if y.dbuf == x.pbuf && y.dlo < x.phi && x.plo < y.dlo+(y.phi-y.plo) {
+					panic(fmt.Sprintf("collectives: schedule round %d: rank %d reads [%d,%d) of rank %d while it writes [%d,%d)",
+						t, r, x.plo, x.phi, x.from, y.dlo, y.dlo+y.phi-y.plo))
+				}
+			}
+		}
+	}
+	for r := range p {
+		if len(b.cur[r]) == 0 {
+			continue
+		}
+		for len(b.rds[r]) < t {
+			b.rds[r] = append(b.rds[r], schedRound{})
+		}
+		xs := b.cur[r]
+		for i := range xs {
+			x := &xs[i]
+			mergeKnow(b.know[r], b.snaps[x.from][ph])
+			n := x.phi - x.plo
+			for _, rec := range b.reads[r][x.dbuf] {
+				if rec.lo < x.dlo+n && x.dlo < rec.hi {
+					need := rec.round + 2
+					if b.know[r][rec.reader] < need {
+						x.acks = append(x.acks, schedAck{peer: rec.reader, phase: need})
+						mergeKnow(b.know[r], b.snaps[rec.reader][need])
+					}
+				}
+			}
+			st := &b.stats[r]
+			st.Rounds++
+			st.Received += uint64(n)
+			if x.op != xCopy {
+				st.Reduced += uint64(n)
+			}
+			b.stats[x.from].Sent += uint64(n)
+		}
+		b.rds[r] = append(b.rds[r], schedRound{xfers: xs})
+	}
+	for r := range p {
+		for _, x := range b.cur[r] {
+			b.reads[x.from][x.pbuf] = append(b.reads[x.from][x.pbuf], readRec{reader: int32(r), round: int32(t), lo: x.plo, hi: x.phi})
+		}
+		b.cur[r] = nil
+	}
+	b.t++
+}
+
+// done returns the schedule; out[r] is the buffer that holds rank r's
+// result (nil: W everywhere).
+func (b *schedBuilder) done(out []uint8) *schedule {
+	s := b.s
+	s.nrounds = b.t
+	s.ranks = make([]rankSchedule, s.p)
+	for r := range s.p {
+		rs := &s.ranks[r]
+		rs.rounds = b.rds[r]
+		rs.stats = b.stats[r]
+		if out != nil {
+			rs.out = out[r]
+		}
+		rs.fully = true
+		for _, v := range b.know[r] {
+			if v < 1 {
+				rs.fully = false
+			}
+		}
+	}
+	return s
+}
+
+// Schedules are pure functions of their key, built once per process.
+type schedKey struct {
+	alg        Algorithm
+	kind       uint8
+	p, a, b, c int
+}
+
+var (
+	schedMu    sync.Mutex
+	schedCache = map[schedKey]*schedule{}
+)
+
+func cachedSchedule(k schedKey, build func() *schedule) *schedule {
+	schedMu.Lock()
+	defer schedMu.Unlock()
+	if s, ok := schedCache[k]; ok {
+		return s
+	}
+	s := build()
+	schedCache[k] = s
+	return s
+}
+
+// schedOff returns the element offset of position i of rank x in a buffer:
+// off[i] in the natural layout, the rotated offset otherwise (blocks in
+// c.sc.pre).
+func (c *Comm) schedOff(s *schedule, off []int, x, i int) int {
+	if s.rotated {
+		return c.roff(x, i)
+	}
+	return off[i]
+}
+
+// schedSpan returns positions [lo, hi) of buffer buf of rank x's half h.
+func (c *Comm) schedSpan(s *schedule, h []byte, off []int, xoff, x int, buf uint8, lo, hi int) []byte {
+	base := 0
+	if buf == bufX {
+		base = xoff
+	}
+	return span(h, c.cur.esz, base+c.schedOff(s, off, x, lo), base+c.schedOff(s, off, x, hi))
+}
+
+// runSchedule runs the calling rank's rounds of s in step e. The driver has
+// written the rank's initial positions and posted phase 1; off gives the
+// positions' element offsets in the natural layout, xoff the element
+// offset of buffer X.
+func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int, xoff int) error {
+	a := &c.cur
+	rs := &s.ranks[c.rank]
+	commutes := a.red.user == nil || a.red.comm
+	h := c.slotHalf(c.rank, e)
+	for t := range rs.rounds {
+		if t > 0 {
+			c.post(e, t+1)
+		}
+		xs := rs.rounds[t].xfers
+		for i := range xs {
+			x := &xs[i]
+			from := int(x.from)
+			if err := c.wait(ctx, from, e, t+1); err != nil {
+				return err
+			}
+			for _, k := range x.acks {
+				if err := c.wait(ctx, int(k.peer), e, int(k.phase)); err != nil {
+					return err
+				}
+			}
+			n := int(x.phi - x.plo)
+			src := c.schedSpan(s, c.slotHalf(from, e), off, xoff, from, x.pbuf, int(x.plo), int(x.phi))
+			dst := c.schedSpan(s, h, off, xoff, c.rank, x.dbuf, int(x.dlo), int(x.dlo)+n)
+			if x.op == xCopy {
+				copy(dst, src)
+				continue
+			}
+			inPlace := x.obuf == x.dbuf && x.olo == x.dlo
+			own := dst
+			if !inPlace {
+				own = c.schedSpan(s, h, off, xoff, c.rank, x.obuf, int(x.olo), int(x.olo)+n)
+			}
+			switch {
+			case x.op == xReduce || commutes:
+				// A commutative operator gives the same bits in either
+				// order (IEEE addition and multiplication commute).
+				if inPlace {
+					a.red.reduce(dst, src)
+				} else {
+					a.red.reduce3(dst, own, src)
+				}
+			case inPlace:
+				// own = peer op own: through the same positions of the
+				// other buffer, which no generator uses at that point.
+				tmp := c.schedSpan(s, h, off, xoff, c.rank, otherBuf(x.dbuf), int(x.dlo), int(x.dlo)+n)
+				a.red.reduce3(tmp, src, own)
+				copy(dst, tmp)
+			default:
+				a.red.reduce3(dst, src, own)
+			}
+		}
+	}
+	c.post(e, s.nrounds+1)
+	st := &rs.stats
+	c.last.Rounds += st.Rounds
+	c.last.Sent += st.Sent
+	c.last.Received += st.Received
+	c.last.Reduced += st.Reduced
+	if rs.fully {
+		a.fully = true
+	}
+	return nil
+}
+
+// The drivers of the block collectives on a schedule whose positions are
+// the p blocks of a segment in rank order (ring, BDE, MST; Bruck rotated):
+// segment k holds piece k of every block (see segment.go).
+
+// schedReduceScatter: every rank copies its pieces into W, the schedule
+// leaves the reduced block r in W at rank r.
+func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
+		pre, uoff := c.sc.pre, c.sc.uoff
+		h := c.slotHalf(c.rank, e)
+		for j := range p {
+			copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+		}
+		c.post(e, 1)
+		if err := c.runSchedule(ctx, s, e, pre, 0); err != nil {
+			return err
+		}
+		r := c.rank
+		lo := pieceLo(k, S, a.counts[r])
+		copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}
+
+// schedAllgather: every rank copies its own piece into W (position 0 if
+// the schedule is rotated), the schedule fills in the others.
+func (c *Comm) schedAllgather(ctx context.Context, s *schedule) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	r := c.rank
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
+		pre, uoff := c.sc.pre, c.sc.uoff
+		h := c.slotHalf(r, e)
+		if s.rotated {
+			c.copyIn(h, a.recv, 0, 1)
+		} else {
+			copy(span(h, esz, pre[r], pre[r+1]), span(a.recv, esz, uoff[r], uoff[r]+pre[r+1]-pre[r]))
+		}
+		c.post(e, 1)
+		if err := c.runSchedule(ctx, s, e, pre, 0); err != nil {
+			return err
+		}
+		if s.rotated {
+			c.copyOut(a.recv, h, 1, p)
+		} else {
+			for j := range p {
+				if j != r {
+					copy(span(a.recv, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]), span(h, esz, pre[j], pre[j+1]))
+				}
+			}
+		}
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}
+
+// schedBcast: the root copies its segment into W, the schedule (on npos
+// nearly equal positions) copies it to every rank's W.
+func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
+	a := &c.cur
+	esz, N := a.esz, a.count
+	M := c.half / esz
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		h := c.slotHalf(c.rank, e)
+		seg := span(a.recv, esz, base, base+m)
+		if c.rank == a.root {
+			copy(h, seg)
+		}
+		c.post(e, 1)
+		off := c.sc.pre[:s.npos+1]
+		evenSplit(off, s.npos, m)
+		if err := c.runSchedule(ctx, s, e, off, 0); err != nil {
+			return err
+		}
+		if c.rank != a.root {
+			copy(seg, h[:m*esz])
+		}
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}

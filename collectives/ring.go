@@ -1,0 +1,105 @@
+package collectives
+
+import "context"
+
+// The ring algorithms of the lecture notes (003), on read schedules (see
+// rabenseifner_schedule.go). The segment is cut into p blocks (positions,
+// in rank order); rank r reads only from its left neighbour r-1.
+//
+//   - reduce-scatter: in round k (0 <= k < p-1) rank r reduces block
+//     (r-k-2) mod p of rank r-1 into its own, which rank r-1 completed in
+//     round k-1; after p-1 rounds rank r holds block r reduced over all
+//     ranks (in ring order, not rank order: commutative operators only).
+//   - allgather: in round k rank r copies block (r-1-k) mod p from rank
+//     r-1, p-1 rounds.
+//   - allreduce: reduce-scatter, then allgather: 2(p-1) rounds, 2(p-1)
+//     blocks received, p-1 reduced.
+//   - bcast: an MST scatter of the root's p blocks (mst.go), then the
+//     ring allgather: ceil(log2 p) + p-1 rounds.
+//
+// Slot reuse: a reduce-scatter round writes a block that rank r+1 reads
+// only in the next round (structure). An allgather round writes block
+// (r-1-k), which rank r+1 read in reduce-scatter round k; that rank has
+// finished the round by then, which rank r knows from the chain of
+// phases it waited for around the ring (the schedule builder verifies it
+// and adds no acknowledgement).
+
+func init() {
+	register(CollAllreduce, Ring, (*Comm).ringAllreduce, false)
+	register(CollReduceScatterBlock, Ring, (*Comm).ringReduceScatter, false)
+	register(CollReduceScatter, Ring, (*Comm).ringReduceScatter, false)
+	register(CollAllgather, Ring, (*Comm).ringAllgather, true)
+	register(CollAllgatherv, Ring, (*Comm).ringAllgather, true)
+	register(CollBcast, Ring, (*Comm).ringBcast, true)
+}
+
+// What a ring schedule computes.
+const (
+	ringKindAllreduce uint8 = iota
+	ringKindReduceScatter
+	ringKindAllgather
+	ringKindBcast
+)
+
+func mod(a, p int) int { return ((a % p) + p) % p }
+
+func ringRS(b *schedBuilder, p int) {
+	for k := range p - 1 {
+		for r := range p {
+			blk := mod(r-k-2, p)
+			b.read(r, mod(r-1, p), bufW, blk, blk+1, bufW, blk, bufW, blk, xReduce)
+		}
+		b.endRound()
+	}
+}
+
+func ringAG(b *schedBuilder, p int) {
+	for k := range p - 1 {
+		for r := range p {
+			blk := mod(r-1-k, p)
+			b.read(r, mod(r-1, p), bufW, blk, blk+1, bufW, 0, bufW, blk, xCopy)
+		}
+		b.endRound()
+	}
+}
+
+func ringSchedule(p, root int, kind uint8) *schedule {
+	b := newSchedBuilder(p, p, false)
+	switch kind {
+	case ringKindAllreduce:
+		ringRS(b, p)
+		ringAG(b, p)
+	case ringKindReduceScatter:
+		ringRS(b, p)
+	case ringKindAllgather:
+		ringAG(b, p)
+	case ringKindBcast:
+		mstAdd(b, mstLevels(p, root), mstKindScatter)
+		ringAG(b, p)
+	}
+	return b.done(nil)
+}
+
+func (c *Comm) ringSched(kind uint8) *schedule {
+	p, root := c.size, c.cur.root
+	return cachedSchedule(schedKey{alg: Ring, kind: kind, p: p, a: root}, func() *schedule {
+		return ringSchedule(p, root, kind)
+	})
+}
+
+func (c *Comm) ringAllreduce(ctx context.Context) error {
+	s := c.ringSched(ringKindAllreduce)
+	return c.schedVector(ctx, c.half/c.cur.esz, func(int) *schedule { return s })
+}
+
+func (c *Comm) ringReduceScatter(ctx context.Context) error {
+	return c.schedReduceScatter(ctx, c.ringSched(ringKindReduceScatter))
+}
+
+func (c *Comm) ringAllgather(ctx context.Context) error {
+	return c.schedAllgather(ctx, c.ringSched(ringKindAllgather))
+}
+
+func (c *Comm) ringBcast(ctx context.Context) error {
+	return c.schedBcast(ctx, c.ringSched(ringKindBcast))
+}

@@ -1,0 +1,79 @@
+package collectives
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestRingSchedules checks the ring schedules symbolically and their
+// counts against 003: reduce-scatter and allgather p-1 rounds and p-1
+// blocks per rank, allreduce 2(p-1) rounds, 2(p-1) blocks received and
+// p-1 reduced; bcast ceil(log2 p) + p-1 rounds at most. None needs an
+// acknowledgement.
+func TestRingSchedules(t *testing.T) {
+	for _, p := range schedPs() {
+		if p == 1 {
+			continue
+		}
+		b := uint64(p - 1)
+		s := ringSchedule(p, 0, ringKindAllreduce)
+		st := symFull(p, p)
+		symRun(t, s, st)
+		for r := range p {
+			for i := range p {
+				checkReduced(t, fmt.Sprintf("p=%d ring allreduce rank %d block %d", p, r, i), st[r][bufW][i], p, false)
+			}
+			if want := (Stats{Rounds: 2 * b, Sent: 2 * b, Received: 2 * b, Reduced: b}); s.ranks[r].stats != want {
+				t.Errorf("p=%d ring allreduce rank %d: %+v, want %+v", p, r, s.ranks[r].stats, want)
+			}
+		}
+		s = ringSchedule(p, 0, ringKindReduceScatter)
+		st = symFull(p, p)
+		symRun(t, s, st)
+		for r := range p {
+			checkReduced(t, fmt.Sprintf("p=%d ring reduce-scatter rank %d", p, r), st[r][bufW][r], p, false)
+			if want := (Stats{Rounds: b, Sent: b, Received: b, Reduced: b}); s.ranks[r].stats != want {
+				t.Errorf("p=%d ring reduce-scatter rank %d: %+v, want %+v", p, r, s.ranks[r].stats, want)
+			}
+		}
+		s = ringSchedule(p, 0, ringKindAllgather)
+		st = newSym(p, p)
+		for r := range p {
+			st[r][bufW][r] = []int{r}
+		}
+		symRun(t, s, st)
+		for r := range p {
+			for j := range p {
+				if v := st[r][bufW][j]; len(v) != 1 || v[0] != j {
+					t.Fatalf("p=%d ring allgather rank %d block %d: %v", p, r, j, v)
+				}
+			}
+			if want := (Stats{Rounds: b, Sent: b, Received: b}); s.ranks[r].stats != want {
+				t.Errorf("p=%d ring allgather rank %d: %+v, want %+v", p, r, s.ranks[r].stats, want)
+			}
+		}
+		for _, root := range []int{0, p - 1, p / 2} {
+			s = ringSchedule(p, root, ringKindBcast)
+			st = newSym(p, p)
+			for j := range p {
+				st[root][bufW][j] = []int{j}
+			}
+			symRun(t, s, st)
+			for r := range p {
+				for j := range p {
+					if v := st[r][bufW][j]; len(v) != 1 || v[0] != j {
+						t.Fatalf("p=%d ring bcast root %d rank %d block %d: %v", p, root, r, j, v)
+					}
+				}
+			}
+			if s.nrounds > ceilLog2(p)+p-1 {
+				t.Errorf("p=%d ring bcast: %d rounds, want at most %d", p, s.nrounds, ceilLog2(p)+p-1)
+			}
+		}
+		for _, k := range []uint8{ringKindAllreduce, ringKindReduceScatter, ringKindAllgather, ringKindBcast} {
+			if n := countAcks(ringSchedule(p, 0, k)); n != 0 {
+				t.Errorf("p=%d ring kind %d: %d acknowledgements", p, k, n)
+			}
+		}
+	}
+}
