@@ -30,6 +30,20 @@
 // Leader below 64 KiB (one small MPI call beats B of them) and MultiLane
 // from there.
 //
+// The other collectives use the same two shapes. [Bcast]: shared-memory
+// broadcast on the root's node, MPI_Bcast across nodes (by the leaders, or
+// block i along lane i), then shared-memory broadcast (or allgather of the
+// blocks) on the other nodes. [Reduce]: the mirror image, ending with the
+// result handed to the root on its node. [Allgather] and
+// [ReduceScatterBlock] work on the vector in node order (each node's ranks'
+// blocks form its segment; for nodes whose ranks are not consecutive the
+// vector is permuted on the way): the leader shape gathers or reduces to the
+// leader, runs MPI_Allgatherv or MPI_Reduce_scatter of the segments among
+// the leaders and scatters or broadcasts in the node; the multi-lane shape
+// cuts every segment into B sub-blocks and gives sub-block i of every node
+// to lane i. A single node needs no MPI at all and calls the node-local
+// collective directly.
+//
 // Types and operators MPI lacks (bfloat16, float16, land, lor, minloc,
 // maxloc on pairs) cross nodes as bytes: each lane member allgathers the
 // lane's blocks and reduces them with shmcoll's own kernels in node order,
@@ -42,9 +56,12 @@
 //
 // # Failure
 //
-// An MPI error or a failed shared-memory call returns an error on the rank
-// that saw it; shared-memory failures abort the node's arena so that the
-// node's other ranks return too. A rank that dies makes MPI end the job
-// (MPI's default); the arena name is already unlinked, so nothing is left in
-// /dev/shm.
+// A failed call (a bad argument, an MPI error, a failed shared-memory
+// stage) aborts the node's arena, so that the node's other ranks return
+// too, and then aborts the MPI job, as MPI_ERRORS_ARE_FATAL does: ranks on
+// other nodes may be waiting for this one inside MPI, where nothing else
+// could reach them. [Options].ReturnErrors returns the error instead, for
+// callers that end the job themselves. A rank that dies makes MPI end the
+// job; the arena names are unlinked once every local rank has joined, so
+// nothing is left in /dev/shm.
 package hier
