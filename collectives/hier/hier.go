@@ -85,10 +85,10 @@ type Comm struct {
 	nodeSizes []int // of every node, by node index
 	lanes     int   // the smallest node's size: lanes every node takes part in
 	where     []place
-	first     []int // first[j]: world rank of node j's local rank 0 when contiguous
+	first     []int // first[j]: where node j's ranks start in node order (earlier nodes' sizes summed)
 	// contiguous: node j holds world ranks first[j] ... first[j]+nodeSizes[j]-1
-	// in local-rank order (always so for emulated nodes), so node order is
-	// world order.
+	// in local-rank order (always so for SHMCOLL_NODE_SIZE nodes), so node
+	// order is world order.
 	contiguous   bool
 	alg          Algorithm
 	returnErrors bool
