@@ -88,6 +88,7 @@ func run() int {
 	killDelay := flag.Duration("killdelay", 0, "delay after starting -killcall before SIGKILL")
 	maxN := flag.Int("maxn", 1<<16, "largest element count")
 	slot := flag.Int("slot", 0, "slot bytes (0: the arena's)")
+	randomPins := flag.Bool("randompins", true, "pin a random algorithm (or auto) per collective, from -seed")
 	pin := flag.String("pin", "", "coll=alg,... pinned over the random pins")
 	dupEvery := flag.Int("dupevery", 0, "loop: Dup the communicator every this many calls (0: never)")
 	flag.Parse()
@@ -97,7 +98,10 @@ func run() int {
 		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
 	}
 	rng := rand.New(rand.NewPCG(*seed, 0x5eed))
-	pins := callmix.RandomPins(rng)
+	pins := map[collectives.Collective]collectives.Algorithm{}
+	if *randomPins {
+		pins = callmix.RandomPins(rng)
+	}
 	for _, kv := range strings.Split(*pin, ",") {
 		if kv == "" {
 			continue
