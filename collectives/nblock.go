@@ -87,17 +87,24 @@ var machineCost = costModel{alpha: 200, beta: 0.1, gamma: 0.05}
 // one bit per block on the stack).
 const maxBlocks = 1024
 
-// blocksFor returns the number of blocks n minimizing
-// (n-1+q)(alpha + perByte*bytes/n), with 1 <= n <= min(maxBlocks, elems).
-func (m costModel) blocksFor(q, bytes, elems int, perByte float64) int {
+// blocks returns the number of blocks n of a pipeline that takes
+// (lead + n)(alpha + perByte*bytes/n) — lead rounds of latency besides one
+// round per block — with 1 <= n <= min(maxBlocks, elems): the pipelining
+// lemma's n = sqrt(lead*perByte*bytes/alpha), rounded.
+func (m costModel) blocks(lead float64, bytes, elems int, perByte float64) int {
 	if testBlocks > 0 {
 		return max(1, min(testBlocks, maxBlocks, elems))
 	}
-	if q <= 1 || elems <= 1 {
+	if lead <= 0 || elems <= 1 {
 		return 1
 	}
-	n := int(math.Round(math.Sqrt(float64(q-1) * perByte * float64(bytes) / m.alpha)))
+	n := int(math.Round(math.Sqrt(lead * perByte * float64(bytes) / m.alpha)))
 	return max(1, min(n, maxBlocks, elems))
+}
+
+// blocksFor is the block count of an n-block collective: n-1+q rounds.
+func (m costModel) blocksFor(q, bytes, elems int, perByte float64) int {
+	return m.blocks(float64(q-1), bytes, elems, perByte)
 }
 
 // testBlocks > 0 fixes the number of blocks (tests only).

@@ -155,7 +155,9 @@ func nblockCounts(t *testing.T, p, n, q int) {
 				return err
 			}
 			stats[c.Rank()], _ = c.Stats()
-			return nil
+			// A rank that is done may not close while a slower one still
+			// waits for its phases (a close is seen as a departure).
+			return Barrier(bg, c)
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,265 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+)
+
+// Pipelined binary-tree allreduce (Träff, 002): the ranks form balanced
+// binary trees numbered in postorder, so that the subtree of rank i is
+// the ranks lo..i, its first child the root of lo..j-1 and its second
+// child i-1, the root of j..i-1. The segment is cut into n blocks; in
+// round t a rank
+//
+//   - up: computes the partial result of block t over its subtree,
+//     (first child's) op (second child's) op own input — rank order, so
+//     non-commutative operators are correct — and exposes it to its
+//     parent;
+//   - down: takes block t-D of the result from its parent and exposes it to
+//     its children, D its delay.
+//
+// Three shapes share the loop (treeKind): Tree, one tree doubly pipelined
+// (up and down at once, D = depth); ReduceBcast, one tree with the
+// broadcast after the reduction (D = n-1+depth: the root starts down when
+// the last block came up), the pair the paper compares with; and
+// DualRoot (dualroot.go), two trees of about p/2 ranks whose roots
+// exchange their partial blocks and both compute result block t =
+// (lower tree's) op (upper tree's), bitwise the same on both.
+//
+// Slot layout: a rank's slot half holds the partial area (blocks going
+// up) and, at alignUp(half/2), the result area (blocks going down); the
+// root of a single tree computes its partial blocks straight into the
+// result area. Phases of step e: 1 at the start, 2t+2 when partial block t
+// is exposed, 2t+3 when result block t-D is (ranks with children only).
+// A child's delay is its parent's plus one, so a rank never waits for a
+// block its parent can only produce after waiting for this rank's later
+// blocks: no cycle.
+//
+// Slot reuse within a step (structure): every block of either area is
+// written once in the step, before the phase that exposes it, and never
+// again. Across steps see step.go. In place, input block t is read in
+// round t and result block t written in round t+D >= t, after it.
+
+type treeKind uint8
+
+const (
+	treeDoubly      treeKind = iota // Tree
+	treeReduceBcast                 // ReduceBcast
+	treeDual                        // DualRoot
+)
+
+func init() {
+	register(CollAllreduce, Tree, func(c *Comm, ctx context.Context) error { return c.treeAllreduce(ctx, treeDoubly) }, true)
+	register(CollAllreduce, ReduceBcast, func(c *Comm, ctx context.Context) error { return c.treeAllreduce(ctx, treeReduceBcast) }, true)
+}
+
+// treeNode is a rank's place in the trees of a treeKind.
+type treeNode struct {
+	parent, c0, c1 int // -1: none; c0 the first child (lower ranks)
+	depth          int
+	peerRoot       int  // dual roots: the other root, else -1
+	lower          bool // dual roots: this root's tree holds the lower ranks
+	height         int  // height of the (higher) tree
+}
+
+// postorderNode returns the parent, first and second child (-1: none) and
+// depth of rank r in the balanced postorder binary tree on [lo, hi): the
+// root is hi-1, the first subtree takes the first ceil((hi-lo-1)/2)
+// ranks, the second the rest.
+func postorderNode(lo, hi, r int) (parent, c0, c1, depth int) {
+	parent = -1
+	for {
+		root := hi - 1
+		s := root - lo
+		L := (s + 1) / 2
+		if r == root {
+			c0, c1 = -1, -1
+			if L > 0 {
+				c0 = lo + L - 1
+			}
+			if s > L {
+				c1 = root - 1
+			}
+			return parent, c0, c1, depth
+		}
+		parent = root
+		depth++
+		if r < lo+L {
+			hi = lo + L
+		} else {
+			lo, hi = lo+L, root
+		}
+	}
+}
+
+// treeHeight is the height of the postorder tree of s >= 1 ranks.
+func treeHeight(s int) int {
+	h := 0
+	for s > 1 {
+		s = s / 2 // the first subtree of s ranks has ceil((s-1)/2) = floor(s/2)
+		h++
+	}
+	return h
+}
+
+func treeNodeOf(kind treeKind, p, r int) treeNode {
+	nd := treeNode{peerRoot: -1}
+	if kind != treeDual {
+		nd.parent, nd.c0, nd.c1, nd.depth = postorderNode(0, p, r)
+		nd.height = treeHeight(p)
+		return nd
+	}
+	pa := (p + 1) / 2 // ranks [0, pa) and [pa, p)
+	lo, hi := 0, pa
+	if r >= pa {
+		lo, hi = pa, p
+	}
+	nd.parent, nd.c0, nd.c1, nd.depth = postorderNode(lo, hi, r)
+	nd.height = treeHeight(pa)
+	if nd.parent < 0 {
+		nd.lower = r == pa-1
+		nd.peerRoot = pa - 1
+		if nd.lower {
+			nd.peerRoot = p - 1
+		}
+	}
+	return nd
+}
+
+// lead is the latency of the pipeline in rounds besides one round per
+// block, from 002's step counts (three communication steps a round):
+// doubly pipelined dual roots 6h+1+3(n-1) steps, one doubly pipelined
+// tree 6h+3(n-1), reduce then bcast 2(3h+3(n-1)), h the tree height.
+func (k treeKind) lead(h int) float64 {
+	switch k {
+	case treeDual:
+		return float64(6*h-2) / 3
+	case treeDoubly:
+		return float64(2*h - 1)
+	}
+	return float64(h - 1)
+}
+
+// delay is the round in which a rank of depth d takes result block 0.
+func (k treeKind) delay(n, d int) int {
+	if k == treeReduceBcast {
+		return n - 1 + d
+	}
+	return d
+}
+
+func (c *Comm) treeAllreduce(ctx context.Context, kind treeKind) error {
+	a := &c.cur
+	esz, p, N := a.esz, c.size, a.count
+	nd := treeNodeOf(kind, p, c.rank)
+	area := c.half / 2 &^ (lineBytes - 1)
+	M := area / esz
+	if M < 1 {
+		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
+	}
+	in := a.input()
+	singleRoot := nd.parent < 0 && nd.peerRoot < 0
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		n := machineCost.blocks(kind.lead(nd.height), m*esz, m, machineCost.beta+machineCost.gamma)
+		D := kind.delay(n, nd.depth)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		h := c.slotHalf(c.rank, e)
+		part, res := h[:m*esz], h[area:area+m*esz]
+		acc := part // where partial results go
+		if singleRoot {
+			acc = res
+		}
+		x := span(in, esz, base, base+m)
+		out := span(a.recv, esz, base, base+m)
+		blk := func(buf []byte, b int) []byte {
+			lo, hi := blockSpan(0, m, n, b)
+			return span(buf, esz, lo, hi)
+		}
+		// peer returns block b of rank q's partial (or result) area
+		// once q posted phase.
+		peer := func(q, phase, off, b int) ([]byte, error) {
+			if err := c.wait(ctx, q, e, phase); err != nil {
+				return nil, err
+			}
+			c.last.Rounds++
+			c.last.Received++
+			return blk(c.slotHalf(q, e)[off:off+m*esz], b), nil
+		}
+		c.post(e, 1)
+		for t := 0; t < n+D; t++ {
+			if t < n { // up
+				dst := blk(acc, t)
+				switch {
+				case nd.c0 < 0:
+					copy(dst, blk(x, t))
+				case nd.c1 < 0:
+					l, err := peer(nd.c0, 2*t+2, 0, t)
+					if err != nil {
+						return err
+					}
+					a.red.reduce3(dst, l, blk(x, t))
+					c.last.Reduced++
+				default:
+					l, err := peer(nd.c0, 2*t+2, 0, t)
+					if err != nil {
+						return err
+					}
+					r, err := peer(nd.c1, 2*t+2, 0, t)
+					if err != nil {
+						return err
+					}
+					a.red.reduce3(dst, l, r)
+					a.red.reduce(dst, blk(x, t))
+					c.last.Reduced += 2
+				}
+				if !singleRoot {
+					c.last.Sent++
+				}
+				c.post(e, 2*t+2)
+			}
+			b := t - D
+			if b < 0 {
+				continue
+			}
+			// down
+			switch {
+			case singleRoot:
+			case nd.peerRoot >= 0:
+				o, err := peer(nd.peerRoot, 2*b+2, 0, b)
+				if err != nil {
+					return err
+				}
+				if nd.lower {
+					a.red.reduce3(blk(res, b), blk(part, b), o)
+				} else {
+					a.red.reduce3(blk(res, b), o, blk(part, b))
+				}
+				c.last.Reduced++
+			default:
+				src, err := peer(nd.parent, 2*(b+D-1)+3, area, b)
+				if err != nil {
+					return err
+				}
+				if nd.c0 >= 0 {
+					copy(blk(res, b), src)
+				} else {
+					copy(blk(out, b), src)
+					continue
+				}
+			}
+			copy(blk(out, b), blk(res, b))
+			if nd.c0 >= 0 {
+				c.last.Sent++
+				c.post(e, 2*t+3)
+			}
+		}
+		a.fully = true
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
+}
