@@ -90,14 +90,14 @@ var asmKernels = []asmKernel{
 	{implAVX2, Float32, Max, 85, 86, 32},
 	{implAVX2, Float64, Min, 87, 88, 32},
 	{implAVX2, Float64, Max, 89, 90, 32},
-	{implAVX2, BFloat16T, Sum, 91, 0, 16},
-	{implAVX2, BFloat16T, Prod, 93, 0, 16},
-	{implAVX2, BFloat16T, Min, 95, 0, 16},
-	{implAVX2, BFloat16T, Max, 97, 0, 16},
-	{implAVX2, Float16T, Sum, 99, 0, 16},
-	{implAVX2, Float16T, Prod, 101, 0, 16},
-	{implAVX2, Float16T, Min, 103, 0, 16},
-	{implAVX2, Float16T, Max, 105, 0, 16},
+	{implAVX2, BFloat16T, Sum, 91, 92, 16},
+	{implAVX2, BFloat16T, Prod, 93, 94, 16},
+	{implAVX2, BFloat16T, Min, 95, 96, 16},
+	{implAVX2, BFloat16T, Max, 97, 98, 16},
+	{implAVX2, Float16T, Sum, 99, 100, 16},
+	{implAVX2, Float16T, Prod, 101, 102, 16},
+	{implAVX2, Float16T, Min, 103, 104, 16},
+	{implAVX2, Float16T, Max, 105, 106, 16},
 	{implAVX512, Int8, Sum, 107, 108, 64},
 	{implAVX512, Uint8, Sum, 107, 108, 64},
 	{implAVX512, Int16, Sum, 109, 110, 64},
@@ -182,14 +182,14 @@ var asmKernels = []asmKernel{
 	{implAVX512, Float32, Max, 191, 192, 64},
 	{implAVX512, Float64, Min, 193, 194, 64},
 	{implAVX512, Float64, Max, 195, 196, 64},
-	{implAVX512, BFloat16T, Sum, 197, 0, 32},
-	{implAVX512, BFloat16T, Prod, 199, 0, 32},
-	{implAVX512, BFloat16T, Min, 201, 0, 32},
-	{implAVX512, BFloat16T, Max, 203, 0, 32},
-	{implAVX512, Float16T, Sum, 205, 0, 32},
-	{implAVX512, Float16T, Prod, 207, 0, 32},
-	{implAVX512, Float16T, Min, 209, 0, 32},
-	{implAVX512, Float16T, Max, 211, 0, 32},
+	{implAVX512, BFloat16T, Sum, 197, 198, 32},
+	{implAVX512, BFloat16T, Prod, 199, 200, 32},
+	{implAVX512, BFloat16T, Min, 201, 202, 32},
+	{implAVX512, BFloat16T, Max, 203, 204, 32},
+	{implAVX512, Float16T, Sum, 205, 206, 32},
+	{implAVX512, Float16T, Prod, 207, 208, 32},
+	{implAVX512, Float16T, Min, 209, 210, 32},
+	{implAVX512, Float16T, Max, 211, 212, 32},
 	{implAVX512, Int16Int32T, MinLoc, 213, 214, 64},
 	{implAVX512, Int16Int32T, MaxLoc, 215, 216, 64},
 	{implAVX512, Float32Int32T, MinLoc, 217, 218, 64},
@@ -401,20 +401,36 @@ func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {
 		maxFloat64AVX2NT(dst, srcs, k, n)
 	case 91:
 		sumBFloat16AVX2(dst, srcs, k, n)
+	case 92:
+		sumBFloat16AVX2NT(dst, srcs, k, n)
 	case 93:
 		prodBFloat16AVX2(dst, srcs, k, n)
+	case 94:
+		prodBFloat16AVX2NT(dst, srcs, k, n)
 	case 95:
 		minBFloat16AVX2(dst, srcs, k, n)
+	case 96:
+		minBFloat16AVX2NT(dst, srcs, k, n)
 	case 97:
 		maxBFloat16AVX2(dst, srcs, k, n)
+	case 98:
+		maxBFloat16AVX2NT(dst, srcs, k, n)
 	case 99:
 		sumFloat16AVX2(dst, srcs, k, n)
+	case 100:
+		sumFloat16AVX2NT(dst, srcs, k, n)
 	case 101:
 		prodFloat16AVX2(dst, srcs, k, n)
+	case 102:
+		prodFloat16AVX2NT(dst, srcs, k, n)
 	case 103:
 		minFloat16AVX2(dst, srcs, k, n)
+	case 104:
+		minFloat16AVX2NT(dst, srcs, k, n)
 	case 105:
 		maxFloat16AVX2(dst, srcs, k, n)
+	case 106:
+		maxFloat16AVX2NT(dst, srcs, k, n)
 	case 107:
 		sumInt8AVX512(dst, srcs, k, n)
 	case 108:
@@ -597,20 +613,36 @@ func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {
 		maxFloat64AVX512NT(dst, srcs, k, n)
 	case 197:
 		sumBFloat16AVX512(dst, srcs, k, n)
+	case 198:
+		sumBFloat16AVX512NT(dst, srcs, k, n)
 	case 199:
 		prodBFloat16AVX512(dst, srcs, k, n)
+	case 200:
+		prodBFloat16AVX512NT(dst, srcs, k, n)
 	case 201:
 		minBFloat16AVX512(dst, srcs, k, n)
+	case 202:
+		minBFloat16AVX512NT(dst, srcs, k, n)
 	case 203:
 		maxBFloat16AVX512(dst, srcs, k, n)
+	case 204:
+		maxBFloat16AVX512NT(dst, srcs, k, n)
 	case 205:
 		sumFloat16AVX512(dst, srcs, k, n)
+	case 206:
+		sumFloat16AVX512NT(dst, srcs, k, n)
 	case 207:
 		prodFloat16AVX512(dst, srcs, k, n)
+	case 208:
+		prodFloat16AVX512NT(dst, srcs, k, n)
 	case 209:
 		minFloat16AVX512(dst, srcs, k, n)
+	case 210:
+		minFloat16AVX512NT(dst, srcs, k, n)
 	case 211:
 		maxFloat16AVX512(dst, srcs, k, n)
+	case 212:
+		maxFloat16AVX512NT(dst, srcs, k, n)
 	case 213:
 		minlocInt16Int32AVX512(dst, srcs, k, n)
 	case 214:

@@ -12100,6 +12100,284 @@ sumBFloat16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func sumBFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·sumBFloat16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000001, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00007fff, DI
+	MOVD         DI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00400000, DI
+	MOVD         DI, X2
+	VPBROADCASTD X2, Y2
+	CMPQ         DX, $0x02
+	JNE          sumBFloat16AVX2NT_blocks
+	MOVQ         (CX), DI
+	MOVQ         8(CX), R8
+
+sumBFloat16AVX2NT_pairs:
+	CMPQ         BX, $0x00000080
+	JB           sumBFloat16AVX2NT_vectors
+	VPMOVZXWD    (DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    (R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	VPMOVZXWD    16(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    16(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 16(AX)(SI*1)
+	VPMOVZXWD    32(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    32(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 32(AX)(SI*1)
+	VPMOVZXWD    48(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    48(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 48(AX)(SI*1)
+	VPMOVZXWD    64(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    64(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 64(AX)(SI*1)
+	VPMOVZXWD    80(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    80(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 80(AX)(SI*1)
+	VPMOVZXWD    96(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    96(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 96(AX)(SI*1)
+	VPMOVZXWD    112(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    112(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 112(AX)(SI*1)
+	ADDQ         $0x00000080, SI
+	SUBQ         $0x00000080, BX
+	JMP          sumBFloat16AVX2NT_pairs
+
+sumBFloat16AVX2NT_blocks:
+	CMPQ      BX, $0x00000040
+	JB        sumBFloat16AVX2NT_vectors
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Y3
+	VPSLLD    $0x10, Y3, Y3
+	VPMOVZXWD 16(DI)(SI*1), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VPMOVZXWD 32(DI)(SI*1), Y5
+	VPSLLD    $0x10, Y5, Y5
+	VPMOVZXWD 48(DI)(SI*1), Y6
+	VPSLLD    $0x10, Y6, Y6
+	MOVQ      $0x0000000000000001, R8
+
+sumBFloat16AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       sumBFloat16AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VADDPS    Y7, Y3, Y3
+	VPMOVZXWD 16(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VADDPS    Y7, Y4, Y4
+	VPMOVZXWD 32(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VADDPS    Y7, Y5, Y5
+	VPMOVZXWD 48(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VADDPS    Y7, Y6, Y6
+	INCQ      R8
+	JMP       sumBFloat16AVX2NT_srcU
+
+sumBFloat16AVX2NT_storeU:
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y0, Y7, Y7
+	VPADDD       Y1, Y7, Y7
+	VPADDD       Y3, Y7, Y7
+	VCMPPS       $0x03, Y3, Y3, Y8
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y8, Y3, Y7, Y7
+	VPSRLD       $0x10, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X3
+	VPACKUSDW    X3, X7, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	VPSRLD       $0x10, Y4, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VCMPPS       $0x03, Y4, Y4, Y7
+	VPOR         Y2, Y4, Y4
+	VBLENDVPS    Y7, Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 16(AX)(SI*1)
+	VPSRLD       $0x10, Y5, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y5, Y3, Y3
+	VCMPPS       $0x03, Y5, Y5, Y4
+	VPOR         Y2, Y5, Y5
+	VBLENDVPS    Y4, Y5, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 32(AX)(SI*1)
+	VPSRLD       $0x10, Y6, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y6, Y3, Y3
+	VCMPPS       $0x03, Y6, Y6, Y4
+	VPOR         Y2, Y6, Y5
+	VBLENDVPS    Y4, Y5, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 48(AX)(SI*1)
+	ADDQ         $0x00000040, SI
+	SUBQ         $0x00000040, BX
+	JMP          sumBFloat16AVX2NT_blocks
+
+sumBFloat16AVX2NT_vectors:
+	CMPQ      BX, $0x00000010
+	JB        sumBFloat16AVX2NT_done
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Y3
+	VPSLLD    $0x10, Y3, Y3
+	MOVQ      $0x0000000000000001, R8
+
+sumBFloat16AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       sumBFloat16AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VADDPS    Y4, Y3, Y3
+	INCQ      R8
+	JMP       sumBFloat16AVX2NT_src1
+
+sumBFloat16AVX2NT_store1:
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	ADDQ         $0x00000010, SI
+	SUBQ         $0x00000010, BX
+	JMP          sumBFloat16AVX2NT_vectors
+
+sumBFloat16AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func prodBFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2, SSE2
 TEXT ·prodBFloat16AVX2(SB), NOSPLIT, $0-32
@@ -12374,6 +12652,284 @@ prodBFloat16AVX2_store1:
 	JMP          prodBFloat16AVX2_vectors
 
 prodBFloat16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func prodBFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·prodBFloat16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000001, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00007fff, DI
+	MOVD         DI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00400000, DI
+	MOVD         DI, X2
+	VPBROADCASTD X2, Y2
+	CMPQ         DX, $0x02
+	JNE          prodBFloat16AVX2NT_blocks
+	MOVQ         (CX), DI
+	MOVQ         8(CX), R8
+
+prodBFloat16AVX2NT_pairs:
+	CMPQ         BX, $0x00000080
+	JB           prodBFloat16AVX2NT_vectors
+	VPMOVZXWD    (DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    (R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMULPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	VPMOVZXWD    16(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    16(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMULPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 16(AX)(SI*1)
+	VPMOVZXWD    32(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    32(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMULPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 32(AX)(SI*1)
+	VPMOVZXWD    48(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    48(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMULPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 48(AX)(SI*1)
+	VPMOVZXWD    64(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    64(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMULPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 64(AX)(SI*1)
+	VPMOVZXWD    80(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    80(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMULPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 80(AX)(SI*1)
+	VPMOVZXWD    96(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    96(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMULPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 96(AX)(SI*1)
+	VPMOVZXWD    112(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    112(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMULPS       Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 112(AX)(SI*1)
+	ADDQ         $0x00000080, SI
+	SUBQ         $0x00000080, BX
+	JMP          prodBFloat16AVX2NT_pairs
+
+prodBFloat16AVX2NT_blocks:
+	CMPQ      BX, $0x00000040
+	JB        prodBFloat16AVX2NT_vectors
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Y3
+	VPSLLD    $0x10, Y3, Y3
+	VPMOVZXWD 16(DI)(SI*1), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VPMOVZXWD 32(DI)(SI*1), Y5
+	VPSLLD    $0x10, Y5, Y5
+	VPMOVZXWD 48(DI)(SI*1), Y6
+	VPSLLD    $0x10, Y6, Y6
+	MOVQ      $0x0000000000000001, R8
+
+prodBFloat16AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       prodBFloat16AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMULPS    Y7, Y3, Y3
+	VPMOVZXWD 16(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMULPS    Y7, Y4, Y4
+	VPMOVZXWD 32(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMULPS    Y7, Y5, Y5
+	VPMOVZXWD 48(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMULPS    Y7, Y6, Y6
+	INCQ      R8
+	JMP       prodBFloat16AVX2NT_srcU
+
+prodBFloat16AVX2NT_storeU:
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y0, Y7, Y7
+	VPADDD       Y1, Y7, Y7
+	VPADDD       Y3, Y7, Y7
+	VCMPPS       $0x03, Y3, Y3, Y8
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y8, Y3, Y7, Y7
+	VPSRLD       $0x10, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X3
+	VPACKUSDW    X3, X7, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	VPSRLD       $0x10, Y4, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VCMPPS       $0x03, Y4, Y4, Y7
+	VPOR         Y2, Y4, Y4
+	VBLENDVPS    Y7, Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 16(AX)(SI*1)
+	VPSRLD       $0x10, Y5, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y5, Y3, Y3
+	VCMPPS       $0x03, Y5, Y5, Y4
+	VPOR         Y2, Y5, Y5
+	VBLENDVPS    Y4, Y5, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 32(AX)(SI*1)
+	VPSRLD       $0x10, Y6, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y6, Y3, Y3
+	VCMPPS       $0x03, Y6, Y6, Y4
+	VPOR         Y2, Y6, Y5
+	VBLENDVPS    Y4, Y5, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 48(AX)(SI*1)
+	ADDQ         $0x00000040, SI
+	SUBQ         $0x00000040, BX
+	JMP          prodBFloat16AVX2NT_blocks
+
+prodBFloat16AVX2NT_vectors:
+	CMPQ      BX, $0x00000010
+	JB        prodBFloat16AVX2NT_done
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Y3
+	VPSLLD    $0x10, Y3, Y3
+	MOVQ      $0x0000000000000001, R8
+
+prodBFloat16AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       prodBFloat16AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VMULPS    Y4, Y3, Y3
+	INCQ      R8
+	JMP       prodBFloat16AVX2NT_src1
+
+prodBFloat16AVX2NT_store1:
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	ADDQ         $0x00000010, SI
+	SUBQ         $0x00000010, BX
+	JMP          prodBFloat16AVX2NT_vectors
+
+prodBFloat16AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -12745,6 +13301,375 @@ minBFloat16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minBFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·minBFloat16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000001, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00007fff, DI
+	MOVD         DI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00400000, DI
+	MOVD         DI, X2
+	VPBROADCASTD X2, Y2
+	CMPQ         DX, $0x02
+	JNE          minBFloat16AVX2NT_blocks
+	MOVQ         (CX), DI
+	MOVQ         8(CX), R8
+
+minBFloat16AVX2NT_pairs:
+	CMPQ         BX, $0x00000080
+	JB           minBFloat16AVX2NT_vectors
+	VPMOVZXWD    (DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    (R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMINPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPOR         Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	VPMOVZXWD    16(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    16(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMINPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPOR         Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 16(AX)(SI*1)
+	VPMOVZXWD    32(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    32(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMINPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPOR         Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 32(AX)(SI*1)
+	VPMOVZXWD    48(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    48(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMINPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPOR         Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 48(AX)(SI*1)
+	VPMOVZXWD    64(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    64(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMINPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPOR         Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 64(AX)(SI*1)
+	VPMOVZXWD    80(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    80(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMINPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPOR         Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 80(AX)(SI*1)
+	VPMOVZXWD    96(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    96(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMINPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPOR         Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 96(AX)(SI*1)
+	VPMOVZXWD    112(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    112(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMINPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPOR         Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 112(AX)(SI*1)
+	ADDQ         $0x00000080, SI
+	SUBQ         $0x00000080, BX
+	JMP          minBFloat16AVX2NT_pairs
+
+minBFloat16AVX2NT_blocks:
+	CMPQ      BX, $0x00000040
+	JB        minBFloat16AVX2NT_vectors
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Y3
+	VPSLLD    $0x10, Y3, Y3
+	VPMOVZXWD 16(DI)(SI*1), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VPMOVZXWD 32(DI)(SI*1), Y5
+	VPSLLD    $0x10, Y5, Y5
+	VPMOVZXWD 48(DI)(SI*1), Y6
+	VPSLLD    $0x10, Y6, Y6
+	MOVQ      $0x0000000000000001, R8
+
+minBFloat16AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       minBFloat16AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMINPS    Y3, Y7, Y8
+	VCMPPS    $0x00, Y7, Y8, Y9
+	VPOR      Y7, Y8, Y10
+	VBLENDVPS Y9, Y10, Y8, Y8
+	VCMPPS    $0x03, Y7, Y7, Y9
+	VCMPPS    $0x03, Y3, Y3, Y3
+	VPANDN    Y9, Y3, Y9
+	VBLENDVPS Y9, Y7, Y8, Y3
+	VPMOVZXWD 16(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMINPS    Y4, Y7, Y8
+	VCMPPS    $0x00, Y7, Y8, Y9
+	VPOR      Y7, Y8, Y10
+	VBLENDVPS Y9, Y10, Y8, Y8
+	VCMPPS    $0x03, Y7, Y7, Y9
+	VCMPPS    $0x03, Y4, Y4, Y4
+	VPANDN    Y9, Y4, Y9
+	VBLENDVPS Y9, Y7, Y8, Y4
+	VPMOVZXWD 32(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMINPS    Y5, Y7, Y8
+	VCMPPS    $0x00, Y7, Y8, Y9
+	VPOR      Y7, Y8, Y10
+	VBLENDVPS Y9, Y10, Y8, Y8
+	VCMPPS    $0x03, Y7, Y7, Y9
+	VCMPPS    $0x03, Y5, Y5, Y5
+	VPANDN    Y9, Y5, Y9
+	VBLENDVPS Y9, Y7, Y8, Y5
+	VPMOVZXWD 48(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMINPS    Y6, Y7, Y8
+	VCMPPS    $0x00, Y7, Y8, Y9
+	VPOR      Y7, Y8, Y10
+	VBLENDVPS Y9, Y10, Y8, Y8
+	VCMPPS    $0x03, Y7, Y7, Y9
+	VCMPPS    $0x03, Y6, Y6, Y6
+	VPANDN    Y9, Y6, Y9
+	VBLENDVPS Y9, Y7, Y8, Y6
+	INCQ      R8
+	JMP       minBFloat16AVX2NT_srcU
+
+minBFloat16AVX2NT_storeU:
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y0, Y7, Y7
+	VPADDD       Y1, Y7, Y7
+	VPADDD       Y3, Y7, Y7
+	VCMPPS       $0x03, Y3, Y3, Y8
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y8, Y3, Y7, Y7
+	VPSRLD       $0x10, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X3
+	VPACKUSDW    X3, X7, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	VPSRLD       $0x10, Y4, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VCMPPS       $0x03, Y4, Y4, Y7
+	VPOR         Y2, Y4, Y4
+	VBLENDVPS    Y7, Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 16(AX)(SI*1)
+	VPSRLD       $0x10, Y5, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y5, Y3, Y3
+	VCMPPS       $0x03, Y5, Y5, Y4
+	VPOR         Y2, Y5, Y5
+	VBLENDVPS    Y4, Y5, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 32(AX)(SI*1)
+	VPSRLD       $0x10, Y6, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y6, Y3, Y3
+	VCMPPS       $0x03, Y6, Y6, Y4
+	VPOR         Y2, Y6, Y5
+	VBLENDVPS    Y4, Y5, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 48(AX)(SI*1)
+	ADDQ         $0x00000040, SI
+	SUBQ         $0x00000040, BX
+	JMP          minBFloat16AVX2NT_blocks
+
+minBFloat16AVX2NT_vectors:
+	CMPQ      BX, $0x00000010
+	JB        minBFloat16AVX2NT_done
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Y3
+	VPSLLD    $0x10, Y3, Y3
+	MOVQ      $0x0000000000000001, R8
+
+minBFloat16AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       minBFloat16AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VMINPS    Y3, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y3, Y3, Y3
+	VPANDN    Y6, Y3, Y6
+	VBLENDVPS Y6, Y4, Y5, Y3
+	INCQ      R8
+	JMP       minBFloat16AVX2NT_src1
+
+minBFloat16AVX2NT_store1:
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	ADDQ         $0x00000010, SI
+	SUBQ         $0x00000010, BX
+	JMP          minBFloat16AVX2NT_vectors
+
+minBFloat16AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxBFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2, SSE2
 TEXT ·maxBFloat16AVX2(SB), NOSPLIT, $0-32
@@ -13113,6 +14038,375 @@ maxBFloat16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func maxBFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, MMX+, SSE2
+TEXT ·maxBFloat16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000001, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00007fff, DI
+	MOVD         DI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00400000, DI
+	MOVD         DI, X2
+	VPBROADCASTD X2, Y2
+	CMPQ         DX, $0x02
+	JNE          maxBFloat16AVX2NT_blocks
+	MOVQ         (CX), DI
+	MOVQ         8(CX), R8
+
+maxBFloat16AVX2NT_pairs:
+	CMPQ         BX, $0x00000080
+	JB           maxBFloat16AVX2NT_vectors
+	VPMOVZXWD    (DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    (R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMAXPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPAND        Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	VPMOVZXWD    16(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    16(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMAXPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPAND        Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 16(AX)(SI*1)
+	VPMOVZXWD    32(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    32(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMAXPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPAND        Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 32(AX)(SI*1)
+	VPMOVZXWD    48(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    48(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMAXPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPAND        Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 48(AX)(SI*1)
+	VPMOVZXWD    64(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    64(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMAXPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPAND        Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 64(AX)(SI*1)
+	VPMOVZXWD    80(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    80(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMAXPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPAND        Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 80(AX)(SI*1)
+	VPMOVZXWD    96(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    96(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMAXPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPAND        Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 96(AX)(SI*1)
+	VPMOVZXWD    112(DI)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    112(R8)(SI*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMAXPS       Y3, Y4, Y5
+	VCMPPS       $0x00, Y4, Y5, Y6
+	VPAND        Y4, Y5, Y7
+	VBLENDVPS    Y6, Y7, Y5, Y5
+	VCMPPS       $0x03, Y4, Y4, Y6
+	VCMPPS       $0x03, Y3, Y3, Y3
+	VPANDN       Y6, Y3, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y3
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, 112(AX)(SI*1)
+	ADDQ         $0x00000080, SI
+	SUBQ         $0x00000080, BX
+	JMP          maxBFloat16AVX2NT_pairs
+
+maxBFloat16AVX2NT_blocks:
+	CMPQ      BX, $0x00000040
+	JB        maxBFloat16AVX2NT_vectors
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Y3
+	VPSLLD    $0x10, Y3, Y3
+	VPMOVZXWD 16(DI)(SI*1), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VPMOVZXWD 32(DI)(SI*1), Y5
+	VPSLLD    $0x10, Y5, Y5
+	VPMOVZXWD 48(DI)(SI*1), Y6
+	VPSLLD    $0x10, Y6, Y6
+	MOVQ      $0x0000000000000001, R8
+
+maxBFloat16AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxBFloat16AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMAXPS    Y3, Y7, Y8
+	VCMPPS    $0x00, Y7, Y8, Y9
+	VPAND     Y7, Y8, Y10
+	VBLENDVPS Y9, Y10, Y8, Y8
+	VCMPPS    $0x03, Y7, Y7, Y9
+	VCMPPS    $0x03, Y3, Y3, Y3
+	VPANDN    Y9, Y3, Y9
+	VBLENDVPS Y9, Y7, Y8, Y3
+	VPMOVZXWD 16(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMAXPS    Y4, Y7, Y8
+	VCMPPS    $0x00, Y7, Y8, Y9
+	VPAND     Y7, Y8, Y10
+	VBLENDVPS Y9, Y10, Y8, Y8
+	VCMPPS    $0x03, Y7, Y7, Y9
+	VCMPPS    $0x03, Y4, Y4, Y4
+	VPANDN    Y9, Y4, Y9
+	VBLENDVPS Y9, Y7, Y8, Y4
+	VPMOVZXWD 32(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMAXPS    Y5, Y7, Y8
+	VCMPPS    $0x00, Y7, Y8, Y9
+	VPAND     Y7, Y8, Y10
+	VBLENDVPS Y9, Y10, Y8, Y8
+	VCMPPS    $0x03, Y7, Y7, Y9
+	VCMPPS    $0x03, Y5, Y5, Y5
+	VPANDN    Y9, Y5, Y9
+	VBLENDVPS Y9, Y7, Y8, Y5
+	VPMOVZXWD 48(DI)(SI*1), Y7
+	VPSLLD    $0x10, Y7, Y7
+	VMAXPS    Y6, Y7, Y8
+	VCMPPS    $0x00, Y7, Y8, Y9
+	VPAND     Y7, Y8, Y10
+	VBLENDVPS Y9, Y10, Y8, Y8
+	VCMPPS    $0x03, Y7, Y7, Y9
+	VCMPPS    $0x03, Y6, Y6, Y6
+	VPANDN    Y9, Y6, Y9
+	VBLENDVPS Y9, Y7, Y8, Y6
+	INCQ      R8
+	JMP       maxBFloat16AVX2NT_srcU
+
+maxBFloat16AVX2NT_storeU:
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y0, Y7, Y7
+	VPADDD       Y1, Y7, Y7
+	VPADDD       Y3, Y7, Y7
+	VCMPPS       $0x03, Y3, Y3, Y8
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y8, Y3, Y7, Y7
+	VPSRLD       $0x10, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X3
+	VPACKUSDW    X3, X7, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	VPSRLD       $0x10, Y4, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VCMPPS       $0x03, Y4, Y4, Y7
+	VPOR         Y2, Y4, Y4
+	VBLENDVPS    Y7, Y4, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 16(AX)(SI*1)
+	VPSRLD       $0x10, Y5, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y5, Y3, Y3
+	VCMPPS       $0x03, Y5, Y5, Y4
+	VPOR         Y2, Y5, Y5
+	VBLENDVPS    Y4, Y5, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 32(AX)(SI*1)
+	VPSRLD       $0x10, Y6, Y3
+	VPAND        Y0, Y3, Y3
+	VPADDD       Y1, Y3, Y3
+	VPADDD       Y6, Y3, Y3
+	VCMPPS       $0x03, Y6, Y6, Y4
+	VPOR         Y2, Y6, Y5
+	VBLENDVPS    Y4, Y5, Y3, Y3
+	VPSRLD       $0x10, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPACKUSDW    X4, X3, X4
+	VMOVNTDQ     X4, 48(AX)(SI*1)
+	ADDQ         $0x00000040, SI
+	SUBQ         $0x00000040, BX
+	JMP          maxBFloat16AVX2NT_blocks
+
+maxBFloat16AVX2NT_vectors:
+	CMPQ      BX, $0x00000010
+	JB        maxBFloat16AVX2NT_done
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Y3
+	VPSLLD    $0x10, Y3, Y3
+	MOVQ      $0x0000000000000001, R8
+
+maxBFloat16AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       maxBFloat16AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VMAXPS    Y3, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y3, Y3, Y3
+	VPANDN    Y6, Y3, Y6
+	VBLENDVPS Y6, Y4, Y5, Y3
+	INCQ      R8
+	JMP       maxBFloat16AVX2NT_src1
+
+maxBFloat16AVX2NT_store1:
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VCMPPS       $0x03, Y3, Y3, Y5
+	VPOR         Y2, Y3, Y3
+	VBLENDVPS    Y5, Y3, Y4, Y4
+	VPSRLD       $0x10, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPACKUSDW    X3, X4, X3
+	VMOVNTDQ     X3, (AX)(SI*1)
+	ADDQ         $0x00000010, SI
+	SUBQ         $0x00000010, BX
+	JMP          maxBFloat16AVX2NT_vectors
+
+maxBFloat16AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func sumFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, F16C
 TEXT ·sumFloat16AVX2(SB), NOSPLIT, $0-32
@@ -13225,6 +14519,132 @@ sumFloat16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func sumFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, F16C, MMX+
+TEXT ·sumFloat16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+	CMPQ DX, $0x02
+	JNE  sumFloat16AVX2NT_blocks
+	MOVQ (CX), DI
+	MOVQ 8(CX), R8
+
+sumFloat16AVX2NT_pairs:
+	CMPQ      BX, $0x00000080
+	JB        sumFloat16AVX2NT_vectors
+	VCVTPH2PS (DI)(SI*1), Y0
+	VCVTPH2PS (R8)(SI*1), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	VCVTPH2PS 16(DI)(SI*1), Y0
+	VCVTPH2PS 16(R8)(SI*1), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 16(AX)(SI*1)
+	VCVTPH2PS 32(DI)(SI*1), Y0
+	VCVTPH2PS 32(R8)(SI*1), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 32(AX)(SI*1)
+	VCVTPH2PS 48(DI)(SI*1), Y0
+	VCVTPH2PS 48(R8)(SI*1), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 48(AX)(SI*1)
+	VCVTPH2PS 64(DI)(SI*1), Y0
+	VCVTPH2PS 64(R8)(SI*1), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 64(AX)(SI*1)
+	VCVTPH2PS 80(DI)(SI*1), Y0
+	VCVTPH2PS 80(R8)(SI*1), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 80(AX)(SI*1)
+	VCVTPH2PS 96(DI)(SI*1), Y0
+	VCVTPH2PS 96(R8)(SI*1), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 96(AX)(SI*1)
+	VCVTPH2PS 112(DI)(SI*1), Y0
+	VCVTPH2PS 112(R8)(SI*1), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 112(AX)(SI*1)
+	ADDQ      $0x00000080, SI
+	SUBQ      $0x00000080, BX
+	JMP       sumFloat16AVX2NT_pairs
+
+sumFloat16AVX2NT_blocks:
+	CMPQ      BX, $0x00000040
+	JB        sumFloat16AVX2NT_vectors
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Y0
+	VCVTPH2PS 16(DI)(SI*1), Y1
+	VCVTPH2PS 32(DI)(SI*1), Y2
+	VCVTPH2PS 48(DI)(SI*1), Y3
+	MOVQ      $0x0000000000000001, R8
+
+sumFloat16AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       sumFloat16AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Y4
+	VADDPS    Y4, Y0, Y0
+	VCVTPH2PS 16(DI)(SI*1), Y4
+	VADDPS    Y4, Y1, Y1
+	VCVTPH2PS 32(DI)(SI*1), Y4
+	VADDPS    Y4, Y2, Y2
+	VCVTPH2PS 48(DI)(SI*1), Y4
+	VADDPS    Y4, Y3, Y3
+	INCQ      R8
+	JMP       sumFloat16AVX2NT_srcU
+
+sumFloat16AVX2NT_storeU:
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	VCVTPS2PH $0x00, Y1, X0
+	VMOVNTDQ  X0, 16(AX)(SI*1)
+	VCVTPS2PH $0x00, Y2, X0
+	VMOVNTDQ  X0, 32(AX)(SI*1)
+	VCVTPS2PH $0x00, Y3, X0
+	VMOVNTDQ  X0, 48(AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       sumFloat16AVX2NT_blocks
+
+sumFloat16AVX2NT_vectors:
+	CMPQ      BX, $0x00000010
+	JB        sumFloat16AVX2NT_done
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Y0
+	MOVQ      $0x0000000000000001, R8
+
+sumFloat16AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       sumFloat16AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Y1
+	VADDPS    Y1, Y0, Y0
+	INCQ      R8
+	JMP       sumFloat16AVX2NT_src1
+
+sumFloat16AVX2NT_store1:
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	ADDQ      $0x00000010, SI
+	SUBQ      $0x00000010, BX
+	JMP       sumFloat16AVX2NT_vectors
+
+sumFloat16AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func prodFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, F16C
 TEXT ·prodFloat16AVX2(SB), NOSPLIT, $0-32
@@ -13334,6 +14754,132 @@ prodFloat16AVX2_store1:
 	JMP       prodFloat16AVX2_vectors
 
 prodFloat16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func prodFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, F16C, MMX+
+TEXT ·prodFloat16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+	CMPQ DX, $0x02
+	JNE  prodFloat16AVX2NT_blocks
+	MOVQ (CX), DI
+	MOVQ 8(CX), R8
+
+prodFloat16AVX2NT_pairs:
+	CMPQ      BX, $0x00000080
+	JB        prodFloat16AVX2NT_vectors
+	VCVTPH2PS (DI)(SI*1), Y0
+	VCVTPH2PS (R8)(SI*1), Y1
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	VCVTPH2PS 16(DI)(SI*1), Y0
+	VCVTPH2PS 16(R8)(SI*1), Y1
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 16(AX)(SI*1)
+	VCVTPH2PS 32(DI)(SI*1), Y0
+	VCVTPH2PS 32(R8)(SI*1), Y1
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 32(AX)(SI*1)
+	VCVTPH2PS 48(DI)(SI*1), Y0
+	VCVTPH2PS 48(R8)(SI*1), Y1
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 48(AX)(SI*1)
+	VCVTPH2PS 64(DI)(SI*1), Y0
+	VCVTPH2PS 64(R8)(SI*1), Y1
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 64(AX)(SI*1)
+	VCVTPH2PS 80(DI)(SI*1), Y0
+	VCVTPH2PS 80(R8)(SI*1), Y1
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 80(AX)(SI*1)
+	VCVTPH2PS 96(DI)(SI*1), Y0
+	VCVTPH2PS 96(R8)(SI*1), Y1
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 96(AX)(SI*1)
+	VCVTPH2PS 112(DI)(SI*1), Y0
+	VCVTPH2PS 112(R8)(SI*1), Y1
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 112(AX)(SI*1)
+	ADDQ      $0x00000080, SI
+	SUBQ      $0x00000080, BX
+	JMP       prodFloat16AVX2NT_pairs
+
+prodFloat16AVX2NT_blocks:
+	CMPQ      BX, $0x00000040
+	JB        prodFloat16AVX2NT_vectors
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Y0
+	VCVTPH2PS 16(DI)(SI*1), Y1
+	VCVTPH2PS 32(DI)(SI*1), Y2
+	VCVTPH2PS 48(DI)(SI*1), Y3
+	MOVQ      $0x0000000000000001, R8
+
+prodFloat16AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       prodFloat16AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Y4
+	VMULPS    Y4, Y0, Y0
+	VCVTPH2PS 16(DI)(SI*1), Y4
+	VMULPS    Y4, Y1, Y1
+	VCVTPH2PS 32(DI)(SI*1), Y4
+	VMULPS    Y4, Y2, Y2
+	VCVTPH2PS 48(DI)(SI*1), Y4
+	VMULPS    Y4, Y3, Y3
+	INCQ      R8
+	JMP       prodFloat16AVX2NT_srcU
+
+prodFloat16AVX2NT_storeU:
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	VCVTPS2PH $0x00, Y1, X0
+	VMOVNTDQ  X0, 16(AX)(SI*1)
+	VCVTPS2PH $0x00, Y2, X0
+	VMOVNTDQ  X0, 32(AX)(SI*1)
+	VCVTPS2PH $0x00, Y3, X0
+	VMOVNTDQ  X0, 48(AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       prodFloat16AVX2NT_blocks
+
+prodFloat16AVX2NT_vectors:
+	CMPQ      BX, $0x00000010
+	JB        prodFloat16AVX2NT_done
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Y0
+	MOVQ      $0x0000000000000001, R8
+
+prodFloat16AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       prodFloat16AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Y1
+	VMULPS    Y1, Y0, Y0
+	INCQ      R8
+	JMP       prodFloat16AVX2NT_src1
+
+prodFloat16AVX2NT_store1:
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	ADDQ      $0x00000010, SI
+	SUBQ      $0x00000010, BX
+	JMP       prodFloat16AVX2NT_vectors
+
+prodFloat16AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -13540,6 +15086,223 @@ minFloat16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func minFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·minFloat16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+	CMPQ DX, $0x02
+	JNE  minFloat16AVX2NT_blocks
+	MOVQ (CX), DI
+	MOVQ 8(CX), R8
+
+minFloat16AVX2NT_pairs:
+	CMPQ      BX, $0x00000080
+	JB        minFloat16AVX2NT_vectors
+	VCVTPH2PS (DI)(SI*1), Y0
+	VCVTPH2PS (R8)(SI*1), Y1
+	VMINPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	VCVTPH2PS 16(DI)(SI*1), Y0
+	VCVTPH2PS 16(R8)(SI*1), Y1
+	VMINPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 16(AX)(SI*1)
+	VCVTPH2PS 32(DI)(SI*1), Y0
+	VCVTPH2PS 32(R8)(SI*1), Y1
+	VMINPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 32(AX)(SI*1)
+	VCVTPH2PS 48(DI)(SI*1), Y0
+	VCVTPH2PS 48(R8)(SI*1), Y1
+	VMINPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 48(AX)(SI*1)
+	VCVTPH2PS 64(DI)(SI*1), Y0
+	VCVTPH2PS 64(R8)(SI*1), Y1
+	VMINPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 64(AX)(SI*1)
+	VCVTPH2PS 80(DI)(SI*1), Y0
+	VCVTPH2PS 80(R8)(SI*1), Y1
+	VMINPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 80(AX)(SI*1)
+	VCVTPH2PS 96(DI)(SI*1), Y0
+	VCVTPH2PS 96(R8)(SI*1), Y1
+	VMINPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 96(AX)(SI*1)
+	VCVTPH2PS 112(DI)(SI*1), Y0
+	VCVTPH2PS 112(R8)(SI*1), Y1
+	VMINPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 112(AX)(SI*1)
+	ADDQ      $0x00000080, SI
+	SUBQ      $0x00000080, BX
+	JMP       minFloat16AVX2NT_pairs
+
+minFloat16AVX2NT_blocks:
+	CMPQ      BX, $0x00000040
+	JB        minFloat16AVX2NT_vectors
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Y0
+	VCVTPH2PS 16(DI)(SI*1), Y1
+	VCVTPH2PS 32(DI)(SI*1), Y2
+	VCVTPH2PS 48(DI)(SI*1), Y3
+	MOVQ      $0x0000000000000001, R8
+
+minFloat16AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       minFloat16AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Y4
+	VMINPS    Y0, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y6, Y0, Y6
+	VBLENDVPS Y6, Y4, Y5, Y0
+	VCVTPH2PS 16(DI)(SI*1), Y4
+	VMINPS    Y1, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y1, Y1, Y1
+	VPANDN    Y6, Y1, Y6
+	VBLENDVPS Y6, Y4, Y5, Y1
+	VCVTPH2PS 32(DI)(SI*1), Y4
+	VMINPS    Y2, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y2, Y2, Y2
+	VPANDN    Y6, Y2, Y6
+	VBLENDVPS Y6, Y4, Y5, Y2
+	VCVTPH2PS 48(DI)(SI*1), Y4
+	VMINPS    Y3, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPOR      Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y3, Y3, Y3
+	VPANDN    Y6, Y3, Y6
+	VBLENDVPS Y6, Y4, Y5, Y3
+	INCQ      R8
+	JMP       minFloat16AVX2NT_srcU
+
+minFloat16AVX2NT_storeU:
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	VCVTPS2PH $0x00, Y1, X0
+	VMOVNTDQ  X0, 16(AX)(SI*1)
+	VCVTPS2PH $0x00, Y2, X0
+	VMOVNTDQ  X0, 32(AX)(SI*1)
+	VCVTPS2PH $0x00, Y3, X0
+	VMOVNTDQ  X0, 48(AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       minFloat16AVX2NT_blocks
+
+minFloat16AVX2NT_vectors:
+	CMPQ      BX, $0x00000010
+	JB        minFloat16AVX2NT_done
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Y0
+	MOVQ      $0x0000000000000001, R8
+
+minFloat16AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       minFloat16AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Y1
+	VMINPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPOR      Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	INCQ      R8
+	JMP       minFloat16AVX2NT_src1
+
+minFloat16AVX2NT_store1:
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	ADDQ      $0x00000010, SI
+	SUBQ      $0x00000010, BX
+	JMP       minFloat16AVX2NT_vectors
+
+minFloat16AVX2NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX2, F16C
 TEXT ·maxFloat16AVX2(SB), NOSPLIT, $0-32
@@ -13740,6 +15503,223 @@ maxFloat16AVX2_store1:
 	JMP       maxFloat16AVX2_vectors
 
 maxFloat16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func maxFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·maxFloat16AVX2NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+	CMPQ DX, $0x02
+	JNE  maxFloat16AVX2NT_blocks
+	MOVQ (CX), DI
+	MOVQ 8(CX), R8
+
+maxFloat16AVX2NT_pairs:
+	CMPQ      BX, $0x00000080
+	JB        maxFloat16AVX2NT_vectors
+	VCVTPH2PS (DI)(SI*1), Y0
+	VCVTPH2PS (R8)(SI*1), Y1
+	VMAXPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	VCVTPH2PS 16(DI)(SI*1), Y0
+	VCVTPH2PS 16(R8)(SI*1), Y1
+	VMAXPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 16(AX)(SI*1)
+	VCVTPH2PS 32(DI)(SI*1), Y0
+	VCVTPH2PS 32(R8)(SI*1), Y1
+	VMAXPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 32(AX)(SI*1)
+	VCVTPH2PS 48(DI)(SI*1), Y0
+	VCVTPH2PS 48(R8)(SI*1), Y1
+	VMAXPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 48(AX)(SI*1)
+	VCVTPH2PS 64(DI)(SI*1), Y0
+	VCVTPH2PS 64(R8)(SI*1), Y1
+	VMAXPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 64(AX)(SI*1)
+	VCVTPH2PS 80(DI)(SI*1), Y0
+	VCVTPH2PS 80(R8)(SI*1), Y1
+	VMAXPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 80(AX)(SI*1)
+	VCVTPH2PS 96(DI)(SI*1), Y0
+	VCVTPH2PS 96(R8)(SI*1), Y1
+	VMAXPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 96(AX)(SI*1)
+	VCVTPH2PS 112(DI)(SI*1), Y0
+	VCVTPH2PS 112(R8)(SI*1), Y1
+	VMAXPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, 112(AX)(SI*1)
+	ADDQ      $0x00000080, SI
+	SUBQ      $0x00000080, BX
+	JMP       maxFloat16AVX2NT_pairs
+
+maxFloat16AVX2NT_blocks:
+	CMPQ      BX, $0x00000040
+	JB        maxFloat16AVX2NT_vectors
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Y0
+	VCVTPH2PS 16(DI)(SI*1), Y1
+	VCVTPH2PS 32(DI)(SI*1), Y2
+	VCVTPH2PS 48(DI)(SI*1), Y3
+	MOVQ      $0x0000000000000001, R8
+
+maxFloat16AVX2NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxFloat16AVX2NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Y4
+	VMAXPS    Y0, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y6, Y0, Y6
+	VBLENDVPS Y6, Y4, Y5, Y0
+	VCVTPH2PS 16(DI)(SI*1), Y4
+	VMAXPS    Y1, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y1, Y1, Y1
+	VPANDN    Y6, Y1, Y6
+	VBLENDVPS Y6, Y4, Y5, Y1
+	VCVTPH2PS 32(DI)(SI*1), Y4
+	VMAXPS    Y2, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y2, Y2, Y2
+	VPANDN    Y6, Y2, Y6
+	VBLENDVPS Y6, Y4, Y5, Y2
+	VCVTPH2PS 48(DI)(SI*1), Y4
+	VMAXPS    Y3, Y4, Y5
+	VCMPPS    $0x00, Y4, Y5, Y6
+	VPAND     Y4, Y5, Y7
+	VBLENDVPS Y6, Y7, Y5, Y5
+	VCMPPS    $0x03, Y4, Y4, Y6
+	VCMPPS    $0x03, Y3, Y3, Y3
+	VPANDN    Y6, Y3, Y6
+	VBLENDVPS Y6, Y4, Y5, Y3
+	INCQ      R8
+	JMP       maxFloat16AVX2NT_srcU
+
+maxFloat16AVX2NT_storeU:
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	VCVTPS2PH $0x00, Y1, X0
+	VMOVNTDQ  X0, 16(AX)(SI*1)
+	VCVTPS2PH $0x00, Y2, X0
+	VMOVNTDQ  X0, 32(AX)(SI*1)
+	VCVTPS2PH $0x00, Y3, X0
+	VMOVNTDQ  X0, 48(AX)(SI*1)
+	ADDQ      $0x00000040, SI
+	SUBQ      $0x00000040, BX
+	JMP       maxFloat16AVX2NT_blocks
+
+maxFloat16AVX2NT_vectors:
+	CMPQ      BX, $0x00000010
+	JB        maxFloat16AVX2NT_done
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Y0
+	MOVQ      $0x0000000000000001, R8
+
+maxFloat16AVX2NT_src1:
+	CMPQ      R8, DX
+	JAE       maxFloat16AVX2NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Y1
+	VMAXPS    Y0, Y1, Y2
+	VCMPPS    $0x00, Y1, Y2, Y3
+	VPAND     Y1, Y2, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VCMPPS    $0x03, Y1, Y1, Y3
+	VCMPPS    $0x03, Y0, Y0, Y0
+	VPANDN    Y3, Y0, Y3
+	VBLENDVPS Y3, Y1, Y2, Y0
+	INCQ      R8
+	JMP       maxFloat16AVX2NT_src1
+
+maxFloat16AVX2NT_store1:
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVNTDQ  X0, (AX)(SI*1)
+	ADDQ      $0x00000010, SI
+	SUBQ      $0x00000010, BX
+	JMP       maxFloat16AVX2NT_vectors
+
+maxFloat16AVX2NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -25104,6 +27084,258 @@ sumBFloat16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func sumBFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+, SSE2
+TEXT ·sumBFloat16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000001, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x00007fff, DI
+	MOVD         DI, X1
+	VPBROADCASTD X1, Z1
+	MOVL         $0x00400000, DI
+	MOVD         DI, X2
+	VPBROADCASTD X2, Z2
+	CMPQ         DX, $0x02
+	JNE          sumBFloat16AVX512NT_blocks
+	MOVQ         (CX), DI
+	MOVQ         8(CX), R8
+
+sumBFloat16AVX512NT_pairs:
+	CMPQ      BX, $0x00000100
+	JB        sumBFloat16AVX512NT_vectors
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD (R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VADDPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, (AX)(SI*1)
+	VPMOVZXWD 32(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 32(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VADDPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 32(AX)(SI*1)
+	VPMOVZXWD 64(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 64(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VADDPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 64(AX)(SI*1)
+	VPMOVZXWD 96(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 96(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VADDPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 96(AX)(SI*1)
+	VPMOVZXWD 128(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 128(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VADDPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 128(AX)(SI*1)
+	VPMOVZXWD 160(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 160(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VADDPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 160(AX)(SI*1)
+	VPMOVZXWD 192(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 192(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VADDPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 192(AX)(SI*1)
+	VPMOVZXWD 224(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 224(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VADDPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 224(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       sumBFloat16AVX512NT_pairs
+
+sumBFloat16AVX512NT_blocks:
+	CMPQ      BX, $0x00000080
+	JB        sumBFloat16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 32(DI)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VPMOVZXWD 64(DI)(SI*1), Z5
+	VPSLLD    $0x10, Z5, Z5
+	VPMOVZXWD 96(DI)(SI*1), Z6
+	VPSLLD    $0x10, Z6, Z6
+	MOVQ      $0x0000000000000001, R8
+
+sumBFloat16AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       sumBFloat16AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VADDPS    Z7, Z3, Z3
+	VPMOVZXWD 32(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VADDPS    Z7, Z4, Z4
+	VPMOVZXWD 64(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VADDPS    Z7, Z5, Z5
+	VPMOVZXWD 96(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VADDPS    Z7, Z6, Z6
+	INCQ      R8
+	JMP       sumBFloat16AVX512NT_srcU
+
+sumBFloat16AVX512NT_storeU:
+	VPSRLD   $0x10, Z3, Z7
+	VPANDD   Z0, Z7, Z7
+	VPADDD   Z1, Z7, Z7
+	VPADDD   Z3, Z7, Z7
+	VCMPPS   $0x03, Z3, Z3, K1
+	VPORD    Z2, Z3, K1, Z7
+	VPSRLD   $0x10, Z7, Z7
+	VPMOVDW  Z7, Y3
+	VMOVNTDQ Y3, (AX)(SI*1)
+	VPSRLD   $0x10, Z4, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z4, Z3, Z3
+	VCMPPS   $0x03, Z4, Z4, K1
+	VPORD    Z2, Z4, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VPSRLD   $0x10, Z5, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z5, Z3, Z3
+	VCMPPS   $0x03, Z5, Z5, K1
+	VPORD    Z2, Z5, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 64(AX)(SI*1)
+	VPSRLD   $0x10, Z6, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z6, Z3, Z3
+	VCMPPS   $0x03, Z6, Z6, K1
+	VPORD    Z2, Z6, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      sumBFloat16AVX512NT_blocks
+
+sumBFloat16AVX512NT_vectors:
+	CMPQ      BX, $0x00000020
+	JB        sumBFloat16AVX512NT_done
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	MOVQ      $0x0000000000000001, R8
+
+sumBFloat16AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       sumBFloat16AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VADDPS    Z4, Z3, Z3
+	INCQ      R8
+	JMP       sumBFloat16AVX512NT_src1
+
+sumBFloat16AVX512NT_store1:
+	VPSRLD   $0x10, Z3, Z4
+	VPANDD   Z0, Z4, Z4
+	VPADDD   Z1, Z4, Z4
+	VPADDD   Z3, Z4, Z4
+	VCMPPS   $0x03, Z3, Z3, K1
+	VPORD    Z2, Z3, K1, Z4
+	VPSRLD   $0x10, Z4, Z4
+	VPMOVDW  Z4, Y3
+	VMOVNTDQ Y3, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      sumBFloat16AVX512NT_vectors
+
+sumBFloat16AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func prodBFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F, SSE2
 TEXT ·prodBFloat16AVX512(SB), NOSPLIT, $0-32
@@ -25339,6 +27571,258 @@ prodBFloat16AVX512_store1:
 	JMP     prodBFloat16AVX512_vectors
 
 prodBFloat16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func prodBFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+, SSE2
+TEXT ·prodBFloat16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000001, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x00007fff, DI
+	MOVD         DI, X1
+	VPBROADCASTD X1, Z1
+	MOVL         $0x00400000, DI
+	MOVD         DI, X2
+	VPBROADCASTD X2, Z2
+	CMPQ         DX, $0x02
+	JNE          prodBFloat16AVX512NT_blocks
+	MOVQ         (CX), DI
+	MOVQ         8(CX), R8
+
+prodBFloat16AVX512NT_pairs:
+	CMPQ      BX, $0x00000100
+	JB        prodBFloat16AVX512NT_vectors
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD (R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMULPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, (AX)(SI*1)
+	VPMOVZXWD 32(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 32(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMULPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 32(AX)(SI*1)
+	VPMOVZXWD 64(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 64(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMULPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 64(AX)(SI*1)
+	VPMOVZXWD 96(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 96(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMULPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 96(AX)(SI*1)
+	VPMOVZXWD 128(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 128(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMULPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 128(AX)(SI*1)
+	VPMOVZXWD 160(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 160(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMULPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 160(AX)(SI*1)
+	VPMOVZXWD 192(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 192(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMULPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 192(AX)(SI*1)
+	VPMOVZXWD 224(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 224(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMULPS    Z4, Z3, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 224(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       prodBFloat16AVX512NT_pairs
+
+prodBFloat16AVX512NT_blocks:
+	CMPQ      BX, $0x00000080
+	JB        prodBFloat16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 32(DI)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VPMOVZXWD 64(DI)(SI*1), Z5
+	VPSLLD    $0x10, Z5, Z5
+	VPMOVZXWD 96(DI)(SI*1), Z6
+	VPSLLD    $0x10, Z6, Z6
+	MOVQ      $0x0000000000000001, R8
+
+prodBFloat16AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       prodBFloat16AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMULPS    Z7, Z3, Z3
+	VPMOVZXWD 32(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMULPS    Z7, Z4, Z4
+	VPMOVZXWD 64(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMULPS    Z7, Z5, Z5
+	VPMOVZXWD 96(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMULPS    Z7, Z6, Z6
+	INCQ      R8
+	JMP       prodBFloat16AVX512NT_srcU
+
+prodBFloat16AVX512NT_storeU:
+	VPSRLD   $0x10, Z3, Z7
+	VPANDD   Z0, Z7, Z7
+	VPADDD   Z1, Z7, Z7
+	VPADDD   Z3, Z7, Z7
+	VCMPPS   $0x03, Z3, Z3, K1
+	VPORD    Z2, Z3, K1, Z7
+	VPSRLD   $0x10, Z7, Z7
+	VPMOVDW  Z7, Y3
+	VMOVNTDQ Y3, (AX)(SI*1)
+	VPSRLD   $0x10, Z4, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z4, Z3, Z3
+	VCMPPS   $0x03, Z4, Z4, K1
+	VPORD    Z2, Z4, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VPSRLD   $0x10, Z5, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z5, Z3, Z3
+	VCMPPS   $0x03, Z5, Z5, K1
+	VPORD    Z2, Z5, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 64(AX)(SI*1)
+	VPSRLD   $0x10, Z6, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z6, Z3, Z3
+	VCMPPS   $0x03, Z6, Z6, K1
+	VPORD    Z2, Z6, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      prodBFloat16AVX512NT_blocks
+
+prodBFloat16AVX512NT_vectors:
+	CMPQ      BX, $0x00000020
+	JB        prodBFloat16AVX512NT_done
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodBFloat16AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       prodBFloat16AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMULPS    Z4, Z3, Z3
+	INCQ      R8
+	JMP       prodBFloat16AVX512NT_src1
+
+prodBFloat16AVX512NT_store1:
+	VPSRLD   $0x10, Z3, Z4
+	VPANDD   Z0, Z4, Z4
+	VPADDD   Z1, Z4, Z4
+	VPADDD   Z3, Z4, Z4
+	VCMPPS   $0x03, Z3, Z3, K1
+	VPORD    Z2, Z3, K1, Z4
+	VPSRLD   $0x10, Z4, Z4
+	VPMOVDW  Z4, Y3
+	VMOVNTDQ Y3, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      prodBFloat16AVX512NT_vectors
+
+prodBFloat16AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -25658,6 +28142,336 @@ minBFloat16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func minBFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+, SSE2
+TEXT ·minBFloat16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000001, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x00007fff, DI
+	MOVD         DI, X1
+	VPBROADCASTD X1, Z1
+	MOVL         $0x00400000, DI
+	MOVD         DI, X2
+	VPBROADCASTD X2, Z2
+	CMPQ         DX, $0x02
+	JNE          minBFloat16AVX512NT_blocks
+	MOVQ         (CX), DI
+	MOVQ         8(CX), R8
+
+minBFloat16AVX512NT_pairs:
+	CMPQ      BX, $0x00000100
+	JB        minBFloat16AVX512NT_vectors
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD (R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, (AX)(SI*1)
+	VPMOVZXWD 32(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 32(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 32(AX)(SI*1)
+	VPMOVZXWD 64(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 64(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 64(AX)(SI*1)
+	VPMOVZXWD 96(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 96(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 96(AX)(SI*1)
+	VPMOVZXWD 128(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 128(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 128(AX)(SI*1)
+	VPMOVZXWD 160(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 160(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 160(AX)(SI*1)
+	VPMOVZXWD 192(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 192(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 192(AX)(SI*1)
+	VPMOVZXWD 224(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 224(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 224(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       minBFloat16AVX512NT_pairs
+
+minBFloat16AVX512NT_blocks:
+	CMPQ      BX, $0x00000080
+	JB        minBFloat16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 32(DI)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VPMOVZXWD 64(DI)(SI*1), Z5
+	VPSLLD    $0x10, Z5, Z5
+	VPMOVZXWD 96(DI)(SI*1), Z6
+	VPSLLD    $0x10, Z6, Z6
+	MOVQ      $0x0000000000000001, R8
+
+minBFloat16AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       minBFloat16AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMINPS    Z3, Z7, Z8
+	VCMPPS    $0x00, Z7, Z8, K1
+	VPORD     Z7, Z8, K1, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z7, K1, Z8
+	VMOVAPS   Z8, Z3
+	VPMOVZXWD 32(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMINPS    Z4, Z7, Z8
+	VCMPPS    $0x00, Z7, Z8, K1
+	VPORD     Z7, Z8, K1, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VCMPPS    $0x07, Z4, Z4, K1, K1
+	VMOVAPS   Z7, K1, Z8
+	VMOVAPS   Z8, Z4
+	VPMOVZXWD 64(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMINPS    Z5, Z7, Z8
+	VCMPPS    $0x00, Z7, Z8, K1
+	VPORD     Z7, Z8, K1, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VCMPPS    $0x07, Z5, Z5, K1, K1
+	VMOVAPS   Z7, K1, Z8
+	VMOVAPS   Z8, Z5
+	VPMOVZXWD 96(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMINPS    Z6, Z7, Z8
+	VCMPPS    $0x00, Z7, Z8, K1
+	VPORD     Z7, Z8, K1, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VCMPPS    $0x07, Z6, Z6, K1, K1
+	VMOVAPS   Z7, K1, Z8
+	VMOVAPS   Z8, Z6
+	INCQ      R8
+	JMP       minBFloat16AVX512NT_srcU
+
+minBFloat16AVX512NT_storeU:
+	VPSRLD   $0x10, Z3, Z7
+	VPANDD   Z0, Z7, Z7
+	VPADDD   Z1, Z7, Z7
+	VPADDD   Z3, Z7, Z7
+	VCMPPS   $0x03, Z3, Z3, K1
+	VPORD    Z2, Z3, K1, Z7
+	VPSRLD   $0x10, Z7, Z7
+	VPMOVDW  Z7, Y3
+	VMOVNTDQ Y3, (AX)(SI*1)
+	VPSRLD   $0x10, Z4, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z4, Z3, Z3
+	VCMPPS   $0x03, Z4, Z4, K1
+	VPORD    Z2, Z4, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VPSRLD   $0x10, Z5, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z5, Z3, Z3
+	VCMPPS   $0x03, Z5, Z5, K1
+	VPORD    Z2, Z5, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 64(AX)(SI*1)
+	VPSRLD   $0x10, Z6, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z6, Z3, Z3
+	VCMPPS   $0x03, Z6, Z6, K1
+	VPORD    Z2, Z6, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      minBFloat16AVX512NT_blocks
+
+minBFloat16AVX512NT_vectors:
+	CMPQ      BX, $0x00000020
+	JB        minBFloat16AVX512NT_done
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	MOVQ      $0x0000000000000001, R8
+
+minBFloat16AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       minBFloat16AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	INCQ      R8
+	JMP       minBFloat16AVX512NT_src1
+
+minBFloat16AVX512NT_store1:
+	VPSRLD   $0x10, Z3, Z4
+	VPANDD   Z0, Z4, Z4
+	VPADDD   Z1, Z4, Z4
+	VPADDD   Z3, Z4, Z4
+	VCMPPS   $0x03, Z3, Z3, K1
+	VPORD    Z2, Z3, K1, Z4
+	VPSRLD   $0x10, Z4, Z4
+	VPMOVDW  Z4, Y3
+	VMOVNTDQ Y3, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      minBFloat16AVX512NT_vectors
+
+minBFloat16AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxBFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F, SSE2
 TEXT ·maxBFloat16AVX512(SB), NOSPLIT, $0-32
@@ -25974,6 +28788,336 @@ maxBFloat16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func maxBFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+, SSE2
+TEXT ·maxBFloat16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         srcs+8(FP), CX
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), BX
+	XORQ         SI, SI
+	MOVL         $0x00000001, DI
+	MOVD         DI, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x00007fff, DI
+	MOVD         DI, X1
+	VPBROADCASTD X1, Z1
+	MOVL         $0x00400000, DI
+	MOVD         DI, X2
+	VPBROADCASTD X2, Z2
+	CMPQ         DX, $0x02
+	JNE          maxBFloat16AVX512NT_blocks
+	MOVQ         (CX), DI
+	MOVQ         8(CX), R8
+
+maxBFloat16AVX512NT_pairs:
+	CMPQ      BX, $0x00000100
+	JB        maxBFloat16AVX512NT_vectors
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD (R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, (AX)(SI*1)
+	VPMOVZXWD 32(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 32(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 32(AX)(SI*1)
+	VPMOVZXWD 64(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 64(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 64(AX)(SI*1)
+	VPMOVZXWD 96(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 96(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 96(AX)(SI*1)
+	VPMOVZXWD 128(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 128(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 128(AX)(SI*1)
+	VPMOVZXWD 160(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 160(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 160(AX)(SI*1)
+	VPMOVZXWD 192(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 192(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 192(AX)(SI*1)
+	VPMOVZXWD 224(DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 224(R8)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	VPSRLD    $0x10, Z3, Z4
+	VPANDD    Z0, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPADDD    Z3, Z4, Z4
+	VCMPPS    $0x03, Z3, Z3, K1
+	VPORD     Z2, Z3, K1, Z4
+	VPSRLD    $0x10, Z4, Z4
+	VPMOVDW   Z4, Y3
+	VMOVNTDQ  Y3, 224(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       maxBFloat16AVX512NT_pairs
+
+maxBFloat16AVX512NT_blocks:
+	CMPQ      BX, $0x00000080
+	JB        maxBFloat16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPMOVZXWD 32(DI)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VPMOVZXWD 64(DI)(SI*1), Z5
+	VPSLLD    $0x10, Z5, Z5
+	VPMOVZXWD 96(DI)(SI*1), Z6
+	VPSLLD    $0x10, Z6, Z6
+	MOVQ      $0x0000000000000001, R8
+
+maxBFloat16AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxBFloat16AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMAXPS    Z3, Z7, Z8
+	VCMPPS    $0x00, Z7, Z8, K1
+	VPANDD    Z7, Z8, K1, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z7, K1, Z8
+	VMOVAPS   Z8, Z3
+	VPMOVZXWD 32(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMAXPS    Z4, Z7, Z8
+	VCMPPS    $0x00, Z7, Z8, K1
+	VPANDD    Z7, Z8, K1, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VCMPPS    $0x07, Z4, Z4, K1, K1
+	VMOVAPS   Z7, K1, Z8
+	VMOVAPS   Z8, Z4
+	VPMOVZXWD 64(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMAXPS    Z5, Z7, Z8
+	VCMPPS    $0x00, Z7, Z8, K1
+	VPANDD    Z7, Z8, K1, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VCMPPS    $0x07, Z5, Z5, K1, K1
+	VMOVAPS   Z7, K1, Z8
+	VMOVAPS   Z8, Z5
+	VPMOVZXWD 96(DI)(SI*1), Z7
+	VPSLLD    $0x10, Z7, Z7
+	VMAXPS    Z6, Z7, Z8
+	VCMPPS    $0x00, Z7, Z8, K1
+	VPANDD    Z7, Z8, K1, Z8
+	VCMPPS    $0x03, Z7, Z7, K1
+	VCMPPS    $0x07, Z6, Z6, K1, K1
+	VMOVAPS   Z7, K1, Z8
+	VMOVAPS   Z8, Z6
+	INCQ      R8
+	JMP       maxBFloat16AVX512NT_srcU
+
+maxBFloat16AVX512NT_storeU:
+	VPSRLD   $0x10, Z3, Z7
+	VPANDD   Z0, Z7, Z7
+	VPADDD   Z1, Z7, Z7
+	VPADDD   Z3, Z7, Z7
+	VCMPPS   $0x03, Z3, Z3, K1
+	VPORD    Z2, Z3, K1, Z7
+	VPSRLD   $0x10, Z7, Z7
+	VPMOVDW  Z7, Y3
+	VMOVNTDQ Y3, (AX)(SI*1)
+	VPSRLD   $0x10, Z4, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z4, Z3, Z3
+	VCMPPS   $0x03, Z4, Z4, K1
+	VPORD    Z2, Z4, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 32(AX)(SI*1)
+	VPSRLD   $0x10, Z5, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z5, Z3, Z3
+	VCMPPS   $0x03, Z5, Z5, K1
+	VPORD    Z2, Z5, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 64(AX)(SI*1)
+	VPSRLD   $0x10, Z6, Z3
+	VPANDD   Z0, Z3, Z3
+	VPADDD   Z1, Z3, Z3
+	VPADDD   Z6, Z3, Z3
+	VCMPPS   $0x03, Z6, Z6, K1
+	VPORD    Z2, Z6, K1, Z3
+	VPSRLD   $0x10, Z3, Z3
+	VPMOVDW  Z3, Y3
+	VMOVNTDQ Y3, 96(AX)(SI*1)
+	ADDQ     $0x00000080, SI
+	SUBQ     $0x00000080, BX
+	JMP      maxBFloat16AVX512NT_blocks
+
+maxBFloat16AVX512NT_vectors:
+	CMPQ      BX, $0x00000020
+	JB        maxBFloat16AVX512NT_done
+	MOVQ      (CX), DI
+	VPMOVZXWD (DI)(SI*1), Z3
+	VPSLLD    $0x10, Z3, Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxBFloat16AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       maxBFloat16AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VPMOVZXWD (DI)(SI*1), Z4
+	VPSLLD    $0x10, Z4, Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	INCQ      R8
+	JMP       maxBFloat16AVX512NT_src1
+
+maxBFloat16AVX512NT_store1:
+	VPSRLD   $0x10, Z3, Z4
+	VPANDD   Z0, Z4, Z4
+	VPADDD   Z1, Z4, Z4
+	VPADDD   Z3, Z4, Z4
+	VCMPPS   $0x03, Z3, Z3, K1
+	VPORD    Z2, Z3, K1, Z4
+	VPSRLD   $0x10, Z4, Z4
+	VPMOVDW  Z4, Y3
+	VMOVNTDQ Y3, (AX)(SI*1)
+	ADDQ     $0x00000020, SI
+	SUBQ     $0x00000020, BX
+	JMP      maxBFloat16AVX512NT_vectors
+
+maxBFloat16AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func sumFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·sumFloat16AVX512(SB), NOSPLIT, $0-32
@@ -26086,6 +29230,132 @@ sumFloat16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func sumFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·sumFloat16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+	CMPQ DX, $0x02
+	JNE  sumFloat16AVX512NT_blocks
+	MOVQ (CX), DI
+	MOVQ 8(CX), R8
+
+sumFloat16AVX512NT_pairs:
+	CMPQ      BX, $0x00000100
+	JB        sumFloat16AVX512NT_vectors
+	VCVTPH2PS (DI)(SI*1), Z0
+	VCVTPH2PS (R8)(SI*1), Z1
+	VADDPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	VCVTPH2PS 32(DI)(SI*1), Z0
+	VCVTPH2PS 32(R8)(SI*1), Z1
+	VADDPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 32(AX)(SI*1)
+	VCVTPH2PS 64(DI)(SI*1), Z0
+	VCVTPH2PS 64(R8)(SI*1), Z1
+	VADDPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 64(AX)(SI*1)
+	VCVTPH2PS 96(DI)(SI*1), Z0
+	VCVTPH2PS 96(R8)(SI*1), Z1
+	VADDPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 96(AX)(SI*1)
+	VCVTPH2PS 128(DI)(SI*1), Z0
+	VCVTPH2PS 128(R8)(SI*1), Z1
+	VADDPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 128(AX)(SI*1)
+	VCVTPH2PS 160(DI)(SI*1), Z0
+	VCVTPH2PS 160(R8)(SI*1), Z1
+	VADDPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 160(AX)(SI*1)
+	VCVTPH2PS 192(DI)(SI*1), Z0
+	VCVTPH2PS 192(R8)(SI*1), Z1
+	VADDPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 192(AX)(SI*1)
+	VCVTPH2PS 224(DI)(SI*1), Z0
+	VCVTPH2PS 224(R8)(SI*1), Z1
+	VADDPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 224(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       sumFloat16AVX512NT_pairs
+
+sumFloat16AVX512NT_blocks:
+	CMPQ      BX, $0x00000080
+	JB        sumFloat16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Z0
+	VCVTPH2PS 32(DI)(SI*1), Z1
+	VCVTPH2PS 64(DI)(SI*1), Z2
+	VCVTPH2PS 96(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+sumFloat16AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       sumFloat16AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Z4
+	VADDPS    Z4, Z0, Z0
+	VCVTPH2PS 32(DI)(SI*1), Z4
+	VADDPS    Z4, Z1, Z1
+	VCVTPH2PS 64(DI)(SI*1), Z4
+	VADDPS    Z4, Z2, Z2
+	VCVTPH2PS 96(DI)(SI*1), Z4
+	VADDPS    Z4, Z3, Z3
+	INCQ      R8
+	JMP       sumFloat16AVX512NT_srcU
+
+sumFloat16AVX512NT_storeU:
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	VCVTPS2PH $0x00, Z1, Y0
+	VMOVNTDQ  Y0, 32(AX)(SI*1)
+	VCVTPS2PH $0x00, Z2, Y0
+	VMOVNTDQ  Y0, 64(AX)(SI*1)
+	VCVTPS2PH $0x00, Z3, Y0
+	VMOVNTDQ  Y0, 96(AX)(SI*1)
+	ADDQ      $0x00000080, SI
+	SUBQ      $0x00000080, BX
+	JMP       sumFloat16AVX512NT_blocks
+
+sumFloat16AVX512NT_vectors:
+	CMPQ      BX, $0x00000020
+	JB        sumFloat16AVX512NT_done
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+sumFloat16AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       sumFloat16AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Z1
+	VADDPS    Z1, Z0, Z0
+	INCQ      R8
+	JMP       sumFloat16AVX512NT_src1
+
+sumFloat16AVX512NT_store1:
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	ADDQ      $0x00000020, SI
+	SUBQ      $0x00000020, BX
+	JMP       sumFloat16AVX512NT_vectors
+
+sumFloat16AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func prodFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·prodFloat16AVX512(SB), NOSPLIT, $0-32
@@ -26195,6 +29465,132 @@ prodFloat16AVX512_store1:
 	JMP       prodFloat16AVX512_vectors
 
 prodFloat16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func prodFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·prodFloat16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+	CMPQ DX, $0x02
+	JNE  prodFloat16AVX512NT_blocks
+	MOVQ (CX), DI
+	MOVQ 8(CX), R8
+
+prodFloat16AVX512NT_pairs:
+	CMPQ      BX, $0x00000100
+	JB        prodFloat16AVX512NT_vectors
+	VCVTPH2PS (DI)(SI*1), Z0
+	VCVTPH2PS (R8)(SI*1), Z1
+	VMULPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	VCVTPH2PS 32(DI)(SI*1), Z0
+	VCVTPH2PS 32(R8)(SI*1), Z1
+	VMULPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 32(AX)(SI*1)
+	VCVTPH2PS 64(DI)(SI*1), Z0
+	VCVTPH2PS 64(R8)(SI*1), Z1
+	VMULPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 64(AX)(SI*1)
+	VCVTPH2PS 96(DI)(SI*1), Z0
+	VCVTPH2PS 96(R8)(SI*1), Z1
+	VMULPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 96(AX)(SI*1)
+	VCVTPH2PS 128(DI)(SI*1), Z0
+	VCVTPH2PS 128(R8)(SI*1), Z1
+	VMULPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 128(AX)(SI*1)
+	VCVTPH2PS 160(DI)(SI*1), Z0
+	VCVTPH2PS 160(R8)(SI*1), Z1
+	VMULPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 160(AX)(SI*1)
+	VCVTPH2PS 192(DI)(SI*1), Z0
+	VCVTPH2PS 192(R8)(SI*1), Z1
+	VMULPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 192(AX)(SI*1)
+	VCVTPH2PS 224(DI)(SI*1), Z0
+	VCVTPH2PS 224(R8)(SI*1), Z1
+	VMULPS    Z1, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 224(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       prodFloat16AVX512NT_pairs
+
+prodFloat16AVX512NT_blocks:
+	CMPQ      BX, $0x00000080
+	JB        prodFloat16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Z0
+	VCVTPH2PS 32(DI)(SI*1), Z1
+	VCVTPH2PS 64(DI)(SI*1), Z2
+	VCVTPH2PS 96(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+prodFloat16AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       prodFloat16AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Z4
+	VMULPS    Z4, Z0, Z0
+	VCVTPH2PS 32(DI)(SI*1), Z4
+	VMULPS    Z4, Z1, Z1
+	VCVTPH2PS 64(DI)(SI*1), Z4
+	VMULPS    Z4, Z2, Z2
+	VCVTPH2PS 96(DI)(SI*1), Z4
+	VMULPS    Z4, Z3, Z3
+	INCQ      R8
+	JMP       prodFloat16AVX512NT_srcU
+
+prodFloat16AVX512NT_storeU:
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	VCVTPS2PH $0x00, Z1, Y0
+	VMOVNTDQ  Y0, 32(AX)(SI*1)
+	VCVTPS2PH $0x00, Z2, Y0
+	VMOVNTDQ  Y0, 64(AX)(SI*1)
+	VCVTPS2PH $0x00, Z3, Y0
+	VMOVNTDQ  Y0, 96(AX)(SI*1)
+	ADDQ      $0x00000080, SI
+	SUBQ      $0x00000080, BX
+	JMP       prodFloat16AVX512NT_blocks
+
+prodFloat16AVX512NT_vectors:
+	CMPQ      BX, $0x00000020
+	JB        prodFloat16AVX512NT_done
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+prodFloat16AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       prodFloat16AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Z1
+	VMULPS    Z1, Z0, Z0
+	INCQ      R8
+	JMP       prodFloat16AVX512NT_src1
+
+prodFloat16AVX512NT_store1:
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	ADDQ      $0x00000020, SI
+	SUBQ      $0x00000020, BX
+	JMP       prodFloat16AVX512NT_vectors
+
+prodFloat16AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -26388,6 +29784,210 @@ minFloat16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func minFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·minFloat16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+	CMPQ DX, $0x02
+	JNE  minFloat16AVX512NT_blocks
+	MOVQ (CX), DI
+	MOVQ 8(CX), R8
+
+minFloat16AVX512NT_pairs:
+	CMPQ      BX, $0x00000100
+	JB        minFloat16AVX512NT_vectors
+	VCVTPH2PS (DI)(SI*1), Z0
+	VCVTPH2PS (R8)(SI*1), Z1
+	VMINPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPORD     Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	VCVTPH2PS 32(DI)(SI*1), Z0
+	VCVTPH2PS 32(R8)(SI*1), Z1
+	VMINPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPORD     Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 32(AX)(SI*1)
+	VCVTPH2PS 64(DI)(SI*1), Z0
+	VCVTPH2PS 64(R8)(SI*1), Z1
+	VMINPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPORD     Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 64(AX)(SI*1)
+	VCVTPH2PS 96(DI)(SI*1), Z0
+	VCVTPH2PS 96(R8)(SI*1), Z1
+	VMINPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPORD     Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 96(AX)(SI*1)
+	VCVTPH2PS 128(DI)(SI*1), Z0
+	VCVTPH2PS 128(R8)(SI*1), Z1
+	VMINPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPORD     Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 128(AX)(SI*1)
+	VCVTPH2PS 160(DI)(SI*1), Z0
+	VCVTPH2PS 160(R8)(SI*1), Z1
+	VMINPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPORD     Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 160(AX)(SI*1)
+	VCVTPH2PS 192(DI)(SI*1), Z0
+	VCVTPH2PS 192(R8)(SI*1), Z1
+	VMINPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPORD     Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 192(AX)(SI*1)
+	VCVTPH2PS 224(DI)(SI*1), Z0
+	VCVTPH2PS 224(R8)(SI*1), Z1
+	VMINPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPORD     Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 224(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       minFloat16AVX512NT_pairs
+
+minFloat16AVX512NT_blocks:
+	CMPQ      BX, $0x00000080
+	JB        minFloat16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Z0
+	VCVTPH2PS 32(DI)(SI*1), Z1
+	VCVTPH2PS 64(DI)(SI*1), Z2
+	VCVTPH2PS 96(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+minFloat16AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       minFloat16AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Z4
+	VMINPS    Z0, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z0
+	VCVTPH2PS 32(DI)(SI*1), Z4
+	VMINPS    Z1, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z1, Z1, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z1
+	VCVTPH2PS 64(DI)(SI*1), Z4
+	VMINPS    Z2, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z2, Z2, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z2
+	VCVTPH2PS 96(DI)(SI*1), Z4
+	VMINPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPORD     Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	INCQ      R8
+	JMP       minFloat16AVX512NT_srcU
+
+minFloat16AVX512NT_storeU:
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	VCVTPS2PH $0x00, Z1, Y0
+	VMOVNTDQ  Y0, 32(AX)(SI*1)
+	VCVTPS2PH $0x00, Z2, Y0
+	VMOVNTDQ  Y0, 64(AX)(SI*1)
+	VCVTPS2PH $0x00, Z3, Y0
+	VMOVNTDQ  Y0, 96(AX)(SI*1)
+	ADDQ      $0x00000080, SI
+	SUBQ      $0x00000080, BX
+	JMP       minFloat16AVX512NT_blocks
+
+minFloat16AVX512NT_vectors:
+	CMPQ      BX, $0x00000020
+	JB        minFloat16AVX512NT_done
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+minFloat16AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       minFloat16AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Z1
+	VMINPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPORD     Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	INCQ      R8
+	JMP       minFloat16AVX512NT_src1
+
+minFloat16AVX512NT_store1:
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	ADDQ      $0x00000020, SI
+	SUBQ      $0x00000020, BX
+	JMP       minFloat16AVX512NT_vectors
+
+minFloat16AVX512NT_done:
+	SFENCE
+	VZEROUPPER
+	RET
+
 // func maxFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 // Requires: AVX, AVX512F
 TEXT ·maxFloat16AVX512(SB), NOSPLIT, $0-32
@@ -26575,6 +30175,210 @@ maxFloat16AVX512_store1:
 	JMP       maxFloat16AVX512_vectors
 
 maxFloat16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func maxFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·maxFloat16AVX512NT(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ srcs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ n+24(FP), BX
+	XORQ SI, SI
+	CMPQ DX, $0x02
+	JNE  maxFloat16AVX512NT_blocks
+	MOVQ (CX), DI
+	MOVQ 8(CX), R8
+
+maxFloat16AVX512NT_pairs:
+	CMPQ      BX, $0x00000100
+	JB        maxFloat16AVX512NT_vectors
+	VCVTPH2PS (DI)(SI*1), Z0
+	VCVTPH2PS (R8)(SI*1), Z1
+	VMAXPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	VCVTPH2PS 32(DI)(SI*1), Z0
+	VCVTPH2PS 32(R8)(SI*1), Z1
+	VMAXPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 32(AX)(SI*1)
+	VCVTPH2PS 64(DI)(SI*1), Z0
+	VCVTPH2PS 64(R8)(SI*1), Z1
+	VMAXPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 64(AX)(SI*1)
+	VCVTPH2PS 96(DI)(SI*1), Z0
+	VCVTPH2PS 96(R8)(SI*1), Z1
+	VMAXPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 96(AX)(SI*1)
+	VCVTPH2PS 128(DI)(SI*1), Z0
+	VCVTPH2PS 128(R8)(SI*1), Z1
+	VMAXPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 128(AX)(SI*1)
+	VCVTPH2PS 160(DI)(SI*1), Z0
+	VCVTPH2PS 160(R8)(SI*1), Z1
+	VMAXPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 160(AX)(SI*1)
+	VCVTPH2PS 192(DI)(SI*1), Z0
+	VCVTPH2PS 192(R8)(SI*1), Z1
+	VMAXPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 192(AX)(SI*1)
+	VCVTPH2PS 224(DI)(SI*1), Z0
+	VCVTPH2PS 224(R8)(SI*1), Z1
+	VMAXPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, 224(AX)(SI*1)
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x00000100, BX
+	JMP       maxFloat16AVX512NT_pairs
+
+maxFloat16AVX512NT_blocks:
+	CMPQ      BX, $0x00000080
+	JB        maxFloat16AVX512NT_vectors
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Z0
+	VCVTPH2PS 32(DI)(SI*1), Z1
+	VCVTPH2PS 64(DI)(SI*1), Z2
+	VCVTPH2PS 96(DI)(SI*1), Z3
+	MOVQ      $0x0000000000000001, R8
+
+maxFloat16AVX512NT_srcU:
+	CMPQ      R8, DX
+	JAE       maxFloat16AVX512NT_storeU
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Z4
+	VMAXPS    Z0, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z0
+	VCVTPH2PS 32(DI)(SI*1), Z4
+	VMAXPS    Z1, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z1, Z1, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z1
+	VCVTPH2PS 64(DI)(SI*1), Z4
+	VMAXPS    Z2, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z2, Z2, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z2
+	VCVTPH2PS 96(DI)(SI*1), Z4
+	VMAXPS    Z3, Z4, Z5
+	VCMPPS    $0x00, Z4, Z5, K1
+	VPANDD    Z4, Z5, K1, Z5
+	VCMPPS    $0x03, Z4, Z4, K1
+	VCMPPS    $0x07, Z3, Z3, K1, K1
+	VMOVAPS   Z4, K1, Z5
+	VMOVAPS   Z5, Z3
+	INCQ      R8
+	JMP       maxFloat16AVX512NT_srcU
+
+maxFloat16AVX512NT_storeU:
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	VCVTPS2PH $0x00, Z1, Y0
+	VMOVNTDQ  Y0, 32(AX)(SI*1)
+	VCVTPS2PH $0x00, Z2, Y0
+	VMOVNTDQ  Y0, 64(AX)(SI*1)
+	VCVTPS2PH $0x00, Z3, Y0
+	VMOVNTDQ  Y0, 96(AX)(SI*1)
+	ADDQ      $0x00000080, SI
+	SUBQ      $0x00000080, BX
+	JMP       maxFloat16AVX512NT_blocks
+
+maxFloat16AVX512NT_vectors:
+	CMPQ      BX, $0x00000020
+	JB        maxFloat16AVX512NT_done
+	MOVQ      (CX), DI
+	VCVTPH2PS (DI)(SI*1), Z0
+	MOVQ      $0x0000000000000001, R8
+
+maxFloat16AVX512NT_src1:
+	CMPQ      R8, DX
+	JAE       maxFloat16AVX512NT_store1
+	MOVQ      (CX)(R8*8), DI
+	VCVTPH2PS (DI)(SI*1), Z1
+	VMAXPS    Z0, Z1, Z2
+	VCMPPS    $0x00, Z1, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VCMPPS    $0x03, Z1, Z1, K1
+	VCMPPS    $0x07, Z0, Z0, K1, K1
+	VMOVAPS   Z1, K1, Z2
+	VMOVAPS   Z2, Z0
+	INCQ      R8
+	JMP       maxFloat16AVX512NT_src1
+
+maxFloat16AVX512NT_store1:
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVNTDQ  Y0, (AX)(SI*1)
+	ADDQ      $0x00000020, SI
+	SUBQ      $0x00000020, BX
+	JMP       maxFloat16AVX512NT_vectors
+
+maxFloat16AVX512NT_done:
+	SFENCE
 	VZEROUPPER
 	RET
 

@@ -459,40 +459,80 @@ func maxFloat64AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 //go:noescape
 func sumBFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func sumBFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // prodBFloat16AVX2 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [BFloat16T] (n a multiple of 16).
 //
 //go:noescape
 func prodBFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func prodBFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minBFloat16AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [BFloat16T] (n a multiple of 16).
 //
 //go:noescape
 func minBFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minBFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxBFloat16AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [BFloat16T] (n a multiple of 16).
 //
 //go:noescape
 func maxBFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxBFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // sumFloat16AVX2 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Float16T] (n a multiple of 16).
 //
 //go:noescape
 func sumFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func sumFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // prodFloat16AVX2 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Float16T] (n a multiple of 16).
 //
 //go:noescape
 func prodFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func prodFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minFloat16AVX2 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Float16T] (n a multiple of 16).
 //
 //go:noescape
 func minFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func minFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxFloat16AVX2 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Float16T] (n a multiple of 16).
 //
 //go:noescape
 func maxFloat16AVX2(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 32 bytes.
+//
+//go:noescape
+func maxFloat16AVX2NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // sumInt8AVX512 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Int8 Uint8] (n a multiple of 64).
 //
@@ -949,40 +989,80 @@ func maxFloat64AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 //go:noescape
 func sumBFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func sumBFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // prodBFloat16AVX512 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [BFloat16T] (n a multiple of 32).
 //
 //go:noescape
 func prodBFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func prodBFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minBFloat16AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [BFloat16T] (n a multiple of 32).
 //
 //go:noescape
 func minBFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minBFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxBFloat16AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [BFloat16T] (n a multiple of 32).
 //
 //go:noescape
 func maxBFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxBFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // sumFloat16AVX512 computes dst = srcs[0] Sum ... Sum srcs[k-1] over n bytes of [Float16T] (n a multiple of 32).
 //
 //go:noescape
 func sumFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func sumFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // prodFloat16AVX512 computes dst = srcs[0] Prod ... Prod srcs[k-1] over n bytes of [Float16T] (n a multiple of 32).
 //
 //go:noescape
 func prodFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func prodFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minFloat16AVX512 computes dst = srcs[0] Min ... Min srcs[k-1] over n bytes of [Float16T] (n a multiple of 32).
 //
 //go:noescape
 func minFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
 
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func minFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
+
 // maxFloat16AVX512 computes dst = srcs[0] Max ... Max srcs[k-1] over n bytes of [Float16T] (n a multiple of 32).
 //
 //go:noescape
 func maxFloat16AVX512(dst *byte, srcs *[8]*byte, k int, n int)
+
+// It stores with non-temporal hints: dst must be aligned to 64 bytes.
+//
+//go:noescape
+func maxFloat16AVX512NT(dst *byte, srcs *[8]*byte, k int, n int)
 
 // minlocInt16Int32AVX512 computes dst = srcs[0] MinLoc ... MinLoc srcs[k-1] over n bytes of [Int16Int32T] (n a multiple of 64).
 //

@@ -703,6 +703,14 @@ func (k *kernel) operand(m Mem) Op {
 	return k.load(m)
 }
 
+// half allocates a register of half the vector width.
+func (k *kernel) half() VecVirtual {
+	if k.isa.z() {
+		return YMM()
+	}
+	return XMM()
+}
+
 // store writes acc to m, rounding to bfloat16/float16 to nearest even.
 func (k *kernel) store(acc VecVirtual, m Mem, nt bool) {
 	z := k.isa.z()
@@ -716,6 +724,12 @@ func (k *kernel) store(acc VecVirtual, m Mem, nt bool) {
 			VMOVDQU(acc, m)
 		}
 	case fp16:
+		if nt {
+			h := k.half()
+			VCVTPS2PH(Imm(0), acc, h)
+			VMOVNTDQ(h, m)
+			return
+		}
 		VCVTPS2PH(Imm(0), acc, m)
 	case bf16:
 		// t = acc + 0x7fff + ((acc >> 16) & 1); a NaN becomes acc | 0x400000 (quiet)
@@ -733,6 +747,12 @@ func (k *kernel) store(acc VecVirtual, m Mem, nt bool) {
 			VCMPPS(Imm(3), acc, acc, kn)
 			VPORD(bfQuiet, acc, kn, t)
 			VPSRLD(Imm(16), t, t)
+			if nt {
+				h := YMM()
+				VPMOVDW(t, h)
+				VMOVNTDQ(h, m)
+				return
+			}
 			VPMOVDW(t, m)
 			return
 		}
@@ -744,7 +764,11 @@ func (k *kernel) store(acc VecVirtual, m Mem, nt bool) {
 		hi := XMM()
 		VEXTRACTI128(Imm(1), t, hi)
 		VPACKUSDW(hi, t.AsX(), hi)
-		VMOVDQU(hi, m)
+		if nt {
+			VMOVNTDQ(hi, m)
+		} else {
+			VMOVDQU(hi, m)
+		}
 	}
 }
 
@@ -892,9 +916,7 @@ func main() {
 	pairKernelsAVX2()
 	for _, k := range kernels {
 		k.generate(false)
-		if k.conv == plain {
-			k.generate(true)
-		}
+		k.generate(true)
 	}
 	copyNT(avx2)
 	copyNT(avx512)
@@ -912,14 +934,10 @@ func writeDispatch() {
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "// asmKernels lists every vector kernel by implementation, type and operator.")
 	fmt.Fprintln(&b, "var asmKernels = []asmKernel{")
-	// ids: kernel i is function 2i+1, its non-temporal variant (if any) 2i+2
+	// ids: kernel i is function 2i+1, its non-temporal variant 2i+2
 	for i, k := range kernels {
-		nt := 0
-		if k.conv == plain {
-			nt = 2*i + 2
-		}
 		for _, t := range k.types {
-			fmt.Fprintf(&b, "{%s, %s, %s, %d, %d, %d},\n", k.isa.impl, t, k.op, 2*i+1, nt, k.inBytes())
+			fmt.Fprintf(&b, "{%s, %s, %s, %d, %d, %d},\n", k.isa.impl, t, k.op, 2*i+1, 2*i+2, k.inBytes())
 		}
 	}
 	fmt.Fprintln(&b, "}")
@@ -929,9 +947,7 @@ func writeDispatch() {
 	fmt.Fprintln(&b, "switch id {")
 	for i, k := range kernels {
 		fmt.Fprintf(&b, "case %d:\n%s(dst, srcs, k, n)\n", 2*i+1, k.name)
-		if k.conv == plain {
-			fmt.Fprintf(&b, "case %d:\n%sNT(dst, srcs, k, n)\n", 2*i+2, k.name)
-		}
+		fmt.Fprintf(&b, "case %d:\n%sNT(dst, srcs, k, n)\n", 2*i+2, k.name)
 	}
 	fmt.Fprintln(&b, "default:\npanic(\"simd: unknown vector kernel\")")
 	fmt.Fprintln(&b, "}\n}")
