@@ -563,7 +563,11 @@ func TestMisuseSegments(t *testing.T) {
 			}
 			os.Chmod(path, tc.mode)
 			defer os.Remove(path)
-			err := joinErr(name, tc.rank, 2, collectives.Options{SlotBytes: slot, Timeout: 50 * time.Millisecond})
+			// shm.Join: collectives.Options has no join timeout (20s).
+			ep, err := shm.Join(bg, name, tc.rank, 2, shm.Options{SlotBytes: slot, JoinTimeout: 300 * time.Millisecond})
+			if err == nil {
+				ep.Close()
+			}
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("%v\nwant an error wrapping %v that says %q", err, tc.want, tc.msg)
 			}
@@ -595,7 +599,11 @@ func TestMisuseJoinAfterRendezvous(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	err := joinErr(name, 1, 2, collectives.Options{SlotBytes: 8192, Timeout: 30 * time.Millisecond})
+	// shm.Join: collectives.Options has no join timeout (20s).
+	ep, err := shm.Join(bg, name, 1, 2, shm.Options{SlotBytes: 8192, JoinTimeout: 300 * time.Millisecond})
+	if err == nil {
+		ep.Close()
+	}
 	if !errors.Is(err, shm.ErrJoinTimeout) || !strings.Contains(err.Error(), "segment does not exist") {
 		t.Errorf("late joiner: %v, want ErrJoinTimeout: segment does not exist", err)
 	}
@@ -707,4 +715,35 @@ func TestMisuseCommandFlags(t *testing.T) {
 		{[]string{"run", "extra"}, 2, "unexpected arguments"},
 		{[]string{"run", "-dtype", "float64", "-op", "band"}, 2, "band"},
 	})
+}
+
+// TestMisuseSlotTooSmall: 130 ranks with one-page slots cannot run a
+// reduce-scatter of complex128 blocks: a slot half holds 128 elements, less
+// than a piece of each block. Every rank gets the same error, none hangs.
+func TestMisuseSlotTooSmall(t *testing.T) {
+	const p = 130
+	cs, err := collectives.NewLocal(p, collectives.Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for r, c := range cs {
+		wg.Go(func() {
+			errs[r] = collectives.ReduceScatterBlock(bg, c, make([]complex128, 2*p), make([]complex128, 2), collectives.Sum)
+			if later := collectives.Barrier(bg, c); !errors.Is(later, collectives.ErrAborted) {
+				errs[r] = fmt.Errorf("later call: %v", later)
+			}
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if !errors.Is(err, collectives.ErrInvalidArgument) || !errors.Is(err, collectives.ErrAborted) ||
+			!strings.Contains(err.Error(), "cannot hold a piece of each of 130 blocks") {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	for _, c := range cs {
+		c.Close()
+	}
 }
