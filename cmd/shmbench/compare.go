@@ -102,6 +102,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	impls := fs.String("impls", "openmpi,mpich,shmcoll", "implementations to compare")
 	format := fs.String("format", "table", "output: table or json (block lines, then one line per size)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on a block after this long")
+	plotDir := fs.String("plot", "", "write latency and bandwidth charts (a line per implementation, medians over rounds) into this directory")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -230,7 +231,11 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 				bb, _ := json.Marshal(b)
 				fmt.Fprintf(stdout, "%s\n", bb)
 			} else {
-				fmt.Fprintf(stdout, "# round %d %-8s probe %6.1f ns, %5.1f s\n", b.Round, b.Impl, b.ProbeNS, b.Seconds)
+				probe := "n/a"
+				if b.ProbeNS > 0 {
+					probe = fmt.Sprintf("%.1f ns", b.ProbeNS)
+				}
+				fmt.Fprintf(stdout, "# round %d %-8s probe %9s, %5.1f s\n", b.Round, b.Impl, probe, b.Seconds)
 			}
 		}
 	}
@@ -243,6 +248,14 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		writeCompareTable(stdout, rows, usable)
+	}
+	if *plotDir != "" {
+		files, err := plotResults(*plotDir, compareResults(rows, usable, *np))
+		if err != nil {
+			fmt.Fprintf(stderr, "shmbench compare: plot: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "shmbench compare: wrote %s\n", strings.Join(files, ", "))
 	}
 	for _, b := range blocks {
 		for _, res := range b.Results {
@@ -347,6 +360,27 @@ func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow
 	return rows
 }
 
+// compareResults turns the rows into one result per implementation and
+// size (median over rounds), for the charts: the algorithm is the
+// implementation.
+func compareResults(rows []*compareRow, impls []compareImpl, np int) []benchfmt.Result {
+	var out []benchfmt.Result
+	for _, p := range impls {
+		for _, row := range rows {
+			med := row.Median[p.name]
+			if med <= 0 {
+				continue
+			}
+			r := benchfmt.Result{Coll: row.Coll, Algo: p.name, NP: np, Bytes: row.Bytes, Iters: row.Rounds,
+				MinUS: med, MedianUS: med, MeanUS: med, MaxUS: med, P99US: med, SpanUS: med, Check: "ok"}
+			r.AlgBW = float64(r.Bytes) / (med * 1e3)
+			r.BusBW = r.AlgBW * benchfmt.BusFactor(r.Coll, np)
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // medianPositive is the median of the positive values of xs (0 if none).
 func medianPositive(xs []float64) float64 {
 	var v []float64
@@ -363,7 +397,7 @@ func writeCompareTable(w io.Writer, rows []*compareRow, impls []compareImpl) {
 	for _, p := range impls {
 		fmt.Fprintf(w, " %11s", p.name+"_us")
 	}
-	fmt.Fprintf(w, " %8s %8s  %s\n", "ratio", "spread", "best MPI per round")
+	fmt.Fprintf(w, " %8s %11s  %s\n", "ratio", "spread", "best MPI per round")
 	for _, row := range rows {
 		fmt.Fprintf(w, "%-20s %8s", row.Coll, benchfmt.FormatSize(row.Bytes))
 		for _, p := range impls {
@@ -378,7 +412,7 @@ func writeCompareTable(w io.Writer, rows []*compareRow, impls []compareImpl) {
 				hi = max(hi, r)
 			}
 		}
-		fmt.Fprintf(w, " %8.3f %8s  %s\n", row.Ratio, fmt.Sprintf("%.2f-%.2f", lo, hi), strings.Join(row.Best, ","))
+		fmt.Fprintf(w, " %8.3f %11s  %s\n", row.Ratio, fmt.Sprintf("%.3g-%.3g", lo, hi), strings.Join(row.Best, ","))
 	}
 	fmt.Fprintln(w, "# ratio: median over rounds of shmcoll / best MPI in that round (< 1: shmcoll faster); times: median over rounds of each block's median")
 }
@@ -387,8 +421,12 @@ func fmtUS(us float64) string {
 	switch {
 	case us == 0:
 		return "n/a"
-	case us >= 10000:
-		return fmt.Sprintf("%.1f ms", us/1000)
+	case us < 10:
+		return fmt.Sprintf("%.3f", us)
+	case us < 1000:
+		return fmt.Sprintf("%.1f", us)
+	case us < 10000:
+		return fmt.Sprintf("%.0f", us)
 	}
-	return fmt.Sprintf("%.3g", us)
+	return fmt.Sprintf("%.1f ms", us/1000)
 }

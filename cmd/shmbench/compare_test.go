@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -58,7 +60,8 @@ func TestCompare(t *testing.T) {
 			t.Skipf("%v", err)
 		}
 	}
-	code, out, errOut := shmbench(t, "compare", "-np", "2", "-sizes", "8,4K", "-rounds", "2", "-time", "20ms", "-warmup", "5ms", "-format", "json")
+	dir := t.TempDir()
+	code, out, errOut := shmbench(t, "compare", "-np", "2", "-sizes", "8,4K", "-rounds", "2", "-time", "20ms", "-warmup", "5ms", "-format", "json", "-plot", dir)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -92,6 +95,9 @@ func TestCompare(t *testing.T) {
 	}
 	if blocks["openmpi"] != 2 || blocks["mpich"] != 2 || blocks["shmcoll"] != 2 {
 		t.Errorf("blocks %v", blocks)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "allreduce_np2_latency.png")); err != nil || st.Size() == 0 {
+		t.Errorf("compare plot: %v", err)
 	}
 	for _, r := range rows {
 		if r.Coll != "allreduce" || r.NP != 2 || r.Rounds != 2 || len(r.Ratios) != 2 || r.Ratio <= 0 ||
