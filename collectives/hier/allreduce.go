@@ -42,11 +42,26 @@ func HasMPIType(t simd.Type, op simd.Op) bool {
 
 // crossReduce reduces block in place across the ranks of comm (a lane).
 func (c *Comm) crossReduce(comm mpi.Comm, block []byte, t simd.Type, op simd.Op) error {
-	if comm.Size() <= 1 || len(block) == 0 {
+	return c.crossReduceFrom(comm, nil, block, t, op)
+}
+
+// crossReduceFrom reduces src across the ranks of comm into block (src nil:
+// in place).
+func (c *Comm) crossReduceFrom(comm mpi.Comm, src, block []byte, t simd.Type, op simd.Op) error {
+	if len(block) == 0 {
+		return nil
+	}
+	if comm.Size() <= 1 {
+		if src != nil {
+			copy(block, src)
+		}
 		return nil
 	}
 	if dt, mop, ok := byMPI(t, op); ok {
-		return comm.Allreduce(nil, block, dt, mop)
+		return comm.Allreduce(src, block, dt, mop)
+	}
+	if src != nil {
+		copy(block, src)
 	}
 	k, err := simd.Lookup(t, op)
 	if err != nil {
@@ -135,6 +150,10 @@ func allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op 
 	cop := collectives.Builtin(op)
 	if len(c.nodeSizes) == 1 {
 		return collectives.Allreduce(ctx, c.local, send, recv, cop)
+	}
+	if c.node.Size() == 1 && c.lanes == 1 {
+		// One rank per node: no shared-memory stage, straight into recv.
+		return c.crossReduceFrom(c.lane, simd.AsBytes(send), simd.AsBytes(recv), t, op)
 	}
 	switch c.choose(len(recv) * t.Size()) {
 	case Leader:
