@@ -58,3 +58,5 @@ func TestBDESchedules(t *testing.T) {
 		}
 	}
 }
+
+func TestBDEMatrix(t *testing.T) { testSchedMatrix(t, BDE) }

@@ -28,3 +28,5 @@ func TestBruckSchedules(t *testing.T) {
 		}
 	}
 }
+
+func TestBruckMatrix(t *testing.T) { testSchedMatrix(t, Bruck) }

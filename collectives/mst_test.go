@@ -77,3 +77,5 @@ func TestMSTSchedules(t *testing.T) {
 		}
 	}
 }
+
+func TestMSTMatrix(t *testing.T) { testSchedMatrix(t, MST) }

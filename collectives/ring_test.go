@@ -77,3 +77,5 @@ func TestRingSchedules(t *testing.T) {
 		}
 	}
 }
+
+func TestRingMatrix(t *testing.T) { testSchedMatrix(t, Ring) }

@@ -1,0 +1,484 @@
+package collectives
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/shmcoll/shmcoll/shm"
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// The algorithms on read schedules, tested live: the matrix of counts and
+// roots over the collectives each implements, every type and operator,
+// non-commutative operators on the ordered ones, bitwise identical floats,
+// instrumented counts, real processes.
+
+var schedAlgs = []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling, Ring, BDE, MST, Bruck}
+
+func implements(alg Algorithm, coll Collective) bool { return algorithms[coll][alg] != nil }
+
+// algMatrix makes the matrix's calls of the collectives alg implements on c
+// and checks the results exactly.
+func algMatrix(t *testing.T, c *Comm, alg Algorithm) error {
+	p, r := c.Size(), c.Rank()
+	for _, n := range testCounts(p) {
+		what := func(coll string) string { return fmt.Sprintf("%v p=%d n=%d rank %d %s", alg, p, n, r, coll) }
+		total := sumAll(p, n)
+		if implements(alg, CollAllreduce) {
+			recv := make([]int32, n)
+			if err := Allreduce(bg, c, vec(r, n), recv, Sum); err != nil {
+				return err
+			}
+			expect(t, what("allreduce"), recv, total)
+			buf := vec(r, n)
+			if err := Allreduce(bg, c, nil, buf, Sum); err != nil {
+				return err
+			}
+			expect(t, what("allreduce in place"), buf, total)
+		}
+		counts := irregularCounts(p, n)
+		if implements(alg, CollReduceScatterBlock) {
+			big := sumAll(p, p*n)
+			recv := make([]int32, n)
+			if err := ReduceScatterBlock(bg, c, vec(r, p*n), recv, Sum); err != nil {
+				return err
+			}
+			expect(t, what("reduce_scatter_block"), recv, big[r*n:(r+1)*n])
+			buf := vec(r, p*n)
+			if err := ReduceScatterBlock(bg, c, nil, buf, Sum); err != nil {
+				return err
+			}
+			expect(t, what("reduce_scatter_block in place"), buf[r*n:(r+1)*n], big[r*n:(r+1)*n])
+
+			off, tot := 0, 0
+			for j, k := range counts {
+				if j < r {
+					off += k
+				}
+				tot += k
+			}
+			all := sumAll(p, tot)
+			recv = make([]int32, counts[r])
+			if err := ReduceScatter(bg, c, vec(r, tot), recv, counts, Sum); err != nil {
+				return err
+			}
+			expect(t, what("reduce_scatter"), recv, all[off:off+counts[r]])
+		}
+		if implements(alg, CollAllgather) {
+			ag := make([]int32, p*n)
+			if err := Allgather(bg, c, vec(r, n), ag); err != nil {
+				return err
+			}
+			for j := range p {
+				if !expect(t, what(fmt.Sprintf("allgather block %d", j)), ag[j*n:(j+1)*n], vec(j, n)) {
+					break
+				}
+			}
+			displs := make([]int, p)
+			d := 0
+			for j, k := range counts {
+				displs[j] = d
+				d += k + 1
+			}
+			agv := make([]int32, d)
+			if err := Allgatherv(bg, c, vec(r, counts[r]), agv, counts, displs); err != nil {
+				return err
+			}
+			for j := range p {
+				if !expect(t, what(fmt.Sprintf("allgatherv block %d", j)), agv[displs[j]:displs[j]+counts[j]], vec(j, counts[j])) {
+					break
+				}
+			}
+		}
+		for _, root := range []int{0, p - 1, p / 2} {
+			if implements(alg, CollBcast) {
+				b := make([]int32, n)
+				if r == root {
+					copy(b, vec(root, n))
+				}
+				if err := Bcast(bg, c, b, root); err != nil {
+					return err
+				}
+				expect(t, what(fmt.Sprintf("bcast root %d", root)), b, vec(root, n))
+			}
+			if implements(alg, CollReduce) {
+				var out []int32
+				if r == root {
+					out = make([]int32, n)
+				}
+				if err := Reduce(bg, c, vec(r, n), out, Sum, root); err != nil {
+					return err
+				}
+				if r == root {
+					expect(t, what(fmt.Sprintf("reduce root %d", root)), out, total)
+				}
+			}
+			if implements(alg, CollScatter) {
+				var sc []int32
+				if r == root {
+					sc = vec(100, p*n)
+				}
+				got := make([]int32, n)
+				if err := Scatter(bg, c, sc, got, root); err != nil {
+					return err
+				}
+				expect(t, what(fmt.Sprintf("scatter root %d", root)), got, vec(100, p*n)[r*n:(r+1)*n])
+			}
+			if implements(alg, CollGather) {
+				var g []int32
+				if r == root {
+					g = make([]int32, p*n)
+				}
+				if err := Gather(bg, c, vec(r, n), g, root); err != nil {
+					return err
+				}
+				if r == root {
+					for j := range p {
+						if !expect(t, what(fmt.Sprintf("gather root %d block %d", root, j)), g[j*n:(j+1)*n], vec(j, n)) {
+							break
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// testSchedMatrix runs the matrix of alg over the communicator sizes.
+func testSchedMatrix(t *testing.T, alg Algorithm) {
+	for _, p := range testSizes() {
+		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
+			if err := Run(p, pinAll(alg), func(c *Comm) error { return algMatrix(t, c, alg) }); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	noLeaks(t)
+}
+
+func TestRabenseifnerMatrix(t *testing.T) {
+	// With 4 KiB slots a segment has at most 1 KiB: a low threshold makes
+	// the counts of the matrix run halving, mixed and whole exchanges.
+	old := rabHalvingMinBytes
+	defer func() { rabHalvingMinBytes = old }()
+	rabHalvingMinBytes = 64
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling} {
+		t.Run(alg.String(), func(t *testing.T) { testSchedMatrix(t, alg) })
+	}
+}
+
+// TestRabenseifnerMixed runs allreduce with every number of halving
+// levels: the mixed protocol's threshold is lowered so that the 4 KiB
+// slots see pure halving, mixed and pure whole-range exchange.
+func TestRabenseifnerMixed(t *testing.T) {
+	old := rabHalvingMinBytes
+	defer func() { rabHalvingMinBytes = old }()
+	for _, min := range []int{1, 128, 256, 1 << 20} {
+		rabHalvingMinBytes = min
+		for _, p := range []int{3, 4, 7, 8, 12} {
+			for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21} {
+				err := Run(p, pinAll(alg), func(c *Comm) error {
+					r := c.Rank()
+					for _, n := range []int{1, p, 37, 300, 1009} {
+						got := make([]int32, n)
+						if err := Allreduce(bg, c, vec(r, n), got, Sum); err != nil {
+							return err
+						}
+						expect(t, fmt.Sprintf("%v min=%d p=%d n=%d rank %d", alg, min, p, n, r), got, sumAll(p, n))
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// TestSchedTypesAndOperators runs every type and operator (allreduce,
+// reduce_scatter_block, reduce) on the reducing algorithms.
+func TestSchedTypesAndOperators(t *testing.T) {
+	ps := []int{3, 4}
+	if long {
+		ps = append(ps, 2, 5, 8, 13)
+	}
+	if testing.Short() {
+		ps = []int{3}
+	}
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling, Ring, BDE, MST} {
+		for _, p := range ps {
+			for _, f := range typeTests {
+				f(t, p, alg)
+			}
+		}
+	}
+}
+
+// TestSchedNonCommutative: the ordered algorithms reduce in rank order
+// (the affine operator of errors_test.go composes maps, so any reordering
+// shows); the others refuse a non-commutative operator on every rank.
+func TestSchedNonCommutative(t *testing.T) {
+	ps := []int{2, 3, 5, 6, 7, 8}
+	if long {
+		ps = append(ps, 9, 11, 12, 13, 15, 16, 17)
+	}
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling, MST} {
+		for _, p := range ps {
+			n := 200 // several segments in 4 KiB slots
+			in := make([][]simd.Int64Int64, p)
+			for r := range in {
+				in[r] = affineIn(r, p*n)
+			}
+			want := refReduce(t, affine, in)
+			err := Run(p, pinAll(alg), func(c *Comm) error {
+				r := c.Rank()
+				what := fmt.Sprintf("%v p=%d rank %d", alg, p, r)
+				if implements(alg, CollAllreduce) {
+					got := make([]simd.Int64Int64, p*n)
+					if err := Allreduce(bg, c, in[r], got, affine); err != nil {
+						return err
+					}
+					expect(t, what+" allreduce", got, want)
+				}
+				if implements(alg, CollReduceScatterBlock) {
+					blk := make([]simd.Int64Int64, n)
+					if err := ReduceScatterBlock(bg, c, in[r], blk, affine); err != nil {
+						return err
+					}
+					expect(t, what+" reduce_scatter_block", blk, want[r*n:(r+1)*n])
+				}
+				for _, root := range []int{0, p - 1, p / 2} {
+					var out []simd.Int64Int64
+					if r == root {
+						out = make([]simd.Int64Int64, p*n)
+					}
+					if err := Reduce(bg, c, in[r], out, affine, root); err != nil {
+						return err
+					}
+					if out != nil {
+						expect(t, fmt.Sprintf("%s reduce root %d", what, root), out, want)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, alg := range []Algorithm{Ring, BDE} {
+		errs := runAll(t, 3, Options{Algorithms: map[Collective]Algorithm{CollAllreduce: alg}}, func(c *Comm) error {
+			return Allreduce(bg, c, affineIn(c.Rank(), 6), make([]simd.Int64Int64, 6), affine)
+		})
+		for r, err := range errs {
+			if !errors.Is(err, ErrNotCommutative) {
+				t.Errorf("%v rank %d: %v, want ErrNotCommutative", alg, r, err)
+			}
+		}
+	}
+}
+
+// TestSchedFloatsBitwise: float64 sums of values that round differently in
+// different orders are bitwise identical on every rank and in every run.
+func TestSchedFloatsBitwise(t *testing.T) {
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling, Ring, BDE} {
+		for _, p := range []int{3, 6, 8} {
+			n := 777
+			rng := rand.New(rand.NewPCG(uint64(p), 7))
+			in := make([][]float64, p)
+			for r := range in {
+				in[r] = make([]float64, n)
+				for i := range in[r] {
+					in[r][i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(12)))
+				}
+			}
+			var first [][]float64
+			for run := range 2 {
+				res := make([][]float64, p)
+				err := Run(p, pinAll(alg), func(c *Comm) error {
+					res[c.Rank()] = make([]float64, n)
+					return Allreduce(bg, c, in[c.Rank()], res[c.Rank()], Sum)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r := range p {
+					for i := range n {
+						if math.Float64bits(res[r][i]) != math.Float64bits(res[0][i]) {
+							t.Fatalf("%v p=%d: rank %d element %d = %v, rank 0 %v", alg, p, r, i, res[r][i], res[0][i])
+						}
+						if run == 1 && math.Float64bits(res[r][i]) != math.Float64bits(first[r][i]) {
+							t.Fatalf("%v p=%d: rank %d element %d differs between runs", alg, p, r, i)
+						}
+					}
+				}
+				first = res
+			}
+		}
+	}
+}
+
+// TestSchedCounts asserts the instrumented per-call counts of live calls:
+// S segments of the schedule's per-step counts, and for p = 8 the papers'
+// numbers (001 butterfly: 2 log2 p rounds, 2(p-1) blocks received, p-1
+// reduced; 003 ring: 2(p-1) rounds; BDE and Bruck: log2 p rounds, p-1
+// blocks).
+func TestSchedCounts(t *testing.T) {
+	old := rabHalvingMinBytes
+	defer func() { rabHalvingMinBytes = old }()
+	rabHalvingMinBytes = 0 // the pure butterfly
+	p := 8
+	err := Run(p, Options{SlotBytes: 4096}, func(c *Comm) error {
+		check := func(what string, want Stats) {
+			last, _ := c.Stats()
+			if last != want {
+				t.Errorf("rank %d %s: %+v, want %+v", c.Rank(), what, last, want)
+			}
+		}
+		pin := func(coll Collective, alg Algorithm) { c.pinned[coll] = alg }
+		// 600 float64 in 4 KiB slots: rabenseifner's segments hold 128
+		// (buffer X takes the other half of the 2 KiB slot half), so 5.
+		pin(CollAllreduce, Rabenseifner)
+		if err := Allreduce(bg, c, make([]float64, 600), make([]float64, 600), Sum); err != nil {
+			return err
+		}
+		check("rabenseifner allreduce", Stats{Calls: 1, Steps: 5, Rounds: 5 * 6, Sent: 5 * 14, Received: 5 * 14, Reduced: 5 * 7})
+		pin(CollAllreduce, RecDoubling)
+		if err := Allreduce(bg, c, make([]float64, 16), make([]float64, 16), Sum); err != nil {
+			return err
+		}
+		check("recdoubling allreduce", Stats{Calls: 1, Steps: 1, Rounds: 3, Sent: 3 * 8, Received: 3 * 8, Reduced: 3 * 8})
+		pin(CollAllreduce, Ring)
+		if err := Allreduce(bg, c, make([]float64, 16), make([]float64, 16), Sum); err != nil {
+			return err
+		}
+		check("ring allreduce", Stats{Calls: 1, Steps: 1, Rounds: 14, Sent: 14, Received: 14, Reduced: 7})
+		pin(CollReduceScatterBlock, BDE)
+		if err := ReduceScatterBlock(bg, c, make([]float64, 16), make([]float64, 2), Sum); err != nil {
+			return err
+		}
+		check("bde reduce_scatter_block", Stats{Calls: 1, Steps: 1, Rounds: 3, Sent: 7, Received: 7, Reduced: 7})
+		pin(CollAllgather, Bruck)
+		if err := Allgather(bg, c, make([]float64, 2), make([]float64, 16)); err != nil {
+			return err
+		}
+		check("bruck allgather", Stats{Calls: 1, Steps: 1, Rounds: 3, Sent: 7, Received: 7})
+		pin(CollReduceScatterBlock, Rabenseifner21)
+		if err := ReduceScatterBlock(bg, c, make([]float64, 16), make([]float64, 2), Sum); err != nil {
+			return err
+		}
+		check("rabenseifner21 reduce_scatter_block", Stats{Calls: 1, Steps: 1, Rounds: 3, Sent: 7, Received: 7, Reduced: 7})
+		pin(CollBcast, MST)
+		if err := Bcast(bg, c, make([]float64, 16), 0); err != nil {
+			return err
+		}
+		last, _ := c.Stats()
+		if c.Rank() != 0 && (last.Rounds != 1 || last.Received != 1) {
+			t.Errorf("rank %d mst bcast: %+v, want one round, one block", c.Rank(), last)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Any p: the live counts are the schedule's.
+	rabHalvingMinBytes = 0
+	for _, p := range []int{3, 5, 6, 7, 12} {
+		err := Run(p, Options{SlotBytes: 4096}, func(c *Comm) error {
+			for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, Ring, BDE} {
+				c.pinned[CollAllreduce] = alg
+				if err := Allreduce(bg, c, make([]float64, 100), make([]float64, 100), Sum); err != nil {
+					return err
+				}
+				last, _ := c.Stats()
+				var s *schedule
+				switch alg {
+				case Ring:
+					s = ringSchedule(p, 0, ringKindAllreduce)
+				case BDE:
+					s = bdeSchedule(p, bdeKindAllreduce)
+				default:
+					s = rabSchedule(p, alg == Rabenseifner21, floorLog2(p), rabKindAllreduce, 0)
+				}
+				want := s.ranks[c.Rank()].stats
+				want.Calls, want.Steps = 1, 1
+				if last != want {
+					t.Errorf("%v p=%d rank %d: %+v, want %+v", alg, p, c.Rank(), last, want)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSchedProcesses runs the matrix of every algorithm among real
+// processes (the test binary re-executed as TestSchedProcessChild).
+func TestSchedProcesses(t *testing.T) {
+	if os.Getenv(shm.EnvArena) != "" {
+		t.Skip("in a child")
+	}
+	ps := []int{3, 4}
+	if long {
+		ps = []int{2, 3, 4, 5, 6, 7, 8}
+	}
+	if testing.Short() {
+		ps = []int{3}
+	}
+	for _, p := range ps {
+		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
+			name := shm.NewName()
+			out := make([][]byte, p)
+			errs := make([]error, p)
+			var wg sync.WaitGroup
+			for r := range p {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestSchedProcessChild$", "-test.count=1", "-test.v")
+				cmd.Env = append(os.Environ(),
+					shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p), shm.EnvArena+"="+name)
+				wg.Go(func() { out[r], errs[r] = cmd.CombinedOutput() })
+			}
+			wg.Wait()
+			for r := range p {
+				if errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: TestSchedProcessChild") {
+					t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
+				}
+			}
+		})
+	}
+	noLeaks(t)
+}
+
+// TestSchedProcessChild is one rank of TestSchedProcesses: the matrix of
+// each algorithm in turn on one communicator.
+func TestSchedProcessChild(t *testing.T) {
+	if os.Getenv(shm.EnvArena) == "" {
+		t.Skip("run by TestSchedProcesses")
+	}
+	c, err := JoinEnv(bg, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, alg := range schedAlgs {
+		for coll, a := range pinAll(alg).Algorithms {
+			c.pinned[coll] = a
+		}
+		if err := algMatrix(t, c, alg); err != nil {
+			t.Fatalf("%v: %v", alg, err)
+		}
+	}
+	_, total := c.Stats()
+	t.Logf("rank %d of %d (pid %d): %d calls, %d steps, %d rounds", c.Rank(), c.Size(), os.Getpid(), total.Calls, total.Steps, total.Rounds)
+}
