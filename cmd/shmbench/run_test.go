@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
+	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/launch"
 )
 
 // envTestDispatch makes the test binary act as shmbench, so that the ranks
@@ -227,5 +230,68 @@ func TestRunCheckFails(t *testing.T) {
 func TestDefaultCommand(t *testing.T) {
 	if defaultCommand != "run" {
 		t.Fatalf("default command %q", defaultCommand)
+	}
+}
+
+// TestRunAsRank runs shmbench run as the ranks of other launchers: the
+// launch package as shmrun uses it, and mpirun of each installed MPI. Rank
+// 0 formats the results itself.
+func TestRunAsRank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts several jobs")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envTestDispatch, "1")
+	args := []string{"run", "-sizes", "8,1K", "-iters", "10", "-warmup", "0s", "-format", "json", "-algo", "auto,flat"}
+	check := func(t *testing.T, launcher, out, errOut string) {
+		t.Helper()
+		h, rs, err := benchfmt.ReadJSON(strings.NewReader(out))
+		if err != nil {
+			t.Fatalf("%v\n%s\n%s", err, out, errOut)
+		}
+		if h == nil || h.Launcher != launcher || h.NP != 2 || len(rs) != 4 {
+			t.Fatalf("header %+v, %d results\n%s\n%s", h, len(rs), out, errOut)
+		}
+		for _, r := range rs {
+			if r.Check != "ok" || r.Iters != 10 || r.NP != 2 {
+				t.Errorf("%+v", r)
+			}
+		}
+	}
+	t.Run("launch", func(t *testing.T) {
+		before := segments()
+		var o, e bytes.Buffer
+		job, err := launch.Start(context.Background(), launch.Config{NP: 2, Prog: exe, Args: args, Stdout: &o, Stderr: &e, NoPrefix: true, Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := job.Wait(); err != nil {
+			t.Fatalf("%v\n%s", err, e.String())
+		}
+		noLeaks(t, before)
+		check(t, "shmrun", o.String(), e.String())
+	})
+	for _, impl := range mpi.Impls {
+		t.Run(string(impl), func(t *testing.T) {
+			in := mpi.Lookup(impl)
+			if err := in.Err(); err != nil {
+				t.Skip(err)
+			}
+			before := segments()
+			cmd, err := in.Command(context.Background(), 2, exe, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var o, e bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &o, &e
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%v\n%s\n%s", err, o.String(), e.String())
+			}
+			noLeaks(t, before)
+			check(t, string(impl), o.String(), e.String())
+		})
 	}
 }
