@@ -73,15 +73,27 @@ type costModel struct {
 	alpha, beta, gamma float64
 }
 
-// machineCost was measured on the two-core machine shmcoll is built on by
-// BenchmarkCostModel (nblock_test.go) and rounded: alpha is half the time
-// of a phase ping-pong between two in-process ranks; beta the time per
-// byte of copying a 256 KiB block from a peer's slot half into one's own,
-// gamma that of reducing (float64 sum) a 256 KiB block from a peer's slot
-// into one's own, less beta. Run `go test -run='^$' -bench=CostModel
-// ./collectives/` to measure them again. Every rank must use the same
-// values: the block count is not part of the call descriptor.
-var machineCost = costModel{alpha: 200, beta: 0.1, gamma: 0.05}
+// machineCost is the model of the two-core machine shmcoll is built on.
+// BenchmarkCostModel (nblock_bench_test.go) measures its constants: alpha
+// as half a phase ping-pong between two in-process ranks, beta as the time
+// per byte of copying 64 KiB blocks from a peer's slot half into one's own,
+// gamma as that of reducing them (float64 sum) less beta:
+//
+//	go test -run='^$' -bench=CostModel -benchtime=1x -count=5 ./collectives/
+//
+// On 2026-11-22 under the other engineers' load (load average 14) it gave
+// alpha 3.5-36 µs (a hand-off that needs the scheduler), beta 0.016-0.02
+// ns/B (0.14-0.3 when disturbed), gamma 0-0.07 ns/B; BASELINES.md has the
+// idle hand-off at 14-210 ns depending on vCPU placement and memcpy at
+// 40-48 GB/s for 1 MiB. We take the loaded hand-off, alpha = 20 µs: the
+// machine runs more ranks than its two cores (the way CI and the np = 8
+// targets run), and BenchmarkNblockBlocks confirms it: at 1 MiB and p = 4
+// or 8 bcast and the dual-root allreduce are fastest with 1 or 2 blocks,
+// and slower by 2-10x with 16 or more; the model gives 1 to 3. On idle
+// cores (alpha ~ 100 ns) it would choose about 15 times more blocks.
+// Every rank must use the same values: the block count is not part of the
+// call descriptor.
+var machineCost = costModel{alpha: 20000, beta: 0.03, gamma: 0.03}
 
 // maxBlocks bounds the number of blocks of an n-block step (a reduce keeps
 // one bit per block on the stack).
