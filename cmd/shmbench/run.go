@@ -253,7 +253,7 @@ func implements(coll string, a collectives.Algorithm) (bool, error) {
 		return false, err
 	}
 	const p = 2
-	opt := collectives.Options{Algorithms: map[collectives.Collective]collectives.Algorithm{cl: a}}
+	opt := collectives.Options{SlotBytes: 4096, Algorithms: map[collectives.Collective]collectives.Algorithm{cl: a}}
 	err = collectives.Run(p, opt, func(c *collectives.Comm) error {
 		b := &bench{rank: c.Rank(), p: p, cop: collectives.Sum}
 		lay := newLayout(coll, 64, 8, p)
