@@ -676,3 +676,39 @@ func TestRankNonContiguous(t *testing.T) {
 		reduceType[int64](t, c, simd.Sum, []int{1, 1000})
 	}
 }
+
+// pairCase checks minloc and maxloc on a (value, index) pair type, which
+// crosses nodes as bytes and is reduced with shmcoll's kernels.
+func pairCase[T simd.Element](t *testing.T, c *Comm, mk func(v int64, idx int) T) {
+	typ := simd.TypeOf[T]()
+	for _, op := range []simd.Op{simd.MinLoc, simd.MaxLoc} {
+		const n = 777
+		v := make([]T, n)
+		val := func(r, i int) int64 { return int64((r*5+i*3)%4) - 2 } // many ties
+		for i := range v {
+			v[i] = mk(val(c.Rank(), i), c.Rank())
+		}
+		must(t, Allreduce(context.Background(), c, nil, v, op))
+		for i := range v {
+			best, at := val(0, i), 0
+			for r := 1; r < c.Size(); r++ {
+				if x := val(r, i); (op == simd.MinLoc && x < best) || (op == simd.MaxLoc && x > best) {
+					best, at = x, r
+				}
+			}
+			if want := mk(best, at); v[i] != want {
+				t.Errorf("%v %v: [%d] = %+v, want %+v", typ, op, i, v[i], want)
+				break
+			}
+		}
+	}
+}
+
+func TestRankAllreducePairs(t *testing.T) {
+	for _, alg := range []Algorithm{Leader, MultiLane} {
+		c := newComm(t, alg)
+		pairCase(t, c, func(v int64, idx int) simd.Float32Int32 { return simd.Float32Int32{Value: float32(v), Index: int32(idx)} })
+		pairCase(t, c, func(v int64, idx int) simd.Float64Int32 { return simd.Float64Int32{Value: float64(v), Index: int32(idx)} })
+		pairCase(t, c, func(v int64, idx int) simd.Int64Int64 { return simd.Int64Int64{Value: v, Index: int64(idx)} })
+	}
+}
