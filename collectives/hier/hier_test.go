@@ -707,8 +707,12 @@ func pairCase[T simd.Element](t *testing.T, c *Comm, mk func(v int64, idx int) T
 func TestRankAllreducePairs(t *testing.T) {
 	for _, alg := range []Algorithm{Leader, MultiLane} {
 		c := newComm(t, alg)
-		pairCase(t, c, func(v int64, idx int) simd.Float32Int32 { return simd.Float32Int32{Value: float32(v), Index: int32(idx)} })
-		pairCase(t, c, func(v int64, idx int) simd.Float64Int32 { return simd.Float64Int32{Value: float64(v), Index: int32(idx)} })
+		pairCase(t, c, func(v int64, idx int) simd.Float32Int32 {
+			return simd.Float32Int32{Value: float32(v), Index: int32(idx)}
+		})
+		pairCase(t, c, func(v int64, idx int) simd.Float64Int32 {
+			return simd.Float64Int32{Value: float64(v), Index: int32(idx)}
+		})
 		pairCase(t, c, func(v int64, idx int) simd.Int64Int64 { return simd.Int64Int64{Value: v, Index: int64(idx)} })
 	}
 }
