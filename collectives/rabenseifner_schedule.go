@@ -229,9 +229,9 @@ func (b *schedBuilder) done(out []uint8) *schedule {
 
 // Schedules are pure functions of their key, built once per process.
 type schedKey struct {
-	alg        Algorithm
-	kind       uint8
-	p, a, b, c int
+	alg     Algorithm
+	kind    uint8
+	p, a, b int
 }
 
 var (
