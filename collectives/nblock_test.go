@@ -29,7 +29,6 @@ func TestNblockMatrix(t *testing.T) {
 			})
 		}
 	}
-	noLeaks(t)
 }
 
 // setTestBlocks fixes the block count (0: the cost model's) and returns
