@@ -31,6 +31,11 @@
 //	         cancelled context
 //	loop     run calls (and a Dup every -dupevery calls) until killed; the
 //	         default signal handling applies
+//	attach   (security tests, run as another user) try to open -path and to
+//	         join its arena by name; print "ATTACH open err=..." and
+//	         "ATTACH join err=..."
+//	plant    (security tests, run as another user) create -path with the
+//	         bytes of -from, mode 0600; print "PLANTED" or "PLANTFAIL err=..."
 package main
 
 import (
@@ -41,6 +46,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -91,8 +97,16 @@ func run() int {
 	randomPins := flag.Bool("randompins", true, "pin a random algorithm (or auto) per collective, from -seed")
 	pin := flag.String("pin", "", "coll=alg,... pinned over the random pins")
 	dupEvery := flag.Int("dupevery", 0, "loop: Dup the communicator every this many calls (0: never)")
+	path := flag.String("path", "", "attach, plant: the segment file")
+	from := flag.String("from", "", "plant: the file whose bytes to plant")
 	flag.Parse()
 
+	switch *mode {
+	case "attach":
+		return attach(*path)
+	case "plant":
+		return plant(*path, *from)
+	}
 	if *mode != "loop" {
 		// Survivors must outlive the launcher's SIGTERM long enough to report.
 		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
@@ -230,4 +244,38 @@ func report(c *collectives.Comm, k int, err error) int {
 	fmt.Printf("FAIL call=%d t=%d peer=%d dead=%v later=%v err=%s\n", k, t, peer,
 		errors.Is(err, collectives.ErrPeerDead), errors.Is(later, collectives.ErrAborted), strings.ReplaceAll(err.Error(), "\n", " "))
 	return 4
+}
+
+func attach(path string) int {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err == nil {
+		f.Close()
+	}
+	fmt.Printf("ATTACH open err=%v\n", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ep, err := shm.Join(ctx, filepath.Base(path), 1, 2, shm.Options{JoinTimeout: time.Second})
+	if err == nil {
+		ep.Close()
+	}
+	fmt.Printf("ATTACH join err=%v\n", err)
+	return 0
+}
+
+func plant(path, from string) int {
+	b, err := os.ReadFile(from)
+	if err == nil {
+		var f *os.File
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, err = f.Write(b)
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Printf("PLANTFAIL err=%v\n", err)
+		return 1
+	}
+	fmt.Println("PLANTED")
+	return 0
 }
