@@ -16,27 +16,6 @@ func implAvailable(i impl) bool {
 	return false
 }
 
-// asmFor returns the vector function of implementation i for (t, op) from the generated
-// table, its non-temporal variant (whose dst must be aligned to gran), or ids 0 when there
-// is none.
-func asmFor(i impl, t Type, op Op) (id, nt, gran int) {
-	for _, e := range asmKernels {
-		if e.impl == i && e.t == t && e.op == op {
-			return e.id, e.nt, e.gran
-		}
-	}
-	return 0, 0, 0
-}
-
-type asmKernel struct {
-	impl impl
-	t    Type
-	op   Op
-	id   int
-	nt   int
-	gran int
-}
-
 // copyNonTemporal copies src to dst (equal lengths, not overlapping) with non-temporal
 // stores: the head up to dst's vector alignment and the tail with memmove.
 func copyNonTemporal(dst, src []byte) bool {

@@ -6,7 +6,7 @@ package simd
 
 func implAvailable(i impl) bool { return i == implGeneric }
 
-func asmFor(impl, Type, Op) (id, nt, gran int) { return 0, 0, 0 }
+var asmKernels []asmKernel
 
 func callAsm(id int, dst *byte, srcs *[maxK]*byte, k, n int) {
 	panic("simd: no vector kernels in this build")

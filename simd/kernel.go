@@ -68,6 +68,12 @@ func init() {
 			}
 		}
 	}
+	for _, e := range asmKernels {
+		if implAvailable(e.impl) {
+			k := &tables[e.impl][e.t][e.op]
+			k.asm, k.nt, k.gran = e.id, e.nt, e.gran
+		}
+	}
 	current = chooseImpl(os.Getenv("SHMCOLL_SIMD"))
 }
 
@@ -106,9 +112,6 @@ func newKernel(i impl, t Type, op Op) Kernel {
 		k.half = halfFP16
 	default:
 		k.gen = genericKernel(t, op)
-	}
-	if i != implGeneric {
-		k.asm, k.nt, k.gran = asmFor(i, t, op)
 	}
 	return k
 }
@@ -199,6 +202,18 @@ func (k *Kernel) ReduceK(dst []byte, srcs [][]byte) {
 		k.pass(dst, &p, c+1)
 		rest = rest[c:]
 	}
+}
+
+// asmKernel is one entry of the generated table of vector functions: implementation,
+// type, operator, function id (see callAsm), id of its non-temporal variant, and the
+// bytes one vector step handles.
+type asmKernel struct {
+	impl impl
+	t    Type
+	op   Op
+	id   int
+	nt   int
+	gran int
 }
 
 // pass computes dst = p[0] op ... op p[m-1], all of len(dst) bytes, 1 <= m <= maxK.
