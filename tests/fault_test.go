@@ -42,6 +42,7 @@ type trial struct {
 	slot      int
 	mode      string // stream, panic, cancel
 	pin       string // -pin of the rank program
+	dupEvery  int    // -dupevery of the rank program
 }
 
 func newTrial(seed uint64, mode string) trial {
@@ -77,7 +78,8 @@ func runTrial(t *testing.T, tr trial) trialResult {
 		"-grace", "20s", "-timeout", "2m", "-bind", "none",
 		rank, "-mode", tr.mode, "-seed", strconv.FormatUint(tr.seed, 10), "-calls", "1000000",
 		"-victim", strconv.Itoa(tr.victim), "-killcall", strconv.Itoa(tr.killCall),
-		"-killdelay", tr.killDelay.String(), "-maxn", "32768", "-slot", strconv.Itoa(tr.slot), "-pin", tr.pin)
+		"-killdelay", tr.killDelay.String(), "-maxn", "32768", "-slot", strconv.Itoa(tr.slot), "-pin", tr.pin,
+		"-dupevery", strconv.Itoa(tr.dupEvery))
 	cmd.Env = append(os.Environ(), "SHMCOLL_TIMEOUT="+faultTimeout.String())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -259,4 +261,29 @@ func TestFaultPanicAndCancel(t *testing.T) {
 		late += res.late
 	}
 	t.Logf("ranks that completed the panicking call and failed at the next: %d", late)
+}
+
+// TestFaultKillDuringDup: the victim dies in the middle of Comm.Dup (a
+// Split: one step on the parent arena, then every rank joins a new named
+// arena). The survivors must fail within SHMCOLL_TIMEOUT like in any other
+// call, and the new arena's segment must not remain in /dev/shm.
+func TestFaultKillDuringDup(t *testing.T) {
+	n := 4
+	if longMode() {
+		n = 100
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := range n {
+		tr := newTrial(uint64(5000+i), "stream")
+		tr.dupEvery = 2
+		tr.killCall = 1 + 2*(i%3) // a Dup
+		tr.killDelay = time.Duration(i*37%300) * time.Microsecond
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			runTrial(t, tr)
+		})
+	}
+	wg.Wait()
 }

@@ -17,6 +17,7 @@
 //	LATE call=K                        (panic mode) the call succeeded with a
 //	                                   correct result; the next one must fail
 //	WRONG ...                          a result was wrong (exit status 3)
+//	SAMPLE calls=N secs=S rss=KB gor=G   about ten times per run
 //	DONE calls=N secs=S rss0=KB rss=KB gor0=G gor=G
 //	                                   the stream ended without failure
 //
@@ -96,7 +97,7 @@ func run() int {
 	slot := flag.Int("slot", 0, "slot bytes (0: the arena's)")
 	randomPins := flag.Bool("randompins", true, "pin a random algorithm (or auto) per collective, from -seed")
 	pin := flag.String("pin", "", "coll=alg,... pinned over the random pins")
-	dupEvery := flag.Int("dupevery", 0, "loop: Dup the communicator every this many calls (0: never)")
+	dupEvery := flag.Int("dupevery", 0, "Dup (and Close) the communicator every this many calls (0: never)")
 	path := flag.String("path", "", "attach, plant: the segment file")
 	from := flag.String("from", "", "plant: the file whose bytes to plant")
 	flag.Parse()
@@ -153,7 +154,17 @@ func run() int {
 		deadline = time.Now().Add(*duration).UnixNano()
 	}
 	more := []int64{0}
+	lastSample := start
+	sample := func(k int) {
+		if every := max(*duration, time.Duration(*calls)*time.Millisecond) / 10; time.Since(lastSample) >= every {
+			lastSample = time.Now()
+			fmt.Printf("SAMPLE calls=%d secs=%.3f rss=%d gor=%d\n", k, time.Since(start).Seconds(), rssKB(), runtime.NumGoroutine())
+		}
+	}
 	for k := 0; ; k++ {
+		if k%64 == 0 && (*mode == "stream" || *mode == "loop") {
+			sample(k)
+		}
 		if *duration > 0 {
 			// Every 64 calls rank 0 says whether to go on, so that all
 			// ranks make the same number of calls.
@@ -173,7 +184,14 @@ func run() int {
 			break
 		}
 		s := callmix.Gen(rng, p, k, *maxN)
-		if *mode == "loop" && *dupEvery > 0 && k%*dupEvery == *dupEvery-1 {
+		if r == *victim && k == *killCall && *mode == "stream" {
+			go func() {
+				time.Sleep(*killDelay)
+				fmt.Printf("KILL t=%d\n", mono())
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}()
+		}
+		if *dupEvery > 0 && k%*dupEvery == *dupEvery-1 {
 			d, err := c.Dup(ctx)
 			if err != nil {
 				return report(c, k, err)
@@ -184,12 +202,6 @@ func run() int {
 		callCtx := ctx
 		if r == *victim && k == *killCall {
 			switch *mode {
-			case "stream":
-				go func() {
-					time.Sleep(*killDelay)
-					fmt.Printf("KILL t=%d\n", mono())
-					syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				}()
 			case "panic":
 				err := collectives.Allreduce(ctx, c, make([]int64, 64), make([]int64, 64), boom)
 				return report(c, k, err)
