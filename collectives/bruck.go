@@ -10,20 +10,37 @@ import "context"
 // ceil(log2 p) rounds R holds all p blocks, and the rotation is undone on
 // the copy out. p-1 blocks received.
 //
+// Allreduce (the bandwidth-optimized "ring" of 001 for odd p, any p):
+// the segment is cut into p blocks; every rank copies its segment into W
+// and posts phase 1, reduces block r of all p ranks' W in rank order with
+// the k-way kernel into R[0] (buffer X) — the alltoall and local reduction
+// in one pass — and the Bruck allgather runs on R: 1 + ceil(log2 p)
+// rounds, 2(p-1) blocks received, p-1 reduced; correct for
+// non-commutative operators.
+//
 // Slot reuse: a round writes R[s ..], above every range read so far, and
-// its readers read R[0 .. s) (structure).
+// its readers read R[0 .. s) (structure); W is written only before phase 1
+// and R[0] only before phase 2.
 
 func init() {
 	register(CollAllgather, Bruck, (*Comm).bruckAllgather, true)
 	register(CollAllgatherv, Bruck, (*Comm).bruckAllgather, true)
+	register(CollAllreduce, Bruck, (*Comm).bruckAllreduce, true)
 }
 
-func bruckSchedule(p int) *schedule {
+// bruckSchedule: the allgather rounds; with reduce, an empty round 0 comes
+// first (the k-way reduction, done by the driver) and R is buffer X.
+func bruckSchedule(p int, reduce bool) *schedule {
 	b := newSchedBuilder(p, p, true)
+	buf := bufW
+	if reduce {
+		buf = bufX
+		b.endRound()
+	}
 	for s := 1; s < p; s *= 2 {
 		n := min(s, p-s)
 		for r := range p {
-			b.read(r, (r+s)%p, bufW, 0, n, bufW, 0, bufW, s, xCopy)
+			b.read(r, (r+s)%p, buf, 0, n, buf, 0, buf, s, xCopy)
 		}
 		b.endRound()
 	}
@@ -32,6 +49,52 @@ func bruckSchedule(p int) *schedule {
 
 func (c *Comm) bruckAllgather(ctx context.Context) error {
 	p := c.size
-	s := cachedSchedule(schedKey{alg: Bruck, p: p}, func() *schedule { return bruckSchedule(p) })
+	s := cachedSchedule(schedKey{alg: Bruck, p: p}, func() *schedule { return bruckSchedule(p, false) })
 	return c.schedAllgather(ctx, s)
+}
+
+func (c *Comm) bruckAllreduce(ctx context.Context) error {
+	a := &c.cur
+	esz, p, N, r := a.esz, c.size, a.count, c.rank
+	s := cachedSchedule(schedKey{alg: Bruck, kind: 1, p: p}, func() *schedule { return bruckSchedule(p, true) })
+	M := c.half / esz / 2
+	in := a.input()
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		h := c.slotHalf(r, e)
+		copy(h[:m*esz], span(in, esz, base, base+m))
+		c.post(e, 1)
+		pre := c.sc.pre
+		evenSplit(pre, p, m)
+		for q := range p {
+			if q != r {
+				if err := c.wait(ctx, q, e, 1); err != nil {
+					return err
+				}
+			}
+			c.sc.srcs[q] = span(c.slotHalf(q, e), esz, pre[r], pre[r+1])
+		}
+		a.red.reduceK(span(h, esz, M, M+pre[r+1]-pre[r]), c.sc.srcs)
+		c.last.Rounds++
+		c.last.Sent += uint64(p - 1)
+		c.last.Received += uint64(p - 1)
+		c.last.Reduced += uint64(p - 1)
+		a.fully = true
+		if err := c.runSchedule(ctx, s, e, nil, M); err != nil {
+			return err
+		}
+		for j := range p {
+			c.sc.uoff[j] = base + pre[j]
+		}
+		c.eachRun(0, p, func(rot, user, n int) {
+			copy(span(a.recv, esz, user, user+n), span(h, esz, M+rot, M+rot+n))
+		})
+		c.last.Steps++
+		c.end(e)
+	}
+	return nil
 }

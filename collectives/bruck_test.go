@@ -6,7 +6,7 @@ import "testing"
 // every block in place after the rotation.
 func TestBruckSchedules(t *testing.T) {
 	for _, p := range schedPs() {
-		s := bruckSchedule(p)
+		s := bruckSchedule(p, false)
 		st := newSym(p, p)
 		for r := range p {
 			st[r][bufW][0] = []int{r}
