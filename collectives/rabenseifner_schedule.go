@@ -3,7 +3,9 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
+	"sync/atomic"
 )
 
 // Read schedules: the machinery under the Rabenseifner, ring, BDE, MST and
@@ -234,19 +236,34 @@ type schedKey struct {
 	p, a, b int
 }
 
+// The cache is an immutable map replaced on insertion, so that the
+// lookup of every call takes no lock.
 var (
 	schedMu    sync.Mutex
-	schedCache = map[schedKey]*schedule{}
+	schedCache atomic.Pointer[map[schedKey]*schedule]
 )
 
 func cachedSchedule(k schedKey, build func() *schedule) *schedule {
+	if m := schedCache.Load(); m != nil {
+		if s, ok := (*m)[k]; ok {
+			return s
+		}
+	}
 	schedMu.Lock()
 	defer schedMu.Unlock()
-	if s, ok := schedCache[k]; ok {
-		return s
+	old := schedCache.Load()
+	if old != nil {
+		if s, ok := (*old)[k]; ok {
+			return s
+		}
 	}
 	s := build()
-	schedCache[k] = s
+	m := make(map[schedKey]*schedule)
+	if old != nil {
+		maps.Copy(m, *old)
+	}
+	m[k] = s
+	schedCache.Store(&m)
 	return s
 }
 
