@@ -115,8 +115,9 @@ const (
 	// exchange of 001: floor(log2 p) rounds of whole-vector exchange,
 	// and 3-to-2 elimination for a p that is not a power of two.
 	RecDoubling
-	// Bruck (allgather, allgatherv): Bruck's concatenation allgather in
-	// ceil(log2 p) rounds for any p.
+	// Bruck (allgather, allgatherv, allreduce): Bruck's concatenation
+	// allgather in ceil(log2 p) rounds for any p; allreduce reduces block r
+	// of all ranks in rank order first (one k-way pass), then gathers.
 	Bruck
 	// Ring (allreduce, reduce-scatter, allgather(v), bcast): the ring
 	// algorithms of 003, p-1 rounds per phase; bcast is an MST scatter
