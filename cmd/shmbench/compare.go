@@ -82,7 +82,12 @@ type compareRow struct {
 	PerRnd map[string][]float64 `json:"round_us"`     // per implementation and round (0: missing)
 	Ratios []float64            `json:"ratios"`       // per round: shmcoll / best MPI (0: missing)
 	Ratio  float64              `json:"ratio_median"` // median of Ratios (0: none)
-	Best   []string             `json:"best_mpi"`     // per round: the faster MPI
+	// Steady marks the rounds whose blocks all saw the same placement
+	// (probes within a factor steadyProbe of each other); SteadyRatio is
+	// the median of their ratios (0: no steady round).
+	Steady      []bool   `json:"steady"`
+	SteadyRatio float64  `json:"ratio_steady_median"`
+	Best        []string `json:"best_mpi"` // per round: the faster MPI
 }
 
 func runCompare(args []string, stdout, stderr io.Writer) int {
@@ -325,6 +330,7 @@ func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow
 			break
 		}
 	}
+	steady := steadyRounds(blocks, rounds)
 	var rows []*compareRow
 	for _, k := range keys {
 		row := &compareRow{Type: "compare", Coll: k.coll, Bytes: k.bytes, Rounds: rounds,
@@ -355,9 +361,47 @@ func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow
 			}
 		}
 		row.Ratio = medianPositive(row.Ratios)
+		row.Steady = steady
+		var sr []float64
+		for r, ok := range steady {
+			if ok {
+				sr = append(sr, row.Ratios[r])
+			}
+		}
+		row.SteadyRatio = medianPositive(sr)
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// steadyProbe is how far apart (a factor) the probes of one round's blocks
+// may be for the round to count as one placement: the classes on the
+// project's VM (~14, ~30-55, ~150-210 ns) are further apart than this.
+const steadyProbe = 1.6
+
+// steadyRounds reports, per round, whether every block of it measured its
+// probe and all probes are within steadyProbe of each other.
+func steadyRounds(blocks []*block, rounds int) []bool {
+	lo, hi := make([]float64, rounds), make([]float64, rounds)
+	ok := make([]bool, rounds)
+	for r := range ok {
+		ok[r] = true
+	}
+	for _, b := range blocks {
+		r := b.Round - 1
+		if b.ProbeNS <= 0 {
+			ok[r] = false
+			continue
+		}
+		if lo[r] == 0 || b.ProbeNS < lo[r] {
+			lo[r] = b.ProbeNS
+		}
+		hi[r] = max(hi[r], b.ProbeNS)
+	}
+	for r := range ok {
+		ok[r] = ok[r] && lo[r] > 0 && hi[r] <= steadyProbe*lo[r]
+	}
+	return ok
 }
 
 // compareResults turns the rows into one result per implementation and
@@ -397,7 +441,7 @@ func writeCompareTable(w io.Writer, rows []*compareRow, impls []compareImpl) {
 	for _, p := range impls {
 		fmt.Fprintf(w, " %11s", p.name+"_us")
 	}
-	fmt.Fprintf(w, " %8s %11s  %s\n", "ratio", "spread", "best MPI per round")
+	fmt.Fprintf(w, " %8s %11s %13s  %s\n", "ratio", "spread", "steady", "best MPI per round")
 	for _, row := range rows {
 		fmt.Fprintf(w, "%-20s %8s", row.Coll, benchfmt.FormatSize(row.Bytes))
 		for _, p := range impls {
@@ -412,9 +456,20 @@ func writeCompareTable(w io.Writer, rows []*compareRow, impls []compareImpl) {
 				hi = max(hi, r)
 			}
 		}
-		fmt.Fprintf(w, " %8.3f %11s  %s\n", row.Ratio, fmt.Sprintf("%.3g-%.3g", lo, hi), strings.Join(row.Best, ","))
+		n := 0
+		for _, ok := range row.Steady {
+			if ok {
+				n++
+			}
+		}
+		st := "none"
+		if row.SteadyRatio > 0 {
+			st = fmt.Sprintf("%.3f (%d/%d)", row.SteadyRatio, n, row.Rounds)
+		}
+		fmt.Fprintf(w, " %8.3f %11s %13s  %s\n", row.Ratio, fmt.Sprintf("%.3g-%.3g", lo, hi), st, strings.Join(row.Best, ","))
 	}
 	fmt.Fprintln(w, "# ratio: median over rounds of shmcoll / best MPI in that round (< 1: shmcoll faster); times: median over rounds of each block's median")
+	fmt.Fprintf(w, "# steady: the same median over the rounds whose blocks all saw one placement (probes within %.1fx)\n", steadyProbe)
 }
 
 func fmtUS(us float64) string {

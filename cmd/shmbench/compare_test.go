@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/shmcoll/shmcoll/internal/benchfmt"
 	"github.com/shmcoll/shmcoll/internal/mpi"
 )
 
@@ -100,7 +102,7 @@ func TestCompare(t *testing.T) {
 		t.Errorf("compare plot: %v", err)
 	}
 	for _, r := range rows {
-		if r.Coll != "allreduce" || r.NP != 2 || r.Rounds != 2 || len(r.Ratios) != 2 || r.Ratio <= 0 ||
+		if r.Coll != "allreduce" || r.NP != 2 || r.Rounds != 2 || len(r.Ratios) != 2 || r.Ratio <= 0 || len(r.Steady) != 2 ||
 			r.Median["openmpi"] <= 0 || r.Median["mpich"] <= 0 || r.Median["shmcoll"] <= 0 {
 			t.Errorf("row %+v", r)
 		}
@@ -110,5 +112,45 @@ func TestCompare(t *testing.T) {
 				t.Errorf("%d B round %d: ratio %v, want %v", r.Bytes, i+1, ratio, got)
 			}
 		}
+	}
+}
+
+func TestSteadyRounds(t *testing.T) {
+	blocks := []*block{
+		{Round: 1, ProbeNS: 50}, {Round: 1, ProbeNS: 55}, // one placement
+		{Round: 2, ProbeNS: 50}, {Round: 2, ProbeNS: 190}, // moved between blocks
+		{Round: 3, ProbeNS: 50}, {Round: 3}, // a probe failed
+	}
+	got := steadyRounds(blocks, 3)
+	if !got[0] || got[1] || got[2] {
+		t.Fatalf("steadyRounds = %v, want [true false false]", got)
+	}
+	key := compareKey{"allreduce", 8}
+	res := func(us float64) []benchfmt.Result {
+		return []benchfmt.Result{{Coll: "allreduce", Bytes: 8, MedianUS: us}}
+	}
+	impls := []compareImpl{{"openmpi", mpi.OpenMPI}, {"mpich", mpi.MPICH}, {name: "shmcoll"}}
+	var bs []*block
+	for r, us := range [][3]float64{{1, 2, 0.5}, {4, 2, 2}, {1, 1, 3}} {
+		for i, p := range impls {
+			probe := 50.0
+			if r == 2 && i == 1 {
+				probe = 200 // round 3 is not steady
+			}
+			b := &block{Round: r + 1, Impl: p.name, ProbeNS: probe, Results: res(us[i])}
+			b.byKey = map[compareKey]int{key: 0}
+			bs = append(bs, b)
+		}
+	}
+	rows := compareRows(bs, impls, 3)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	r := rows[0]
+	// Ratios 0.5/1, 2/2, 3/1; steady rounds 1 and 2.
+	if !slices.Equal(r.Ratios, []float64{0.5, 1, 3}) || r.Ratio != 1 || r.SteadyRatio != 0.75 ||
+		!slices.Equal(r.Steady, []bool{true, true, false}) ||
+		!slices.Equal(r.Best, []string{"openmpi", "mpich", "openmpi"}) || r.Median["openmpi"] != 1 || r.Median["shmcoll"] != 2 {
+		t.Fatalf("row %+v", r)
 	}
 }
