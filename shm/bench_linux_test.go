@@ -47,6 +47,9 @@ func waitOptions() Options {
 		opt.YieldFor = d
 	}
 	opt.fixedSpin = os.Getenv("SHMCOLL_TEST_FIXED") == "true"
+	if d, err := time.ParseDuration(os.Getenv("SHMCOLL_TEST_SLEEP")); err == nil {
+		opt.sleepFor = d
+	}
 
 	return opt
 }

@@ -33,7 +33,8 @@ type Options struct {
 	// negative value skips the phase.
 	SpinFor, YieldFor time.Duration
 
-	fixedSpin bool // tests: keep the spin budget at SpinFor
+	fixedSpin bool          // tests: keep the spin budget at SpinFor
+	sleepFor  time.Duration // tests: bound of one futex sleep
 }
 
 // Floors of the adaptive spin budget: a wait always spins this long before
@@ -81,9 +82,11 @@ type Endpoint struct {
 	joined     bool // this endpoint holds its rank (Close marks it left)
 
 	spinFor, yieldFor time.Duration
-	spinBudget        atomic.Int64 // current spin budget in ns (adaptive, at most spinFor)
-	fixedSpin         bool         // do not adapt (benchmarks compare)
-	minSpin           int64        // floor of spinBudget
+	spinBudget        atomic.Int64  // current spin budget in ns (adaptive, at most spinFor)
+	fixedSpin         bool          // do not adapt (benchmarks compare)
+	minSpin           int64         // floor of spinBudget
+	sleepFor          time.Duration // bound of one futex sleep (checkEvery)
+	sleepTimeouts     atomic.Int64  // futex sleeps that timed out (tests: lost wakeups)
 	checkEvery        time.Duration
 	yield             func()
 	peers             *peerSet // process liveness; nil in process mode before rendezvous and in-process
@@ -312,7 +315,9 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer int, w *atomic.Uint64, v u
 		sl.Add(1)
 		cur := w.Load()
 		if cur < v && aw.Load() == 0 {
-			futexWait(fw, uint32(cur), e.checkEvery)
+			if futexWait(fw, uint32(cur), e.sleepFor) {
+				e.sleepTimeouts.Add(1)
+			}
 		}
 		sl.Add(^uint32(0))
 		if w.Load() >= v {
@@ -455,6 +460,10 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	t := opt.timeout()
 	e.checkEvery = min(t/4, 20*time.Millisecond)
 	e.checkEvery = max(e.checkEvery, time.Millisecond)
+	e.sleepFor = e.checkEvery
+	if opt.sleepFor > 0 {
+		e.sleepFor = opt.sleepFor
+	}
 	var cpus int
 	if inProcess {
 		cpus = runtime.GOMAXPROCS(0)

@@ -14,14 +14,16 @@ const (
 	futexOpWake = 1
 )
 
-// futexWait sleeps while *addr == val, at most d. Spurious returns are fine:
-// every caller rechecks its condition.
-func futexWait(addr *uint32, val uint32, d time.Duration) {
+// futexWait sleeps while *addr == val, at most d, and reports whether it
+// timed out. Spurious returns are fine: every caller rechecks its
+// condition.
+func futexWait(addr *uint32, val uint32, d time.Duration) (timedOut bool) {
 	ts := unix.NsecToTimespec(int64(d))
 	// One attempt: EINTR, EAGAIN (value changed) and ETIMEDOUT all send the
 	// caller back to its loop, which rechecks everything.
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexOpWait, uintptr(val),
+	_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexOpWait, uintptr(val),
 		uintptr(unsafe.Pointer(&ts)), 0, 0)
+	return e == unix.ETIMEDOUT
 }
 
 // futexWake wakes every waiter on addr.

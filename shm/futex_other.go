@@ -8,8 +8,9 @@ import (
 )
 
 // Without futexes a sleeping waiter polls: it sleeps briefly and rechecks.
-func futexWait(addr *uint32, val uint32, d time.Duration) {
+func futexWait(addr *uint32, val uint32, d time.Duration) bool {
 	time.Sleep(min(d, 100*time.Microsecond))
+	return false
 }
 
 func futexWake(addr *uint32) {}

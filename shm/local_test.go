@@ -425,3 +425,47 @@ func TestUseAfterClose(t *testing.T) {
 	}()
 	eps[0].Post(0, 1)
 }
+
+// TestLocalNoLostWakeup: futex-only waiting among goroutines, several
+// waiters per counter, sleeps bounded by 10s: none times out.
+func TestLocalNoLostWakeup(t *testing.T) {
+	const p = 4
+	rounds := 2000
+	if testing.Short() {
+		rounds = 200
+	}
+	eps, err := NewLocal(p, Options{SlotBytes: 4096, SpinFor: -1, YieldFor: -1, sleepFor: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, eps)
+	// Rank 0 posts round k; the others wait for it (all on one counter),
+	// then post their answer, which rank 0 waits for.
+	errs := runRanks(eps, func(e *Endpoint) error {
+		ctx := context.Background()
+		for k := uint64(1); k <= uint64(rounds); k++ {
+			if e.Rank() == 0 {
+				e.Post(0, k)
+				for q := 1; q < p; q++ {
+					if err := e.Wait(ctx, q, 0, k); err != nil {
+						return err
+					}
+				}
+			} else {
+				if err := e.Wait(ctx, 0, 0, k); err != nil {
+					return err
+				}
+				e.Post(0, k)
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+		if n := eps[r].sleepTimeouts.Load(); n != 0 {
+			t.Errorf("rank %d: %d futex sleeps timed out", r, n)
+		}
+	}
+}

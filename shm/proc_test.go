@@ -93,6 +93,9 @@ func childMain(role string) int {
 	switch role {
 	case "pong", "ringhop":
 		err = benchChild(role, e)
+		if os.Getenv("SHMCOLL_TEST_SLEEP") != "" {
+			fmt.Printf("timeouts=%d\n", e.sleepTimeouts.Load())
+		}
 	case "ring":
 		err = ringExchange(e, envInt("SHMCOLL_TEST_ROUNDS"), envInt("SHMCOLL_TEST_WORDS"))
 	case "stress":
@@ -213,6 +216,38 @@ func TestProcessStress(t *testing.T) {
 		if err := pr.cmd.Wait(); err != nil || !strings.HasSuffix(pr.out.String(), "ok\n") {
 			t.Errorf("rank %d: %v: %s", r, err, pr.out)
 		}
+	}
+}
+
+// TestNoLostWakeup: a futex-only ping-pong across processes whose sleeps
+// are bounded by 10s never has a sleep time out: every post that found a
+// sleeper woke it.
+func TestNoLostWakeup(t *testing.T) {
+	rounds := 3000
+	if testing.Short() {
+		rounds = 300
+	}
+	name := testName()
+	ps := startRanks(t, "pong", name, 1, EnvRank+"=1", EnvSize+"=2", "SHMCOLL_TEST_SLOT=4096",
+		"SHMCOLL_TEST_SPIN=-1s", "SHMCOLL_TEST_YIELD=-1s", "SHMCOLL_TEST_SLEEP=10s")
+	e, err := Join(context.Background(), name, 0, 2, Options{SlotBytes: 4096, SpinFor: -1, YieldFor: -1, sleepFor: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	for k := uint64(1); k <= uint64(rounds); k++ {
+		e.Post(0, k)
+		if err := e.Wait(ctx, 1, 0, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Post(0, stopValue)
+	if err := ps[0].cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, ps[0].out)
+	}
+	if n := e.sleepTimeouts.Load(); n != 0 || !strings.Contains(ps[0].out.String(), "timeouts=0\n") {
+		t.Errorf("futex sleeps timed out: rank 0 %d, rank 1 %s", n, ps[0].out)
 	}
 }
 
