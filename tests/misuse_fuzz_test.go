@@ -1,0 +1,149 @@
+package tests
+
+// Fuzz targets for what the commands and the environment parse: arena
+// names (a name must never lead outside /dev/shm), SHMCOLL_* variables,
+// algorithm, collective, type, operator, binding, arena-kind and policy
+// names, and the size lists of shmbench. Any input gives a value that
+// round-trips or an error; never a panic.
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shmcoll/shmcoll/collectives"
+	"github.com/shmcoll/shmcoll/internal/benchfmt"
+	"github.com/shmcoll/shmcoll/launch"
+	"github.com/shmcoll/shmcoll/numa"
+	"github.com/shmcoll/shmcoll/shm"
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+func FuzzArenaName(f *testing.F) {
+	for _, s := range []string{"abc", "a/b", "..", "../../etc/passwd", "shmcoll.0.x", "shmcoll.1.x", "-x", "x-", "", strings.Repeat("z", 64), strings.Repeat("z", 65), "a\x00b", "é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		err := shm.ValidName(name)
+		path, perr := shm.SegmentPath(name)
+		if (err == nil) != (perr == nil) {
+			t.Fatalf("ValidName(%q) = %v but SegmentPath = %v", name, err, perr)
+		}
+		if err != nil {
+			if !errors.Is(err, shm.ErrBadName) {
+				t.Fatalf("ValidName(%q) = %v, not ErrBadName", name, err)
+			}
+			return
+		}
+		if filepath.Dir(path) != "/dev/shm" || !strings.HasPrefix(filepath.Base(path), "shmcoll.") || filepath.Clean(path) != path {
+			t.Fatalf("name %q leads to %q", name, path)
+		}
+		for _, c := range []byte(filepath.Base(path)) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+				t.Fatalf("name %q gives path %q with byte %q", name, path, c)
+			}
+		}
+	})
+}
+
+func FuzzEnvironment(f *testing.F) {
+	f.Add("0", "2", "abc")
+	f.Add("1", "2", "fd:3")
+	f.Add("2", "2", "fd:-1")
+	f.Add("x", "", "../x")
+	f.Add("9223372036854775807", "9223372036854775807", "fd:99999999999999999999")
+	f.Fuzz(func(t *testing.T, rank, size, arena string) {
+		if strings.ContainsRune(rank+size+arena, 0) {
+			return // not representable in an environment
+		}
+		t.Setenv(shm.EnvRank, rank)
+		t.Setenv(shm.EnvSize, size)
+		t.Setenv(shm.EnvArena, arena)
+		j, err := shm.ReadEnv()
+		if err != nil {
+			if !errors.Is(err, shm.ErrNoEnv) && !errors.Is(err, shm.ErrBadSize) && !errors.Is(err, shm.ErrBadName) {
+				t.Fatalf("ReadEnv: %v wraps no sentinel", err)
+			}
+			return
+		}
+		if j.Size < 1 || j.Rank < 0 || j.Rank >= j.Size {
+			t.Fatalf("accepted rank %d of %d", j.Rank, j.Size)
+		}
+		if (j.FD >= 0) == (j.Name != "") {
+			t.Fatalf("accepted both or neither of fd %d and name %q", j.FD, j.Name)
+		}
+		if j.Name != "" && shm.ValidName(j.Name) != nil {
+			t.Fatalf("accepted bad name %q", j.Name)
+		}
+	})
+}
+
+func FuzzNames(f *testing.F) {
+	for _, s := range []string{"auto", "flat", "CIRCULANT", "allreduce", "reduce_scatter", "float64", "bfloat16", "sum", "maxloc", "core", "socket", "none", "memfd", "named", "compact", "spread", "", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if a, err := collectives.ParseAlgorithm(s); err == nil {
+			if b, err := collectives.ParseAlgorithm(a.String()); err != nil || b != a || !strings.EqualFold(a.String(), s) {
+				t.Fatalf("algorithm %q -> %v does not round-trip", s, a)
+			}
+		} else if !errors.Is(err, collectives.ErrInvalidArgument) {
+			t.Fatalf("ParseAlgorithm(%q): %v", s, err)
+		}
+		if c, err := collectives.ParseCollective(s); err == nil {
+			if d, err := collectives.ParseCollective(c.String()); err != nil || d != c {
+				t.Fatalf("collective %q -> %v does not round-trip", s, c)
+			}
+		} else if !errors.Is(err, collectives.ErrInvalidArgument) {
+			t.Fatalf("ParseCollective(%q): %v", s, err)
+		}
+		if ty, err := simd.ParseType(s); err == nil {
+			if u, err := simd.ParseType(ty.String()); err != nil || u != ty || ty.Size() <= 0 {
+				t.Fatalf("type %q -> %v does not round-trip", s, ty)
+			}
+		}
+		if op, err := simd.ParseOp(s); err == nil {
+			if o, err := simd.ParseOp(op.String()); err != nil || o != op {
+				t.Fatalf("operator %q -> %v does not round-trip", s, op)
+			}
+		}
+		if b, err := launch.ParseBind(s); err == nil {
+			if c, err := launch.ParseBind(b.String()); err != nil || c != b {
+				t.Fatalf("bind %q -> %v does not round-trip", s, b)
+			}
+		}
+		if k, err := launch.ParseArenaKind(s); err == nil {
+			if l, err := launch.ParseArenaKind(k.String()); err != nil || l != k {
+				t.Fatalf("arena kind %q -> %v does not round-trip", s, k)
+			}
+		}
+		if p, err := numa.ParsePolicy(s); err == nil {
+			if q, err := numa.ParsePolicy(p.String()); err != nil || q != p {
+				t.Fatalf("policy %q -> %v does not round-trip", s, p)
+			}
+		}
+	})
+}
+
+func FuzzSizes(f *testing.F) {
+	for _, s := range []string{"8:64M:8", "8,1K,64K", "1G", "4KiB", "1:2", "0", "-1", "1K:8", "8:256M", "1:1099511627776:2", ",", "9223372036854775807G"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sizes, err := benchfmt.ParseSizes(s)
+		if err != nil {
+			return
+		}
+		seen := map[int64]bool{}
+		for _, n := range sizes {
+			if n < 0 || seen[n] {
+				t.Fatalf("ParseSizes(%q) = %v: negative or repeated", s, sizes)
+			}
+			seen[n] = true
+		}
+		if len(sizes) > benchfmt.MaxSizes {
+			t.Fatalf("ParseSizes(%q): %d sizes", s, len(sizes))
+		}
+	})
+}
