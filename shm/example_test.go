@@ -89,3 +89,53 @@ func ExampleEndpoint_Abort() {
 	// true true
 	// shm: arena aborted by rank 1: bad input
 }
+
+// A program started by shmrun (or under mpirun) joins with one call.
+func ExampleJoinEnv() {
+	e, err := shm.JoinEnv(context.Background(), shm.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer e.Close()
+	fmt.Println("rank", e.Rank(), "of", e.Size())
+}
+
+// Without a launcher, every process joins by an agreed name (here a fresh
+// one), its rank and the number of ranks; rank 0 creates the segment.
+func ExampleJoin() {
+	const rank, size = 0, 1
+	name := shm.NewName()
+	e, err := shm.Join(context.Background(), name, rank, size, shm.Options{SlotBytes: 1 << 20})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer e.Close()
+	fmt.Println(e.Size(), e.SlotBytes())
+	// Output: 1 1048576
+}
+
+// A launcher creates the arena in a memfd and hands it to its children as
+// descriptor 3 (exec.Cmd.ExtraFiles), with SHMCOLL_ARENA=fd:3.
+func ExampleCreateFD() {
+	f, err := shm.CreateFD(4, shm.Options{SlotBytes: 1 << 20})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer f.Close() // once the children have started
+	// cmd.ExtraFiles = []*os.File{f}; cmd.Env = append(cmd.Env, "SHMCOLL_ARENA=fd:3", ...)
+}
+
+// Segments left in /dev/shm by jobs that crashed before all ranks joined are
+// removed once their processes are gone.
+func ExampleCleanup() {
+	removed, err := shm.Cleanup()
+	if err != nil {
+		fmt.Println(err)
+	}
+	for _, p := range removed {
+		fmt.Println("removed", p)
+	}
+}
