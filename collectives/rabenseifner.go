@@ -213,6 +213,10 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 		}
 		groups = next
 	}
+	b.s.eliminated = make([]bool, p)
+	for r, k := range keeper {
+		b.s.eliminated[r] = k >= 0
+	}
 	buf := make([]uint8, p)
 	pos := make([]int, p)
 	for _, g := range groups {

@@ -92,6 +92,9 @@ type schedule struct {
 	// posBlocks, if not nil, lists the ranks whose blocks position i holds
 	// (the reduce-scatter placement of the Rabenseifner family).
 	posBlocks [][]int
+	// eliminated[r]: rank r was folded into another before the butterfly
+	// ended (Rabenseifner family).
+	eliminated []bool
 }
 
 type readRec struct{ reader, round, lo, hi int32 }
