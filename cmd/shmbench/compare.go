@@ -305,7 +305,7 @@ func runShmBlock(ctx context.Context, b *block, exe string, np int, colls []stri
 	}
 	args := []string{"-np", strconv.Itoa(np), "-coll", strings.Join(colls, ","), "-sizes", strings.Join(ss, ","),
 		"-time", per.String(), "-warmup", warm.String(), "-dtype", dtype, "-format", "json"}
-	cfg, err := parseRun(args, stderr)
+	cfg, err := parseRun(args, stderr, io.Discard)
 	if err != nil {
 		return err
 	}

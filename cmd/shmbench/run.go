@@ -79,7 +79,9 @@ func badUsage(format string, args ...any) error {
 
 func defaultNP() int { return max(2, min(runtime.NumCPU(), 8)) }
 
-func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
+// parseRun parses and checks a command line; flag errors and usage go to
+// stderr, notes about what was left out to notes.
+func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -155,7 +157,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	if c.colls, err = parseColls(*coll); err != nil {
 		return nil, err
 	}
-	if c.algos, err = parseAlgos(*algo, c.colls, stderr); err != nil {
+	if c.algos, err = parseAlgos(*algo, c.colls, notes); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -269,7 +271,14 @@ func implements(coll string, a collectives.Algorithm) (bool, error) {
 
 // runRun is shmbench run.
 func runRun(args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseRun(args, stderr)
+	env, envErr := shm.ReadEnv()
+	// Notes about the command line come from the process that reports:
+	// the launcher, or rank 0 of someone else's launcher.
+	notes := stderr
+	if envErr == nil && (env.Rank != 0 || os.Getenv(envStream) == "1") {
+		notes = io.Discard
+	}
+	cfg, err := parseRun(args, stderr, notes)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -279,7 +288,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if env, err := shm.ReadEnv(); err == nil {
+	if envErr == nil {
 		return runRank(ctx, cfg, env, stdout, stderr)
 	}
 	return runLauncher(ctx, cfg, args, stdout, stderr)

@@ -101,7 +101,7 @@ func TestRunBadFlags(t *testing.T) {
 }
 
 func TestParseRun(t *testing.T) {
-	cfg, err := parseRun([]string{"-coll", "allreduce,barrier,allgather", "-algo", "all", "-sizes", "8,16,64", "-np", "4"}, os.Stderr)
+	cfg, err := parseRun([]string{"-coll", "allreduce,barrier,allgather", "-algo", "all", "-sizes", "8,16,64", "-np", "4"}, os.Stderr, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
