@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -181,7 +182,24 @@ func (j *jsonWriter) line(v any) error {
 
 func (j *jsonWriter) Header(h Header) error { h.Type = "run"; return j.line(h) }
 
-func (j *jsonWriter) Result(r Result) error { r.Type = "result"; return j.line(r) }
+func (j *jsonWriter) Result(r Result) error {
+	r.Type = "result"
+	// Times to the nanosecond the clock resolves, bandwidths to 6 digits.
+	for _, x := range []*float64{&r.MinUS, &r.MedianUS, &r.MeanUS, &r.MaxUS, &r.P99US, &r.SpanUS} {
+		*x = math.Round(*x*1e3) / 1e3
+	}
+	r.AlgBW, r.BusBW = sig6(r.AlgBW), sig6(r.BusBW)
+	return j.line(r)
+}
+
+// sig6 rounds x to 6 significant digits: more than the measurements hold.
+func sig6(x float64) float64 {
+	y, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 6, 64), 64)
+	if err != nil {
+		return x
+	}
+	return y
+}
 
 func (j *jsonWriter) Flush() error { return j.w.Flush() }
 
