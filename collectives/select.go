@@ -189,23 +189,34 @@ func (c *Comm) choose(coll Collective, bytes int, commutative bool) (Algorithm, 
 	return a, nil
 }
 
-// selectAlgorithm is the selection table, made from the two-core machine
-// the project is measured on: the circulant rounds win where a round is a
-// cache-line hand-off between a few ranks, the flat algorithm where the
-// vector is large enough that the k-way kernel streaming all slots at
-// once is bandwidth-bound. Collectives with one algorithm map to it.
+// selectAlgorithm is the selection table. On shared memory a round costs a
+// cache-line hand-off per waiting rank and, when ranks outnumber cores, a
+// context switch, so the table prefers the fewest synchronizations that
+// keep the bytes moved per rank near the minimum:
+//   - allreduce, reduce: replicated (one synchronization) for two ranks
+//     and for small vectors (at most 16 KiB), where doing p times the
+//     reduction work costs less than a second hand-off; flat above
+//     (two synchronizations, 1/p of the reduction per rank). Both combine
+//     in rank order, so a non-commutative operator takes the same path.
+//   - reduce-scatter: circulant for two ranks (one round, copy-in fused
+//     with the reduction, half the copy-in of flat), flat above (one
+//     synchronization instead of ceil(log2 p)).
+//   - barrier: circulant (ceil(log2 p) rounds of one peer each instead of
+//     every rank polling every other).
+//   - everything else: flat (one synchronization per segment).
+//
+// These choices come from the cost model above and short, noisy runs of
+// BenchmarkAllreduce and BenchmarkCollectives on the project's two-core
+// machine; measured tuning (shmbench tune) replaces them.
 func selectAlgorithm(coll Collective, bytes, p int, commutative bool) Algorithm {
 	switch coll {
-	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter, CollReduce:
-		if !commutative {
-			return Flat
-		}
-		if p <= 2 || bytes <= 4096*p {
-			return Circulant
+	case CollAllreduce, CollReduce:
+		if p == 2 || bytes <= 16<<10 {
+			return Replicated
 		}
 		return Flat
-	case CollAllgather, CollAllgatherv:
-		if bytes <= 4096*p {
+	case CollReduceScatterBlock, CollReduceScatter:
+		if p == 2 && commutative {
 			return Circulant
 		}
 		return Flat
