@@ -189,8 +189,11 @@ func (c *Comm) InProcess() bool { return c.ep.InProcess() }
 // calls return an error wrapping ErrAborted that names the cause.
 func (c *Comm) Abort(cause error) { c.ep.Abort(cause) }
 
-// Close releases the communicator's share of the arena. It does not wait
-// for the other ranks. Calls after Close return ErrClosed.
+// Close releases the communicator's share of the arena (the last rank to
+// close frees it; a named segment is already unlinked once all ranks
+// joined). It does not wait for the other ranks, and does not close the
+// communicators made from this one by Split and Dup. Calls after Close
+// return ErrClosed.
 func (c *Comm) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed = true
