@@ -84,7 +84,7 @@ func (c *Comm) bruckAllreduce(ctx context.Context) error {
 		c.last.Received += uint64(p - 1)
 		c.last.Reduced += uint64(p - 1)
 		a.fully = true
-		if err := c.runSchedule(ctx, s, e, nil, M); err != nil {
+		if err := c.runSchedule(ctx, s, e, nil, M, schedOut{}); err != nil {
 			return err
 		}
 		for j := range p {

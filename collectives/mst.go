@@ -162,7 +162,7 @@ func (c *Comm) mstScatter(ctx context.Context) error {
 			}
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, pre, 0); err != nil {
+		if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{}); err != nil {
 			return err
 		}
 		if r != a.root {
@@ -177,7 +177,7 @@ func (c *Comm) mstScatter(ctx context.Context) error {
 
 func (c *Comm) mstGather(ctx context.Context) error {
 	a := &c.cur
-	esz, p, r := a.esz, c.size, c.rank
+	esz, r := a.esz, c.rank
 	c.regular(a.count)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -190,22 +190,22 @@ func (c *Comm) mstGather(ctx context.Context) error {
 			return err
 		}
 		c.pieces(k, S, a.counts, a.displs)
-		pre, uoff := c.sc.pre, c.sc.uoff
+		pre := c.sc.pre
 		h := c.slotHalf(r, e)
 		if r != a.root {
 			lo := pieceLo(k, S, a.count)
 			copy(span(h, esz, pre[r], pre[r+1]), span(a.send, esz, lo, lo+pre[r+1]-pre[r]))
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, pre, 0); err != nil {
+		var out schedOut
+		if r == a.root {
+			out = schedOut{buf: a.recv, blocks: true}
+		}
+		if err := c.runSchedule(ctx, s, e, pre, 0, out); err != nil {
 			return err
 		}
 		if r == a.root {
-			for j := range p {
-				if j != r {
-					copy(span(a.recv, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]), span(h, esz, pre[j], pre[j+1]))
-				}
-			}
+			c.copyResult(s, h, pre, 0, out, r)
 		}
 		c.last.Steps++
 		c.end(e)

@@ -341,11 +341,12 @@ func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule)
 		c.post(e, 1)
 		off := c.sc.pre[:s.npos+1]
 		evenSplit(off, s.npos, m)
-		if err := c.runSchedule(ctx, s, e, off, M); err != nil {
+		out := schedOut{buf: a.recv, base: base}
+		if err := c.runSchedule(ctx, s, e, off, M, out); err != nil {
 			return err
 		}
 		if a.recv != nil {
-			copy(span(a.recv, esz, base, base+m), c.schedSpan(s, h, off, M, c.rank, s.ranks[c.rank].out, 0, s.npos))
+			c.copyResult(s, h, off, M, out, -1)
 		}
 		c.last.Steps++
 		c.end(e)
@@ -387,7 +388,7 @@ func (c *Comm) rabReduceScatter(ctx context.Context) error {
 			copy(span(h, esz, boff[j], boff[j]+hi-lo), span(a.send, esz, a.displs[j]+lo, a.displs[j]+hi))
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, off, capElems); err != nil {
+		if err := c.runSchedule(ctx, s, e, off, capElems, schedOut{}); err != nil {
 			return err
 		}
 		lo, hi := pieceLo(k, S, a.counts[c.rank]), pieceLo(k+1, S, a.counts[c.rank])

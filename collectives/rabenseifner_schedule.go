@@ -71,6 +71,9 @@ type schedXfer struct {
 	op               xop
 	pbuf, obuf, dbuf uint8
 	acks             []schedAck // waits before writing the destination
+	// direct: the destination is final and nobody reads it later, so the
+	// driver may have it written straight to the user's buffer.
+	direct bool
 }
 
 type schedRound struct{ xfers []schedXfer }
@@ -80,6 +83,9 @@ type rankSchedule struct {
 	rounds []schedRound // up to its last round with a read
 	out    uint8        // the buffer that holds the rank's result
 	fully  bool         // the rank has waited, transitively, for every rank
+	// slotOut: the position ranges of the result that are not written
+	// directly (the driver copies them from the slot).
+	slotOut [][2]int32
 	stats  Stats        // Rounds, Sent, Received, Reduced of one step
 }
 
@@ -228,8 +234,64 @@ func (b *schedBuilder) done(out []uint8) *schedule {
 				rs.fully = false
 			}
 		}
+		b.markDirect(r, rs)
 	}
 	return s
+}
+
+// markDirect marks the copies into rank r's result buffer that nothing
+// reads or overwrites later, and lists the other positions in slotOut.
+func (b *schedBuilder) markDirect(r int, rs *rankSchedule) {
+	direct := make([]bool, b.s.npos)
+	for t, rd := range rs.rounds {
+		for i := range rd.xfers {
+			x := &rd.xfers[i]
+			if x.op != xCopy || x.dbuf != rs.out {
+				continue
+			}
+			lo, hi := x.dlo, x.dlo+x.phi-x.plo
+			later := false
+			for _, rec := range b.reads[r][x.dbuf] {
+				if int(rec.round) > t && rec.lo < hi && lo < rec.hi {
+					later = true
+				}
+			}
+			for t2 := t; t2 < len(rs.rounds) && !later; t2++ {
+				for j, y := range rs.rounds[t2].xfers {
+					if (t2 > t || j > i) && y.dbuf == x.dbuf && y.dlo < hi && lo < y.dlo+y.phi-y.plo {
+						later = true
+					}
+				}
+			}
+			if !later {
+				x.direct = true
+				for k := lo; k < hi; k++ {
+					direct[k] = true
+				}
+			}
+		}
+	}
+	for i := 0; i < len(direct); {
+		if direct[i] {
+			i++
+			continue
+		}
+		j := i
+		for j < len(direct) && !direct[j] {
+			j++
+		}
+		rs.slotOut = append(rs.slotOut, [2]int32{int32(i), int32(j)})
+		i = j
+	}
+}
+
+// schedOut tells runSchedule where direct copies go: nil buf, into the
+// slot as any other; else position i goes to element base+off[i] of buf
+// (vector), or block i to element uoff[i] (blocks, natural layout).
+type schedOut struct {
+	buf    []byte
+	base   int
+	blocks bool
 }
 
 // Schedules are pure functions of their key, built once per process.
@@ -293,7 +355,7 @@ func (c *Comm) schedSpan(s *schedule, h []byte, off []int, xoff, x int, buf uint
 // written the rank's initial positions and posted phase 1; off gives the
 // positions' element offsets in the natural layout, xoff the element
 // offset of buffer X.
-func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int, xoff int) error {
+func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int, xoff int, out schedOut) error {
 	a := &c.cur
 	rs := &s.ranks[c.rank]
 	commutes := a.red.user == nil || a.red.comm
@@ -316,6 +378,10 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 			}
 			n := int(x.phi - x.plo)
 			src := c.schedSpan(s, c.slotHalf(from, e), off, xoff, from, x.pbuf, int(x.plo), int(x.phi))
+			if x.direct && out.buf != nil {
+				c.copyDirect(out, off, src, int(x.dlo), int(x.dlo)+n)
+				continue
+			}
 			dst := c.schedSpan(s, h, off, xoff, c.rank, x.dbuf, int(x.dlo), int(x.dlo)+n)
 			if x.op == xCopy {
 				copy(dst, src)
@@ -358,6 +424,40 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 	return nil
 }
 
+// copyDirect copies positions [lo, hi) of a natural layout, src, to the
+// user's buffer.
+func (c *Comm) copyDirect(out schedOut, off []int, src []byte, lo, hi int) {
+	esz := c.cur.esz
+	if !out.blocks {
+		copy(span(out.buf, esz, out.base+off[lo], out.base+off[hi]), src)
+		return
+	}
+	uoff := c.sc.uoff
+	for j := lo; j < hi; j++ {
+		n := off[j+1] - off[j]
+		copy(span(out.buf, esz, uoff[j], uoff[j]+n), span(src, esz, off[j]-off[lo], off[j]-off[lo]+n))
+	}
+}
+
+// copyResult copies the positions of the rank's result that were not
+// written directly from its slot half h to the user's buffer; skip, if
+// not negative, is a block not to copy (the rank's own).
+func (c *Comm) copyResult(s *schedule, h []byte, off []int, xoff int, out schedOut, skip int) {
+	rs := &s.ranks[c.rank]
+	for _, rg := range rs.slotOut {
+		lo, hi := int(rg[0]), int(rg[1])
+		if !out.blocks {
+			c.copyDirect(out, off, c.schedSpan(s, h, off, xoff, c.rank, rs.out, lo, hi), lo, hi)
+			continue
+		}
+		for j := lo; j < hi; j++ {
+			if j != skip {
+				c.copyDirect(out, off, c.schedSpan(s, h, off, xoff, c.rank, rs.out, j, j+1), j, j+1)
+			}
+		}
+	}
+}
+
 // The drivers of the block collectives on a schedule whose positions are
 // the p blocks of a segment in rank order (ring, BDE, MST; Bruck rotated):
 // segment k holds piece k of every block (see segment.go).
@@ -383,7 +483,7 @@ func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
 			copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, pre, 0); err != nil {
+		if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{}); err != nil {
 			return err
 		}
 		r := c.rank
@@ -419,17 +519,17 @@ func (c *Comm) schedAllgather(ctx context.Context, s *schedule) error {
 			copy(span(h, esz, pre[r], pre[r+1]), span(a.recv, esz, uoff[r], uoff[r]+pre[r+1]-pre[r]))
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, pre, 0); err != nil {
-			return err
-		}
 		if s.rotated {
+			if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{}); err != nil {
+				return err
+			}
 			c.copyOut(a.recv, h, 1, p)
 		} else {
-			for j := range p {
-				if j != r {
-					copy(span(a.recv, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]), span(h, esz, pre[j], pre[j+1]))
-				}
+			out := schedOut{buf: a.recv, blocks: true}
+			if err := c.runSchedule(ctx, s, e, pre, 0, out); err != nil {
+				return err
 			}
+			c.copyResult(s, h, pre, 0, out, r)
 		}
 		c.last.Steps++
 		c.end(e)
@@ -457,11 +557,15 @@ func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
 		c.post(e, 1)
 		off := c.sc.pre[:s.npos+1]
 		evenSplit(off, s.npos, m)
-		if err := c.runSchedule(ctx, s, e, off, 0); err != nil {
+		var out schedOut
+		if c.rank != a.root {
+			out = schedOut{buf: a.recv, base: base}
+		}
+		if err := c.runSchedule(ctx, s, e, off, 0, out); err != nil {
 			return err
 		}
-		if c.rank != a.root {
-			copy(seg, h[:m*esz])
+		if out.buf != nil {
+			c.copyResult(s, h, off, 0, out, -1)
 		}
 		c.last.Steps++
 		c.end(e)

@@ -157,6 +157,20 @@ func TestRabenseifnerSchedules(t *testing.T) {
 						checkReduced(t, fmt.Sprintf("%s allreduce rank %d position %d", what, r, i), out[i], p, true)
 					}
 				}
+				if p == P && h == L && p > 1 {
+					// The last allgather level's half goes straight to
+					// the user's buffer: half the result is copied out of
+					// the slot.
+					for r, rs := range s.ranks {
+						n := 0
+						for _, rg := range rs.slotOut {
+							n += int(rg[1] - rg[0])
+						}
+						if n != P/2 {
+							t.Errorf("%s rank %d: %d positions copied from the slot, want %d", what, r, n, P/2)
+						}
+					}
+				}
 				if p == P {
 					for r, rs := range s.ranks {
 						want := Stats{Rounds: uint64(2 * h), Received: uint64(2*(P-P>>h) + (L-h)*(P>>h)), Reduced: uint64(P - P>>h + (L-h)*(P>>h))}
