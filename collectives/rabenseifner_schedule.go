@@ -86,7 +86,7 @@ type rankSchedule struct {
 	// slotOut: the position ranges of the result that are not written
 	// directly (the driver copies them from the slot).
 	slotOut [][2]int32
-	stats  Stats        // Rounds, Sent, Received, Reduced of one step
+	stats   Stats // Rounds, Sent, Received, Reduced of one step
 }
 
 // schedule is the whole pattern for p ranks.
