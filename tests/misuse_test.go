@@ -747,3 +747,42 @@ func TestMisuseSlotTooSmall(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestMisuseSmallDevShm runs shmrun in a private mount namespace whose
+// /dev/shm is a 1 MiB tmpfs (as in a container with a small /dev/shm). A
+// named arena of two 1 MiB slots cannot be created: rank 0 fails with
+// ErrNoSpace at join (never SIGBUS later) and shmrun exits non-zero. The
+// default memfd arena does not live in /dev/shm, so the same job works.
+// Nothing is left in the small /dev/shm either way.
+func TestMisuseSmallDevShm(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root for a mount namespace")
+	}
+	if err := exec.Command("unshare", "--mount", "true").Run(); err != nil {
+		t.Skipf("no mount namespace: %v", err)
+	}
+	shmrun, rank := tool(t, "cmd/shmrun"), tool(t, "tests/internal/faultrank")
+	run := func(arena string) (string, int) {
+		script := `mount -t tmpfs -o size=1m tmpfs /dev/shm || exit 99
+"$@"; rc=$?
+for f in /dev/shm/*; do [ -e "$f" ] && echo "LEFT $f"; done
+exit $rc`
+		cmd := exec.Command("unshare", "--mount", "sh", "-c", script, "sh",
+			shmrun, "-np", "2", "-arena", arena, "-slot", "1M", "-bind", "none",
+			rank, "-mode", "stream", "-calls", "30", "-seed", "3", "-maxn", "20000", "-slot", "1048576", "-randompins=false")
+		out, _ := cmd.CombinedOutput()
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	out, code := run("named")
+	if code == 0 || code == 99 || !strings.Contains(out, "JOINFAIL") || !strings.Contains(out, "not enough shared memory") ||
+		!strings.Contains(out, "the arena needs") {
+		t.Errorf("named arena in a 1 MiB /dev/shm: exit %d, want non-zero and ErrNoSpace:\n%s", code, out)
+	}
+	if strings.Contains(out, "LEFT") || strings.Contains(out, "SIGBUS") {
+		t.Errorf("named arena in a 1 MiB /dev/shm:\n%s", out)
+	}
+	out, code = run("memfd")
+	if code != 0 || strings.Count(out, "DONE calls=30") != 2 || strings.Contains(out, "LEFT") {
+		t.Errorf("memfd arena with a 1 MiB /dev/shm: exit %d, want 0 and both ranks done:\n%s", code, out)
+	}
+}
