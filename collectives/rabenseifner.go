@@ -337,11 +337,16 @@ func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule)
 			return err
 		}
 		h := c.slotHalf(c.rank, e)
-		copy(h[:m*esz], span(in, esz, base, base+m))
-		c.post(e, 1)
 		off := c.sc.pre[:s.npos+1]
 		evenSplit(off, s.npos, m)
-		out := schedOut{buf: a.recv, base: base}
+		// Copy in what is read before the rank reduces into it; the
+		// fused reductions read the rest from the input.
+		for _, rg := range s.ranks[c.rank].slotIn {
+			lo, hi := off[rg[0]], off[rg[1]]
+			copy(span(h, esz, lo, hi), span(in, esz, base+lo, base+hi))
+		}
+		c.post(e, 1)
+		out := schedOut{buf: a.recv, base: base, in: in}
 		if err := c.runSchedule(ctx, s, e, off, M, out); err != nil {
 			return err
 		}

@@ -74,6 +74,10 @@ type schedXfer struct {
 	// direct: the destination is final and nobody reads it later, so the
 	// driver may have it written straight to the user's buffer.
 	direct bool
+	// fused: the own operand is the rank's input as copied in (nobody has
+	// read or written it yet), so the driver may pass the user's input
+	// instead and skip its copy-in (the reduction fused with the copy-in).
+	fused bool
 }
 
 type schedRound struct{ xfers []schedXfer }
@@ -86,7 +90,10 @@ type rankSchedule struct {
 	// slotOut: the position ranges of the result that are not written
 	// directly (the driver copies them from the slot).
 	slotOut [][2]int32
-	stats   Stats // Rounds, Sent, Received, Reduced of one step
+	// slotIn: the positions of W that must be copied in when the fused
+	// reductions read the user's input.
+	slotIn [][2]int32
+	stats  Stats // Rounds, Sent, Received, Reduced of one step
 }
 
 // schedule is the whole pattern for p ranks.
@@ -235,8 +242,65 @@ func (b *schedBuilder) done(out []uint8) *schedule {
 			}
 		}
 		b.markDirect(r, rs)
+		b.markFused(r, rs)
 	}
 	return s
+}
+
+// markFused marks the reductions of rank r whose own operand, in W and
+// reduced in place, is still the rank's input: no peer has read it in
+// that round or before, and the rank has not used or written it before.
+// The other positions of W are listed in slotIn.
+func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
+	touched := make([]bool, b.s.npos) // used or written by r so far
+	fused := make([]bool, b.s.npos)
+	mark := func(lo, hi int32) {
+		for k := lo; k < hi; k++ {
+			touched[k] = true
+		}
+	}
+	for t, rd := range rs.rounds {
+		for i := range rd.xfers {
+			x := &rd.xfers[i]
+			n := x.phi - x.plo
+			lo, hi := x.olo, x.olo+n
+			if x.op != xCopy && x.obuf == bufW && x.dbuf == bufW && x.dlo == x.olo {
+				ok := true
+				for k := lo; k < hi; k++ {
+					ok = ok && !touched[k]
+				}
+				for _, rec := range b.reads[r][bufW] {
+					if int(rec.round) <= t && rec.lo < hi && lo < rec.hi {
+						ok = false
+					}
+				}
+				if ok {
+					x.fused = true
+					for k := lo; k < hi; k++ {
+						fused[k] = true
+					}
+				}
+			}
+			if x.op != xCopy && x.obuf == bufW {
+				mark(lo, hi)
+			}
+			if x.dbuf == bufW {
+				mark(x.dlo, x.dlo+n)
+			}
+		}
+	}
+	for i := 0; i < len(fused); {
+		if fused[i] {
+			i++
+			continue
+		}
+		j := i
+		for j < len(fused) && !fused[j] {
+			j++
+		}
+		rs.slotIn = append(rs.slotIn, [2]int32{int32(i), int32(j)})
+		i = j
+	}
 }
 
 // markDirect marks the copies into rank r's result buffer that nothing
@@ -292,6 +356,9 @@ type schedOut struct {
 	buf    []byte
 	base   int
 	blocks bool
+	// in, if not nil, is the user's input of a vector (position i at
+	// element base+off[i]): the fused reductions read it.
+	in []byte
 }
 
 // Schedules are pure functions of their key, built once per process.
@@ -389,7 +456,10 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 			}
 			inPlace := x.obuf == x.dbuf && x.olo == x.dlo
 			own := dst
-			if !inPlace {
+			if x.fused && out.in != nil {
+				own = span(out.in, a.esz, out.base+off[x.olo], out.base+off[int(x.olo)+n])
+				inPlace = false
+			} else if !inPlace {
 				own = c.schedSpan(s, h, off, xoff, c.rank, x.obuf, int(x.olo), int(x.olo)+n)
 			}
 			switch {

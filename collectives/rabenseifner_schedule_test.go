@@ -169,6 +169,15 @@ func TestRabenseifnerSchedules(t *testing.T) {
 						if n != P/2 {
 							t.Errorf("%s rank %d: %d positions copied from the slot, want %d", what, r, n, P/2)
 						}
+						// The first level's reduction is fused with the
+						// copy-in: only the half sent is copied in.
+						n = 0
+						for _, rg := range rs.slotIn {
+							n += int(rg[1] - rg[0])
+						}
+						if n != P/2 {
+							t.Errorf("%s rank %d: %d positions copied in, want %d", what, r, n, P/2)
+						}
 					}
 				}
 				if p == P {

@@ -23,6 +23,12 @@ func TestRingSchedules(t *testing.T) {
 			for i := range p {
 				checkReduced(t, fmt.Sprintf("p=%d ring allreduce rank %d block %d", p, r, i), st[r][bufW][i], p, false)
 			}
+			// Every reduction is fused with the copy-in but the block
+			// the right neighbour reads first; the last allgather block
+			// goes straight to the user's buffer.
+			if in, out := s.ranks[r].slotIn, s.ranks[r].slotOut; len(in) != 1 || in[0][1]-in[0][0] != 1 || len(out) > 2 {
+				t.Errorf("p=%d ring allreduce rank %d: copied in %v, out %v", p, r, in, out)
+			}
 			if want := (Stats{Rounds: 2 * b, Sent: 2 * b, Received: 2 * b, Reduced: b}); s.ranks[r].stats != want {
 				t.Errorf("p=%d ring allreduce rank %d: %+v, want %+v", p, r, s.ranks[r].stats, want)
 			}
