@@ -195,7 +195,8 @@ func BenchmarkPingPong(b *testing.B) {
 
 var probeSummary = regexp.MustCompile(`one-way ns min ([0-9.]+) median ([0-9.]+)`)
 
-func benchCProbe(b *testing.B) {
+// buildProbe compiles the C probe into a temporary directory, or skips.
+func buildProbe(b *testing.B) string {
 	src, _ := filepath.Abs("../../shared/anchors/bench/pingpong.c")
 	if _, err := os.Stat(src); err != nil {
 		b.Skipf("probe source: %v", err)
@@ -208,8 +209,13 @@ func benchCProbe(b *testing.B) {
 	if out, err := exec.Command(gcc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
 		b.Skipf("building the probe: %v: %s", err, out)
 	}
-	// The probe times its own loop: run it for b.N round trips, 3 trials.
-	out, err := exec.Command(bin, "-n", strconv.Itoa(max(b.N, 1000)), "-t", "3").CombinedOutput()
+	return bin
+}
+
+// runProbe runs the probe (CPUs 0 and 1) for n round trips per trial and
+// returns its median one-way latency in ns.
+func runProbe(b *testing.B, bin string, n, trials int) float64 {
+	out, err := exec.Command(bin, "-n", strconv.Itoa(n), "-t", strconv.Itoa(trials)).CombinedOutput()
 	if err != nil {
 		b.Fatalf("probe: %v: %s", err, out)
 	}
@@ -218,7 +224,56 @@ func benchCProbe(b *testing.B) {
 		b.Fatalf("probe output: %s", out)
 	}
 	med, _ := strconv.ParseFloat(string(m[2]), 64)
-	b.ReportMetric(med, "ns/oneway")
+	return med
+}
+
+func benchCProbe(b *testing.B) {
+	bin := buildProbe(b)
+	b.ReportMetric(runProbe(b, bin, max(b.N, 1000), 3), "ns/oneway")
+}
+
+// BenchmarkPingPongVsProbe alternates blocks of the C probe and of shm
+// post/wait (default wait, processes pinned to CPUs 0 and 1), so that both
+// see the same vCPU placement and foreign load; each b.N is one pair of
+// blocks. It reports both medians and the median of the per-block ratios
+// (shm/probe; the issue's target is at most 1.5).
+func BenchmarkPingPongVsProbe(b *testing.B) {
+	if runtime.NumCPU() < 2 {
+		b.Skip("needs 2 CPUs")
+	}
+	const block = 20000
+	bin := buildProbe(b)
+	e, cmds := spawn(b, "pong", 2, Options{SlotBytes: 4096}, "SHMCOLL_TEST_CPU=1")
+	if pinTo(0) {
+		defer runtime.UnlockOSThread()
+	}
+	ctx := context.Background()
+	k := uint64(0)
+	roundTrips := func(n int) time.Duration {
+		start := time.Now()
+		for range n {
+			k++
+			e.Post(0, k)
+			if err := e.Wait(ctx, 1, 0, k); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	roundTrips(1000)
+	var probe, own, ratio []float64
+	for range b.N {
+		p := runProbe(b, bin, block, 1)
+		roundTrips(1000) // the pong side wakes from its futex sleep
+		s := float64(roundTrips(block).Nanoseconds()) / block / 2
+		probe, own, ratio = append(probe, p), append(own, s), append(ratio, s/p)
+	}
+	e.Post(0, stopValue)
+	reap(b, e, cmds)
+	med := func(x []float64) float64 { slices.Sort(x); return x[len(x)/2] }
+	b.ReportMetric(med(probe), "probe-ns/oneway")
+	b.ReportMetric(med(own), "shm-ns/oneway")
+	b.ReportMetric(med(ratio), "shm/probe")
 }
 
 // BenchmarkRing passes a token around a ring of processes (more ranks than
