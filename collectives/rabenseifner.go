@@ -44,8 +44,10 @@ import (
 // reads in that round and none read before (structure); an allgather
 // level writes the half its partner read in the same level of the
 // reduce-scatter, and it waits for that partner's later phase
-// (structure); whole-range exchanges write the other buffer and wait for
-// the earlier readers of it (acknowledgements the schedule builder adds).
+// (structure); whole-range exchanges write the other buffer, and the
+// triples write ranges read in the triple's rounds: they wait for those
+// earlier readers where the waits do not imply it (acknowledgements the
+// schedule builder adds).
 
 func init() {
 	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21} {

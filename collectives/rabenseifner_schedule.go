@@ -37,10 +37,17 @@ import (
 // of phases), and where the rank does not already know that x posted phase
 // t'+2 it adds an acknowledgement: a wait for x's phase t'+2 before the
 // write. So a range is never overwritten before its readers are done, by
-// structure where the algorithm's waits imply it (the halving rounds of the
-// butterfly, BDE and the ring need no acknowledgement at all) and by an
-// explicit acknowledgement otherwise (whole-range exchanges). Across steps
-// see step.go.
+// structure where the algorithm's waits imply it (the butterfly for a
+// power of two or with 2-to-1 elimination, BDE, the ring, Bruck and MST
+// need no acknowledgement at all; the tests assert it) and by an explicit
+// acknowledgement otherwise (whole-range exchanges, the triples of the
+// 3-to-2 elimination). Across steps see step.go.
+//
+// Copies saved. A copy into the rank's result that nobody reads or
+// overwrites later is marked direct: the driver has it written straight
+// into the user's buffer. A reduction into W whose own operand is still
+// the rank's input (untouched, unread) is marked fused: it reads the
+// user's input, and the driver copies in only the other positions.
 
 // xop is what a read does with the peer's positions.
 type xop uint8
