@@ -99,6 +99,9 @@ func plotResults(dir string, rs []benchfmt.Result) ([]string, error) {
 			}
 		}
 	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("nothing to chart: no result has a size (barrier only)")
+	}
 	return files, nil
 }
 
