@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -14,6 +15,9 @@ import (
 
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
 )
+
+// errNothingToChart: every result is a barrier, which has no size axis.
+var errNothingToChart = errors.New("nothing to chart: no result has a size (barrier only)")
 
 // plotResults writes, per collective, the median latency and the bus
 // bandwidth against the size, a line per algorithm, as PNG and SVG into
@@ -100,7 +104,7 @@ func plotResults(dir string, rs []benchfmt.Result) ([]string, error) {
 		}
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("nothing to chart: no result has a size (barrier only)")
+		return nil, errNothingToChart
 	}
 	return files, nil
 }

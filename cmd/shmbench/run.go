@@ -353,10 +353,13 @@ func finishRun(cfg *runConfig, s *sink, stdout, stderr io.Writer, errs ...error)
 	}
 	if cfg.plotDir != "" && len(s.results) > 0 {
 		files, err := plotResults(cfg.plotDir, s.results)
-		if err != nil {
+		switch {
+		case errors.Is(err, errNothingToChart):
+			fmt.Fprintf(stderr, "shmbench run: note: %v\n", err)
+		case err != nil:
 			fmt.Fprintf(stderr, "shmbench run: plot: %v\n", err)
 			code = 1
-		} else {
+		default:
 			fmt.Fprintf(stderr, "shmbench run: wrote %s\n", strings.Join(files, ", "))
 		}
 	}
