@@ -489,3 +489,44 @@ func TestSchedProcessChild(t *testing.T) {
 	_, total := c.Stats()
 	t.Logf("rank %d of %d (pid %d): %d calls, %d steps, %d rounds", c.Rank(), c.Size(), os.Getpid(), total.Calls, total.Steps, total.Rounds)
 }
+
+// TestSchedMismatch: ranks that pass different counts or choose different
+// algorithms of the family fail with the same ErrMismatch on every rank.
+func TestSchedMismatch(t *testing.T) {
+	for _, p := range []int{4, 5, 7} {
+		for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling, Ring, BDE, Bruck} {
+			other := Rabenseifner21
+			if alg == Rabenseifner21 {
+				other = Rabenseifner
+			}
+			errs := runAll(t, p, Options{}, func(c *Comm) error {
+				c.pinned[CollAllreduce] = alg
+				if c.Rank() == p-1 {
+					c.pinned[CollAllreduce] = other
+				}
+				return Allreduce(bg, c, make([]float64, 64), make([]float64, 64), Sum)
+			})
+			sameAbort(t, fmt.Sprintf("%v p=%d algorithms", alg, p), errs, ErrMismatch)
+			errs = runAll(t, p, Options{}, func(c *Comm) error {
+				c.pinned[CollAllreduce] = alg
+				n := 64
+				if c.Rank() == 1 {
+					n = 65
+				}
+				return Allreduce(bg, c, make([]float64, n), make([]float64, n), Sum)
+			})
+			sameAbort(t, fmt.Sprintf("%v p=%d counts", alg, p), errs, ErrMismatch)
+		}
+		for _, alg := range []Algorithm{MST, Ring} {
+			errs := runAll(t, p, Options{}, func(c *Comm) error {
+				c.pinned[CollBcast] = alg
+				root := 0
+				if c.Rank() == 2 {
+					root = 1
+				}
+				return Bcast(bg, c, make([]float64, 64), root)
+			})
+			sameAbort(t, fmt.Sprintf("%v p=%d bcast roots", alg, p), errs, ErrMismatch)
+		}
+	}
+}
