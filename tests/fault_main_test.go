@@ -17,8 +17,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 var toolDir string
@@ -62,14 +60,6 @@ func tool(t testing.TB, pkg string) string {
 }
 
 func longMode() bool { return os.Getenv("SHMCOLL_LONG") == "1" }
-
-// monoNow is CLOCK_MONOTONIC in ns, comparable across the processes of the
-// machine (the rank program prints it).
-func monoNow() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
 
 // rankLine is one event line of the rank program, as shmrun prefixes it.
 type rankLine struct {

@@ -213,3 +213,59 @@ func TestFaultSignalShmbench(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultKill9Shmbench: SIGKILL to one of shmbench run's ranks while it
+// measures: shmbench exits non-zero naming the rank, the other ranks end,
+// nothing remains in /dev/shm.
+func TestFaultKill9Shmbench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds shmbench")
+	}
+	bench := tool(t, "cmd/shmbench")
+	before := shmSnapshot()
+	cmd := exec.Command(bench, "run", "-np", "3", "-coll", "allreduce,allgather,bcast", "-algo", "all",
+		"-sizes", "8:4M:4", "-time", "300ms", "-format", "csv", "-bind", "none")
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	out := newLineWaiter(pr, "allreduce")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait(); pw.Close() }()
+	if !out.wait(t, "allreduce", 1, 60*time.Second) {
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("shmbench did not start measuring:\n%s", out)
+	}
+	ranks := descendants(cmd.Process.Pid)
+	if len(ranks) < 3 {
+		t.Fatalf("shmbench has %d child processes, want 3", len(ranks))
+	}
+	pids := map[int]bool{}
+	for _, p := range ranks {
+		pids[p] = true
+	}
+	victim := ranks[len(ranks)/2]
+	syscall.Kill(victim, syscall.SIGKILL)
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("shmbench still running 60s after a rank was killed:\n%s", out)
+	}
+	if code := cmd.ProcessState.ExitCode(); code == 0 {
+		t.Errorf("shmbench exited with 0 after a rank was killed:\n%s", out)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("(pid %d) killed by signal 9", victim)) {
+		t.Errorf("shmbench does not name the killed rank (pid %d):\n%s", victim, lastLines(out.String(), 20))
+	}
+	for _, p := range ranks {
+		if !processGone(p) {
+			t.Errorf("process %d survived", p)
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	noLeak(t, before, pids)
+}

@@ -22,13 +22,12 @@ import (
 )
 
 type soakResult struct {
-	calls      int64
-	secs       float64
-	rssEarly   int64 // KiB, first sample after a quarter of the run
-	rssEnd     int64
-	gorEarly   int64
-	gorEnd     int64
-	shmrunCode int
+	calls    int64
+	secs     float64
+	rssEarly int64 // KiB, first sample after a quarter of the run
+	rssEnd   int64
+	gorEarly int64
+	gorEnd   int64
 }
 
 // soak runs np ranks for d (or calls calls) and checks every rank's DONE.

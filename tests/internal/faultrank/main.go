@@ -200,6 +200,12 @@ func run() int {
 			continue
 		}
 		callCtx := ctx
+		if *mode == "cancel" && k == *killCall && r != *victim {
+			// The cancelled rank comes first, so that it waits (and sees
+			// its context's end) instead of finding every peer's data
+			// already posted.
+			time.Sleep(200 * time.Millisecond)
+		}
 		if r == *victim && k == *killCall {
 			switch *mode {
 			case "panic":
