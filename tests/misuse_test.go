@@ -714,6 +714,13 @@ func TestMisuseCommandFlags(t *testing.T) {
 		{[]string{"run", "-timeout", "0s"}, 2, "-timeout 0s"},
 		{[]string{"run", "extra"}, 2, "unexpected arguments"},
 		{[]string{"run", "-dtype", "float64", "-op", "band"}, 2, "band"},
+		{[]string{"topo", "-nosuch"}, 2, "flag provided but not defined: -nosuch"},
+		{[]string{"topo", "-cpus", "x"}, 2, `cpu list "x"`},
+		{[]string{"compare", "-nosuch"}, 2, "flag provided but not defined: -nosuch"},
+		{[]string{"compare", "-np", "0"}, 2, "-np 0"},
+		{[]string{"schedule", "-p", "0"}, 2, "-p must be given"},
+		{[]string{"schedule", "-p", "4", "-rank", "9"}, 2, "-rank 9 out of range [0, 4)"},
+		{[]string{"schedule", "-p", "4", "-skips", "zigzag"}, 2, `"zigzag"`},
 	})
 }
 

@@ -7,8 +7,9 @@ package tests
 // counts must stay flat. A second run puts 16 ranks on this two-core
 // machine and requires progress on every rank (no livelock).
 //
-// Duration: 20s (-short: 8s); SHMCOLL_SOAK=<duration> sets it;
-// SHMCOLL_LONG=1 runs 100,000 collectives instead.
+// Duration: 20s and 15s (-short: 8s and 6s); SHMCOLL_SOAK=<duration> sets
+// both; SHMCOLL_LONG=1 runs 100,000 collectives on 4 ranks and 2 minutes on
+// 16.
 
 import (
 	"bytes"
@@ -152,7 +153,11 @@ func TestSoakProcesses(t *testing.T) {
 func TestSoakOversubscribed(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	res := soak(t, 16, soakDuration(t, 15*time.Second), 0, 4096, seed)
+	d := soakDuration(t, 15*time.Second)
+	if longMode() && os.Getenv("SHMCOLL_SOAK") == "" {
+		d = 2 * time.Minute
+	}
+	res := soak(t, 16, d, 0, 4096, seed)
 	report(t, "16 ranks", res)
 	if len(res) > 0 && res[0].calls < 64 {
 		t.Errorf("16 ranks made only %d calls", res[0].calls)
