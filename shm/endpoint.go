@@ -95,7 +95,8 @@ type Endpoint struct {
 	closeMu  sync.Mutex
 	release  func() error // unmaps (process mode)
 	cleanup  runtime.Cleanup
-	keep     any // keeps Go-heap arena memory alive (in-process)
+	keep     any     // keeps Go-heap arena memory alive (in-process)
+	park     *parker // in-process sleeping; nil for processes
 }
 
 // Rank returns the endpoint's rank.
@@ -196,8 +197,17 @@ func (e *Endpoint) Post(c int, v uint64) {
 	// registers after it sees v before it sleeps.
 	w.Store(v)
 	if sleepers(w).Load() != 0 {
-		futexWake(futexWord(w))
+		e.wake(e.rank, c, w)
 	}
+}
+
+// wake wakes the ranks sleeping on rank r's counter c (at w).
+func (e *Endpoint) wake(r, c int, w *atomic.Uint64) {
+	if e.park != nil {
+		e.park.wake(r*NumCounters + c)
+		return
+	}
+	futexWake(futexWord(w))
 }
 
 // Wait returns once peer's counter c is at least v (an acquire), so that
@@ -215,10 +225,10 @@ func (e *Endpoint) Wait(ctx context.Context, peer, c int, v uint64) error {
 	if w.Load() >= v && e.abortWord().Load() == 0 {
 		return nil
 	}
-	return e.waitSlow(ctx, peer, w, v)
+	return e.waitSlow(ctx, peer, c, w, v)
 }
 
-func (e *Endpoint) waitSlow(ctx context.Context, peer int, w *atomic.Uint64, v uint64) error {
+func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, v uint64) error {
 	aw := e.abortWord()
 	if aw.Load() != 0 {
 		return e.Err()
@@ -308,7 +318,11 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer int, w *atomic.Uint64, v u
 			}
 		}
 	}
-	// Sleep on the futex, bounded so that liveness and ctx are rechecked.
+	// Sleep, bounded so that liveness and ctx are rechecked: goroutine ranks
+	// in the Go scheduler, processes on the futex.
+	if e.park != nil {
+		return e.sleepParked(peer*NumCounters+c, w, v, done, check)
+	}
 	sl := sleepers(w)
 	fw := futexWord(w)
 	for {
@@ -396,7 +410,7 @@ func (e *Endpoint) wakeAll() {
 		for c := range NumCounters {
 			w := e.counter(r, c)
 			if sleepers(w).Load() != 0 {
-				futexWake(futexWord(w))
+				e.wake(r, c, w)
 			}
 		}
 	}
@@ -486,7 +500,8 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	}
 	e.spinBudget.Store(int64(e.spinFor))
 	e.minSpin = min(minSpin, int64(e.spinFor))
-	if over {
+	if over || inProcess {
+		// runtime.Gosched costs a goroutine switch, not a time slice.
 		e.minSpin = min(minSpinOver, int64(e.spinFor))
 	}
 	e.fixedSpin = opt.fixedSpin

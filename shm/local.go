@@ -13,6 +13,7 @@ import (
 type localArena struct {
 	mem    []byte
 	lay    layout
+	park   *parker
 	joined int // ranks that called JoinLocal (guarded by localMu)
 	refs   int // ranks still inside JoinLocal or joined (guarded by localMu)
 }
@@ -36,7 +37,7 @@ func newLocalArena(size int, opt Options) (*localArena, error) {
 	mem := raw[off : off+lay.total : off+lay.total]
 	lay.writeHeader(mem, kindLocal, os.Getpid(), 0)
 	*(*uint64)(unsafe.Pointer(&mem[hMagic])) = magic
-	return &localArena{mem: mem, lay: lay}, nil
+	return &localArena{mem: mem, lay: lay, park: newParker(size)}, nil
 }
 
 // NewLocal returns all endpoints of a fresh in-process arena of size ranks,
@@ -49,7 +50,7 @@ func NewLocal(size int, opt Options) ([]*Endpoint, error) {
 	eps := make([]*Endpoint, size)
 	for r := range eps {
 		e := newEndpoint(a.mem, a.lay, r, opt, true)
-		e.keep = a
+		e.keep, e.park = a, a.park
 		if _, err := e.join(os.Getpid(), 0); err != nil {
 			return nil, err
 		}
@@ -83,7 +84,7 @@ func JoinLocal(ctx context.Context, key string, rank, size int, opt Options) (*E
 		return nil, fmt.Errorf("shm: local arena %q: %w", key, err)
 	}
 	e := newEndpoint(a.mem, a.lay, rank, opt, true)
-	e.keep = a
+	e.keep, e.park = a, a.park
 	if _, err := e.join(os.Getpid(), 0); err != nil {
 		localMu.Unlock()
 		return nil, err

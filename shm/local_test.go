@@ -465,7 +465,7 @@ func TestLocalNoLostWakeup(t *testing.T) {
 			t.Errorf("rank %d: %v", r, err)
 		}
 		if n := eps[r].sleepTimeouts.Load(); n != 0 {
-			t.Errorf("rank %d: %d futex sleeps timed out", r, n)
+			t.Errorf("rank %d: %d sleeps timed out", r, n)
 		}
 	}
 }
