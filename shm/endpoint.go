@@ -25,7 +25,10 @@ type Options struct {
 	// for all ranks to join. 0 means 10 × Timeout (at least 20s).
 	JoinTimeout time.Duration
 	// NodeOf returns the NUMA node for rank's slot; nil or -1 leaves the
-	// placement to the kernel (first touch).
+	// placement to the kernel (first touch by the owning rank, which
+	// allocates its slot when it joins). Each rank places its own slot, so
+	// it is the joining ranks' option that counts, also for an arena from
+	// CreateFD. In-process arenas live in Go memory and ignore it.
 	NodeOf func(rank int) int
 	// SpinFor and YieldFor tune waiting: how long a wait spins at most (the
 	// budget adapts below it), then how long it yields the CPU, before it
