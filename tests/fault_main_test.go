@@ -173,3 +173,13 @@ func noLeak(t *testing.T, before map[string]bool, pids map[int]bool, names ...st
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// knownBug skips a test that fails because of a bug reported in another
+// package, unless SHMCOLL_KNOWN_BUGS=1: the test stays the reproduction
+// and turns into a plain test once the bug is fixed (remove the call).
+func knownBug(t *testing.T, bug string) {
+	t.Helper()
+	if os.Getenv("SHMCOLL_KNOWN_BUGS") != "1" {
+		t.Skip("known bug (SHMCOLL_KNOWN_BUGS=1 runs this test): " + bug)
+	}
+}
