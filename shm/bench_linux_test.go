@@ -58,7 +58,7 @@ const stopValue = math.MaxUint64
 
 // waitModes are the wait strategies the benchmarks compare: the default
 // (adaptive spin, then yield, then futex), a fixed 50us spin, yield only,
-// and futex only.
+// and sleep only (futex for processes, parking for goroutines).
 var waitModes = []struct {
 	name        string
 	spin, yield time.Duration
@@ -67,7 +67,7 @@ var waitModes = []struct {
 	{"default", 0, 0, false},
 	{"spin50us-fixed", 50 * time.Microsecond, 0, true},
 	{"yield", -1, time.Hour, false},
-	{"futex", -1, -1, false},
+	{"sleep", -1, -1, false},
 }
 
 // benchChild runs the benchmark roles in a child process.
