@@ -14,12 +14,16 @@ package tests
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shmcoll/shmcoll/collectives"
+	"github.com/shmcoll/shmcoll/tests/internal/callmix"
 )
 
 type soakResult struct {
@@ -161,5 +165,40 @@ func TestSoakOversubscribed(t *testing.T) {
 	report(t, "16 ranks", res)
 	if len(res) > 0 && res[0].calls < 64 {
 		t.Errorf("16 ranks made only %d calls", res[0].calls)
+	}
+}
+
+// TestSoakInProcess: the same random mix on goroutine ranks for p = 2..7
+// (odd and non-power-of-two counts included), a fresh random pin of every
+// collective's algorithm per p, every result checked. It runs under the
+// race detector, which sees the in-process arena.
+func TestSoakInProcess(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SHMCOLL_SOAK_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	calls := 500
+	if testing.Short() {
+		calls = 150
+	}
+	if longMode() {
+		calls = 5000
+	}
+	for p := 2; p <= 7; p++ {
+		rng := rand.New(rand.NewPCG(seed, uint64(p)))
+		pins := callmix.RandomPins(rng)
+		opt := collectives.Options{SlotBytes: 16 << 10, Algorithms: pins}
+		err := collectives.Run(p, opt, func(c *collectives.Comm) error {
+			rng := rand.New(rand.NewPCG(seed, uint64(100+p)))
+			for k := range calls {
+				if err := callmix.Run(bg, c, callmix.Gen(rng, p, k, 20000)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("p=%d pins %s (SHMCOLL_SOAK_SEED=%d reruns): %v", p, callmix.Format(pins), seed, err)
+		}
 	}
 }
