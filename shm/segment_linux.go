@@ -72,7 +72,7 @@ func CreateFD(size int, opt Options) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.MemfdCreate("shmcoll", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("shmcoll", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("shm: memfd_create: %w", err)
 	}
@@ -87,6 +87,12 @@ func CreateFD(size int, opt Options) (*os.File, error) {
 		return nil, err
 	}
 	unix.Munmap(mem)
+	// Fix the size for good: no process can truncate the arena under the
+	// ranks' mappings (a SIGBUS) or grow it.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("shm: sealing the memfd: %w", err)
+	}
 	return os.NewFile(uintptr(fd), "shmcoll-arena"), nil
 }
 

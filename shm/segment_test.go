@@ -464,3 +464,37 @@ func TestCreatorDiesDuringJoin(t *testing.T) {
 		t.Errorf("%s left behind", path)
 	}
 }
+
+// TestCreateFDSealed: nobody can shrink or grow a memfd arena (a shrink
+// would SIGBUS the ranks).
+func TestCreateFDSealed(t *testing.T) {
+	f, err := CreateFD(2, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	if err := f.Truncate(st.Size() - 4096); err == nil {
+		t.Error("shrinking succeeded")
+	}
+	if err := f.Truncate(st.Size() + 4096); err == nil {
+		t.Error("growing succeeded")
+	}
+	// The ranks still reserve their slots.
+	eps := make([]*Endpoint, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() {
+			var err error
+			if eps[r], err = JoinFile(context.Background(), f, r, 2, Options{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, e := range eps {
+		if e != nil {
+			e.Close()
+		}
+	}
+}
