@@ -218,7 +218,7 @@ func TestFaultKill9(t *testing.T) {
 	t.Logf("trials %d, seeds from %d (SHMCOLL_FAULT_SEED reruns them)", n, base)
 	var mu sync.Mutex
 	var all []time.Duration
-	failed := 0
+	failed, done := 0, 0
 	next := make(chan uint64)
 	var wg sync.WaitGroup
 	for range 2 {
@@ -229,6 +229,9 @@ func TestFaultKill9(t *testing.T) {
 				all = append(all, res.detect...)
 				if res.failed {
 					failed++
+				}
+				if done++; done%100 == 0 {
+					t.Logf("%d trials done, %d failed", done, failed)
 				}
 				mu.Unlock()
 			}
