@@ -7,7 +7,9 @@
 // granule, the input bytes of one vector), in the operand order and with the NaN,
 // signed-zero and rounding rules of simd's pure-Go loops. The loop loads the first
 // source into accumulators, folds the other sources in one after another, and stores:
-// one pass over memory for up to 8 sources.
+// one pass over memory for up to 8 sources; k == 2 takes a loop of its own without the
+// loop over sources. Each kernel also has a variant (name suffix NT) that stores with
+// non-temporal hints into a vector-aligned dst and ends with SFENCE.
 package main
 
 import (
