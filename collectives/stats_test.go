@@ -21,7 +21,9 @@ func TestCirculantCounts(t *testing.T) {
 	for _, p := range ps {
 		q := uint64(circulant.CeilLog2(p))
 		b := uint64(p - 1)
-		err := Run(p, pinAll(Circulant), func(c *Comm) error {
+		opt := pinAll(Circulant)
+		opt.SlotBytes = 16 << 10 // halves of 1024 float64: one segment below
+		err := Run(p, opt, func(c *Comm) error {
 			check := func(what string, segs uint64, want Stats) {
 				last, _ := c.Stats()
 				want.Calls = 1
@@ -47,11 +49,11 @@ func TestCirculantCounts(t *testing.T) {
 				return err
 			}
 			check("allgather", 1, Stats{Rounds: q, Sent: b, Received: b})
-			// 4 KiB slots: a half holds 256 float64, so 3 segments.
-			if err := Allreduce(bg, c, make([]float64, 600), make([]float64, 600), Sum); err != nil {
+			// Three segments.
+			if err := Allreduce(bg, c, make([]float64, 2600), make([]float64, 2600), Sum); err != nil {
 				return err
 			}
-			check("allreduce 600", 3, Stats{Rounds: 2 * q, Sent: 2 * b, Received: 2 * b, Reduced: b})
+			check("allreduce 2600", 3, Stats{Rounds: 2 * q, Sent: 2 * b, Received: 2 * b, Reduced: b})
 			if err := Barrier(bg, c); err != nil {
 				return err
 			}
@@ -61,7 +63,6 @@ func TestCirculantCounts(t *testing.T) {
 				return err
 			}
 			rounds, blocks := a2a.Counts()
-			// One element per block: two buffers of p fit a half up to p = 128.
 			if err := Alltoall(bg, c, make([]float64, p), make([]float64, p)); err != nil {
 				return err
 			}
