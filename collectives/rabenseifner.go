@@ -362,6 +362,12 @@ func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule)
 }
 
 func (c *Comm) rabReduceScatter(ctx context.Context) error {
+	return c.rabScatter(ctx, c.rabSched(rabKindReduceScatter, floorLog2(c.size), 0))
+}
+
+// rabScatter runs a reduce-scatter whose positions hold the blocks
+// s.posBlocks lists.
+func (c *Comm) rabScatter(ctx context.Context, s *schedule) error {
 	a := &c.cur
 	esz, p := a.esz, c.size
 	capElems := c.half / esz
@@ -372,7 +378,6 @@ func (c *Comm) rabReduceScatter(ctx context.Context) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	s := c.rabSched(rabKindReduceScatter, floorLog2(p), 0)
 	off, boff := c.sc.pre[:s.npos+1], c.sc.uoff
 	for k := range S {
 		e, err := c.begin(ctx)

@@ -129,12 +129,19 @@ const (
 	// BDE (allgather(v), reduce-scatter, allreduce): bidirectional
 	// exchange of 003 on halves of the rank range, any p.
 	BDE
+	// RabenseifnerOdd (allreduce, reduce-scatter): 001's factorization
+	// p = 2^n q, q odd: the odd factor by the "ring" of the paper (an
+	// alltoall and local reduction in rank order within groups of q
+	// adjacent ranks, and an allgather at the end), the butterfly across
+	// the 2^n groups; rank order is kept.
+	RabenseifnerOdd
 	numAlgorithms
 )
 
 var algNames = [numAlgorithms]string{"auto", "flat", "circulant", "replicated",
 	"nblock", "dualroot", "tree", "reducebcast",
-	"rabenseifner", "rabenseifner21", "recdoubling", "bruck", "ring", "mst", "bde"}
+	"rabenseifner", "rabenseifner21", "recdoubling", "bruck", "ring", "mst", "bde",
+	"rabenseifnerodd"}
 
 func (a Algorithm) String() string {
 	if a < numAlgorithms {
