@@ -26,10 +26,14 @@ import (
 // whole vectors at every level.
 //
 // Non-power-of-two p. Rabenseifner (3-to-2): a group of odd size ends in a
-// triple (x, y, w): y and w exchange halves as a pair would (one round),
-// then x reduces w's lower half into its own and y reduces x's upper half
-// into its own (a second round); x and y go on, w is eliminated and reads
-// its result from a surviving keeper in one last round. Rabenseifner21
+// triple (x, y, w): y and w exchange halves, y keeping the upper and w the
+// lower one (one round), then x reduces w's lower half into its own and y
+// reduces x's upper half into its own (a second round: the paper's
+// overlapping of this round with the next level is not done); x and y go
+// on, w is eliminated and reads its result from a surviving keeper in one
+// last round. Allreduce: 2L rounds, one more per level with a triple and
+// one for the eliminated; a surviving rank receives less than 3 and
+// reduces at most 1.5 vectors. Rabenseifner21
 // (2-to-1): before the butterfly ranks 2i+1 < 2(p-p') hand their whole
 // vector to rank 2i, which reduces it (own op peer) and goes on alone; the
 // eliminated ranks read the result at the end.
