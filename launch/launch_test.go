@@ -143,20 +143,27 @@ func TestEnvironment(t *testing.T) {
 	}
 }
 
-// shmEntries lists our segments in /dev/shm.
-func shmEntries(t *testing.T) []string {
-	t.Helper()
-	m, err := filepath.Glob("/dev/shm/shmcoll.*")
-	if err != nil {
-		t.Fatal(err)
+// leftArenas returns the named arenas of jobs that are still in /dev/shm.
+// It looks only at the given jobs' own names: other programs (and other
+// test binaries running at the same time) may own segments there too.
+func leftArenas(jobs []*Job) []string {
+	var left []string
+	for _, j := range jobs {
+		name := j.Arena()
+		if !strings.HasPrefix(name, "shmcoll.") {
+			continue // a memfd arena has no name to leave behind
+		}
+		if _, err := os.Lstat("/dev/shm/" + name); err == nil {
+			left = append(left, name)
+		}
 	}
-	return m
+	return left
 }
 
 // TestJoinEnv runs ranks that join their arena with shm.JoinEnv, for both
 // kinds of arena, and checks that /dev/shm holds nothing afterwards.
 func TestJoinEnv(t *testing.T) {
-	before := shmEntries(t)
+	var jobs []*Job
 	name, err := NewArenaName()
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +179,7 @@ func TestJoinEnv(t *testing.T) {
 		{Config{NP: 2, Arena: name}, name, shm.DefaultSlotBytes},
 	} {
 		j, stdout, stderr := job(t, tc.cfg, "join")
+		jobs = append(jobs, j)
 		if err := j.Wait(); err != nil {
 			t.Fatalf("%v: %v; stderr %q", tc.cfg.ArenaKind, err, stderr)
 		}
@@ -186,8 +194,8 @@ func TestJoinEnv(t *testing.T) {
 			t.Errorf("%v: got %q, want %q", tc.cfg.ArenaKind, got, want)
 		}
 	}
-	if after := shmEntries(t); len(after) > len(before) {
-		t.Errorf("/dev/shm: %v before, %v after", before, after)
+	if left := leftArenas(jobs); len(left) > 0 {
+		t.Errorf("/dev/shm still holds %v", left)
 	}
 }
 
@@ -634,7 +642,7 @@ func TestNoLeaks(t *testing.T) {
 	if os.Getenv("SHMCOLL_LONG") == "1" {
 		rounds = 100
 	}
-	segs := len(shmEntries(t))
+	var jobs []*Job
 	j0, _, _ := job(t, Config{NP: 1}, "exit:0")
 	j0.Wait() // let the runtime open what it keeps open
 	fds := openFDs(t)
@@ -652,6 +660,7 @@ func TestNoLeaks(t *testing.T) {
 			{Config{NP: 2, Bind: BindCore}, []string{"lines:100"}},
 		} {
 			j, _, _ := job(t, tc.cfg, tc.actions...)
+			jobs = append(jobs, j)
 			err := j.Wait()
 			if (err == nil) != (k < 2 || k == 5) {
 				t.Fatalf("round %d job %d: %v", i, k, err)
@@ -662,8 +671,8 @@ func TestNoLeaks(t *testing.T) {
 	if n := openFDs(t); n > fds {
 		t.Errorf("%d descriptors open before, %d after", fds, n)
 	}
-	if n := len(shmEntries(t)); n > segs {
-		t.Errorf("/dev/shm: %d segments of ours before, %d after", segs, n)
+	if left := leftArenas(jobs); len(left) > 0 {
+		t.Errorf("/dev/shm still holds %v", left)
 	}
 	waitGone(t, pids)
 }
