@@ -42,6 +42,9 @@ func (c *Comm) bindOp(op Op) error {
 
 // pick chooses the algorithm for the current call and runs it.
 func (c *Comm) pick(ctx context.Context, bytes int) error {
+	if err := ctx.Err(); err != nil {
+		return c.fail(err)
+	}
 	a, err := c.choose(c.cur.coll, bytes, c.cur.red.user == nil || c.cur.red.comm)
 	if err != nil {
 		return c.fail(err)

@@ -115,10 +115,10 @@ func NewLocal(p int, opt Options) ([]*Comm, error) {
 	return cs, nil
 }
 
-// Run runs f on p goroutine ranks of a new in-process communicator and
-// returns the errors of the ranks joined (nil if all returned nil). A rank
-// whose f fails or panics aborts the communicator, so that the others do
-// not wait for it; each rank's Comm is closed when its f returns.
+// Run runs f on p goroutine ranks of a new in-process communicator, waits
+// for all of them, closes the communicator and returns the errors of the
+// ranks joined (nil if all returned nil). A rank whose f fails or panics
+// aborts the communicator, so that the others do not wait for it.
 func Run(p int, opt Options, f func(c *Comm) error) error {
 	cs, err := NewLocal(p, opt)
 	if err != nil {
@@ -128,7 +128,6 @@ func Run(p int, opt Options, f func(c *Comm) error) error {
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Go(func() {
-			defer c.Close()
 			defer func() {
 				if r := recover(); r != nil {
 					errs[i] = fmt.Errorf("rank %d panicked: %v", i, r)
@@ -142,6 +141,9 @@ func Run(p int, opt Options, f func(c *Comm) error) error {
 		})
 	}
 	wg.Wait()
+	for _, c := range cs {
+		c.Close()
+	}
 	return errors.Join(errs...)
 }
 

@@ -2,9 +2,7 @@ package collectives
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/shmcoll/shmcoll/simd"
@@ -145,15 +143,6 @@ func expect[T comparable](t *testing.T, what string, got, want []T) bool {
 		return false
 	}
 	return true
-}
-
-// noLeaks fails if a test left a segment of ours in /dev/shm.
-func noLeaks(t *testing.T) {
-	t.Helper()
-	left, _ := filepath.Glob(fmt.Sprintf("/dev/shm/shmcoll.%d.*", os.Getuid()))
-	if len(left) > 0 {
-		t.Errorf("segments left in /dev/shm: %v", left)
-	}
 }
 
 var bg = context.Background()

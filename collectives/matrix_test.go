@@ -299,5 +299,4 @@ func TestMatrix(t *testing.T) {
 			t.Run(fmt.Sprintf("alg=%v/p=%d", alg, p), func(t *testing.T) { runMatrix(t, p, alg) })
 		}
 	}
-	noLeaks(t)
 }
