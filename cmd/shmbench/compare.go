@@ -36,7 +36,8 @@ benchmark, built with mpicc.openmpi and mpicc.mpich) and shmcoll (shmbench
 run), with the same timing method. The hypervisor moves this machine's
 vCPUs between host cores, which changes small-message times 2-2.5x within
 seconds, so the implementations alternate in short blocks (one sweep each,
-in an order that rotates every round), the placement probe (one-way
+or with -block size one size each, in an order that rotates every round),
+the placement probe (one-way
 cache-line handoff, ns) is recorded before every block, and the rounds
 repeat. Per size it reports each implementation's median over rounds and
 the median over rounds of the per-round ratio shmcoll / best MPI (below 1:
@@ -58,6 +59,7 @@ type compareImpl struct {
 type block struct {
 	Type    string             `json:"type"` // "block"
 	Round   int                `json:"round"`
+	Group   int                `json:"group"` // which sizes: 0 for a whole sweep, else 1 + the size's index (-block size)
 	Impl    string             `json:"impl"`
 	ProbeNS float64            `json:"probe_ns"`
 	Seconds float64            `json:"seconds"`
@@ -107,6 +109,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	impls := fs.String("impls", "openmpi,mpich,shmcoll", "implementations to compare")
 	format := fs.String("format", "table", "output: table or json (block lines, then one line per size)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on a block after this long")
+	blockBy := fs.String("block", "sweep", "what one block measures: sweep (every size) or size (one size, so that implementations alternate every size)")
 	plotDir := fs.String("plot", "", "write latency and bandwidth charts (a line per implementation, medians over rounds) into this directory")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -132,6 +135,8 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		return bad("-warmup %v: must be >= 0", *warm)
 	case *format != "table" && *format != "json":
 		return bad("-format %q: want table or json", *format)
+	case *blockBy != "sweep" && *blockBy != "size":
+		return bad("-block %q: want sweep or size", *blockBy)
 	case !slices.Contains(mpibench.Dtypes, *dtype):
 		return bad("-dtype %q: the MPI benchmark supports %s", *dtype, strings.Join(mpibench.Dtypes, ", "))
 	}
@@ -208,39 +213,43 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "# compare np=%d dtype=%s, %d rounds of %s, %v per size\n", *np, *dtype, *rounds, implNames(usable), *per)
 	}
 
+	// Blocks: each implementation runs a group of sizes, one after the
+	// other, in an order that rotates every round.
+	groups := [][]int64{sz}
+	if *blockBy == "size" {
+		groups = nil
+		for _, b := range sz {
+			groups = append(groups, []int64{b})
+		}
+	}
 	var blocks []*block
 	for r := range *rounds {
-		for i := range usable {
-			p := usable[(i+r)%len(usable)] // rotate the order every round
-			b := &block{Type: "block", Round: r + 1, Impl: p.name}
-			b.ProbeNS, _ = placementNS(topo) // 0: not measured
-			bctx, cancel := context.WithTimeout(ctx, *timeout)
-			start := time.Now()
-			if p.mpi != "" {
-				err = runMPIBlock(bctx, b, p.mpi, *np, colls, sz, *per, *warm, *dtype)
-			} else {
-				err = runShmBlock(bctx, b, exe, *np, colls, sz, *per, *warm, *dtype, stderr)
-			}
-			cancel()
-			b.Seconds = time.Since(start).Seconds()
-			if err != nil {
-				fmt.Fprintf(stderr, "shmbench compare: round %d, %s: %v\n", r+1, p.name, err)
-				return 1
-			}
-			b.byKey = map[compareKey]int{}
-			for k, res := range b.Results {
-				b.byKey[compareKey{res.Coll, res.Bytes}] = k
-			}
-			blocks = append(blocks, b)
-			if *format == "json" {
-				bb, _ := json.Marshal(b)
-				fmt.Fprintf(stdout, "%s\n", bb)
-			} else {
-				probe := "n/a"
-				if b.ProbeNS > 0 {
-					probe = fmt.Sprintf("%.1f ns", b.ProbeNS)
+		for g, sizes := range groups {
+			for i := range usable {
+				p := usable[(i+r)%len(usable)]
+				b := &block{Type: "block", Round: r + 1, Impl: p.name}
+				if len(groups) > 1 {
+					b.Group = g + 1
 				}
-				fmt.Fprintf(stdout, "# round %d %-8s probe %9s, %5.1f s\n", b.Round, b.Impl, probe, b.Seconds)
+				if err := runBlock(ctx, b, p, exe, *np, colls, sizes, *per, *warm, *dtype, *timeout, topo, stderr); err != nil {
+					fmt.Fprintf(stderr, "shmbench compare: round %d, %s: %v\n", r+1, p.name, err)
+					return 1
+				}
+				blocks = append(blocks, b)
+				if *format == "json" {
+					bb, _ := json.Marshal(b)
+					fmt.Fprintf(stdout, "%s\n", bb)
+				} else {
+					probe := "n/a"
+					if b.ProbeNS > 0 {
+						probe = fmt.Sprintf("%.1f ns", b.ProbeNS)
+					}
+					what := "sweep"
+					if b.Group > 0 {
+						what = humanSize(sizes[0])
+					}
+					fmt.Fprintf(stdout, "# round %d %-8s %-8s probe %9s, %5.1f s\n", b.Round, b.Impl, what, probe, b.Seconds)
+				}
 			}
 		}
 	}
@@ -271,6 +280,27 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// runBlock measures one block: the placement probe, then the sweep.
+func runBlock(ctx context.Context, b *block, p compareImpl, exe string, np int, colls []string, sizes []int64,
+	per, warm time.Duration, dtype string, timeout time.Duration, topo *numa.Topology, stderr io.Writer) error {
+	b.ProbeNS, _ = placementNS(topo) // 0: not measured
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	var err error
+	if p.mpi != "" {
+		err = runMPIBlock(ctx, b, p.mpi, np, colls, sizes, per, warm, dtype)
+	} else {
+		err = runShmBlock(ctx, b, exe, np, colls, sizes, per, warm, dtype, stderr)
+	}
+	b.Seconds = time.Since(start).Seconds()
+	b.byKey = map[compareKey]int{}
+	for k, res := range b.Results {
+		b.byKey[compareKey{res.Coll, res.Bytes}] = k
+	}
+	return err
 }
 
 func implNames(ps []compareImpl) string {
@@ -322,17 +352,22 @@ func runShmBlock(ctx context.Context, b *block, exe string, np int, colls []stri
 // of the first shmcoll block.
 func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow {
 	var keys []compareKey
+	groupOf := map[compareKey]int{}
 	for _, b := range blocks {
-		if b.Impl == "shmcoll" {
+		if b.Impl == "shmcoll" && b.Round == 1 {
 			for _, r := range b.Results {
-				keys = append(keys, compareKey{r.Coll, r.Bytes})
+				k := compareKey{r.Coll, r.Bytes}
+				if _, dup := groupOf[k]; !dup {
+					keys = append(keys, k)
+					groupOf[k] = b.Group
+				}
 			}
-			break
 		}
 	}
-	steady := steadyRounds(blocks, rounds)
+	steady := steadyRounds(blocks)
 	var rows []*compareRow
 	for _, k := range keys {
+		g := groupOf[k]
 		row := &compareRow{Type: "compare", Coll: k.coll, Bytes: k.bytes, Rounds: rounds,
 			Median: map[string]float64{}, PerRnd: map[string][]float64{}}
 		for _, p := range impls {
@@ -361,10 +396,11 @@ func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow
 			}
 		}
 		row.Ratio = medianPositive(row.Ratios)
-		row.Steady = steady
+		row.Steady = make([]bool, rounds)
 		var sr []float64
-		for r, ok := range steady {
-			if ok {
+		for r := range rounds {
+			row.Steady[r] = steady[[2]int{r + 1, g}]
+			if row.Steady[r] {
 				sr = append(sr, row.Ratios[r])
 			}
 		}
@@ -379,27 +415,27 @@ func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow
 // project's VM (~14, ~30-55, ~150-210 ns) are further apart than this.
 const steadyProbe = 1.6
 
-// steadyRounds reports, per round, whether every block of it measured its
-// probe and all probes are within steadyProbe of each other.
-func steadyRounds(blocks []*block, rounds int) []bool {
-	lo, hi := make([]float64, rounds), make([]float64, rounds)
-	ok := make([]bool, rounds)
-	for r := range ok {
-		ok[r] = true
-	}
+// steadyRounds reports, per (round, group), whether every block of it
+// measured its probe and all probes are within steadyProbe of each other.
+func steadyRounds(blocks []*block) map[[2]int]bool {
+	lo, hi := map[[2]int]float64{}, map[[2]int]float64{}
+	ok := map[[2]int]bool{}
 	for _, b := range blocks {
-		r := b.Round - 1
+		k := [2]int{b.Round, b.Group}
+		if _, seen := ok[k]; !seen {
+			ok[k] = true
+		}
 		if b.ProbeNS <= 0 {
-			ok[r] = false
+			ok[k] = false
 			continue
 		}
-		if lo[r] == 0 || b.ProbeNS < lo[r] {
-			lo[r] = b.ProbeNS
+		if lo[k] == 0 || b.ProbeNS < lo[k] {
+			lo[k] = b.ProbeNS
 		}
-		hi[r] = max(hi[r], b.ProbeNS)
+		hi[k] = max(hi[k], b.ProbeNS)
 	}
-	for r := range ok {
-		ok[r] = ok[r] && lo[r] > 0 && hi[r] <= steadyProbe*lo[r]
+	for k := range ok {
+		ok[k] = ok[k] && lo[k] > 0 && hi[k] <= steadyProbe*lo[k]
 	}
 	return ok
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,10 +122,13 @@ func TestSteadyRounds(t *testing.T) {
 		{Round: 1, ProbeNS: 50}, {Round: 1, ProbeNS: 55}, // one placement
 		{Round: 2, ProbeNS: 50}, {Round: 2, ProbeNS: 190}, // moved between blocks
 		{Round: 3, ProbeNS: 50}, {Round: 3}, // a probe failed
+		{Round: 4, Group: 1, ProbeNS: 50}, {Round: 4, Group: 1, ProbeNS: 52}, // -block size: each size's blocks
+		{Round: 4, Group: 2, ProbeNS: 190}, {Round: 4, Group: 2, ProbeNS: 50},
 	}
-	got := steadyRounds(blocks, 3)
-	if !got[0] || got[1] || got[2] {
-		t.Fatalf("steadyRounds = %v, want [true false false]", got)
+	got := steadyRounds(blocks)
+	want := map[[2]int]bool{{1, 0}: true, {2, 0}: false, {3, 0}: false, {4, 1}: true, {4, 2}: false}
+	if !maps.Equal(got, want) {
+		t.Fatalf("steadyRounds = %v, want %v", got, want)
 	}
 	key := compareKey{"allreduce", 8}
 	res := func(us float64) []benchfmt.Result {
@@ -152,5 +157,38 @@ func TestSteadyRounds(t *testing.T) {
 		!slices.Equal(r.Steady, []bool{true, true, false}) ||
 		!slices.Equal(r.Best, []string{"openmpi", "mpich", "openmpi"}) || r.Median["openmpi"] != 1 || r.Median["shmcoll"] != 2 {
 		t.Fatalf("row %+v", r)
+	}
+}
+
+// TestCompareBySize alternates the implementations every size (-block
+// size) and reads the table.
+func TestCompareBySize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MPI jobs")
+	}
+	for _, impl := range mpi.Impls {
+		if err := mpi.Lookup(impl).Err(); err != nil {
+			t.Skipf("%v", err)
+		}
+	}
+	code, out, errOut := shmbench(t, "compare", "-block", "size", "-np", "2", "-sizes", "8,4K", "-rounds", "1", "-time", "20ms", "-warmup", "5ms")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var blocks, rows int
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case strings.HasPrefix(line, "# round 1 "):
+			blocks++
+		case len(f) > 5 && f[0] == "allreduce":
+			rows++
+			if ratio, err := strconv.ParseFloat(f[5], 64); err != nil || ratio <= 0 {
+				t.Errorf("row %q: ratio %q", line, f[5])
+			}
+		}
+	}
+	if blocks != 6 || rows != 2 {
+		t.Fatalf("%d blocks, %d rows, want 6 and 2:\n%s", blocks, rows, out)
 	}
 }

@@ -518,6 +518,10 @@ func runRank(ctx context.Context, cfg *runConfig, env shm.EnvJoin, stdout, stder
 	return finishRun(cfg, s, stdout, stderr)
 }
 
+// arenaPrefix starts the nonce of the arenas shmbench names itself, so that
+// one left in /dev/shm says where it came from.
+const arenaPrefix = "shmbench-"
+
 // pinnedComm joins a new communicator of the same ranks with algorithm
 // pinned for coll: rank 0 names the arena and broadcasts the name.
 func pinnedComm(ctx context.Context, helper *collectives.Comm, coll, algo string) (*collectives.Comm, error) {
@@ -531,7 +535,7 @@ func pinnedComm(ctx context.Context, helper *collectives.Comm, coll, algo string
 	}
 	name := make([]uint8, 128)
 	if helper.Rank() == 0 {
-		copy(name, shm.NewName())
+		copy(name, arenaPrefix+shm.NewName())
 	}
 	if err := collectives.Bcast(ctx, helper, name, 0); err != nil {
 		return nil, err

@@ -39,14 +39,17 @@ func shmbench(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, o.String(), e.String()
 }
 
+// segments lists shmbench's own segments in /dev/shm: those of the arenas
+// it names (the launcher's arena is a memfd, never in /dev/shm). Other
+// packages' tests, running at the same time, have segments of their own.
 func segments() []string {
-	s, _ := filepath.Glob(fmt.Sprintf("/dev/shm/shmcoll.%d.*", os.Getuid()))
+	s, _ := filepath.Glob(fmt.Sprintf("/dev/shm/shmcoll.%d.%s*", os.Getuid(), arenaPrefix))
 	return s
 }
 
 // noLeaks fails the test when a segment that was not there before is
-// still there. Other programs' segments live only until their ranks have
-// attached, so one still present after a grace period is a leak.
+// still there. A segment lives only until every rank has attached, so one
+// still present after a grace period is a leak.
 func noLeaks(t *testing.T, before []string) {
 	t.Helper()
 	var added []string
