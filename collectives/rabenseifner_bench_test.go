@@ -20,7 +20,7 @@ func BenchmarkSched(b *testing.B) {
 	one := func(p, n int) int { return n }
 	perRank := func(p, n int) int { return n / p }
 	benches := []bench{
-		{CollAllreduce, []Algorithm{Flat, Circulant, Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd, Ring, BDE, Bruck}, func(c *Comm, bufs [][]float64) error {
+		{CollAllreduce, []Algorithm{Flat, Circulant, Replicated, Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd, Ring, BDE, Bruck}, func(c *Comm, bufs [][]float64) error {
 			return Allreduce(bg, c, bufs[0], bufs[1], Sum)
 		}, one, one},
 		{CollReduceScatterBlock, []Algorithm{Flat, Circulant, Rabenseifner, Ring, BDE}, func(c *Comm, bufs [][]float64) error {
