@@ -51,7 +51,7 @@ func Handoff(cpuA, cpuB int, d time.Duration) (Result, error) {
 
 	f := new(flags)
 	peerErr := make(chan error, 1)
-	giveUp := time.Now().Add(20*d + time.Second)
+	giveUp := time.Now().Add(20*d + 5*time.Second) // a loaded machine may not run a pinned thread for seconds
 	go func() {
 		// Never unlocked: the thread exits with the goroutine, affinity and all.
 		runtime.LockOSThread()
