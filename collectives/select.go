@@ -200,24 +200,39 @@ func (c *Comm) choose(coll Collective, bytes int, commutative bool) (Algorithm, 
 // cache-line hand-off per waiting rank and, when ranks outnumber cores, a
 // context switch, so the table prefers the fewest synchronizations that
 // keep the bytes moved per rank near the minimum:
-//   - allreduce, reduce: replicated (one synchronization) for two ranks
-//     and for small vectors (at most 16 KiB), where doing p times the
-//     reduction work costs less than a second hand-off; flat above
-//     (two synchronizations, 1/p of the reduction per rank). Both combine
-//     in rank order, so a non-commutative operator takes the same path.
+//   - allreduce: replicated (one synchronization) for small vectors (16
+//     KiB; 64 KiB for two ranks), where doing p times the reduction work
+//     costs less than a second hand-off; above that, circulant for two
+//     ranks (half the vector copied in, the first reduction fused with the
+//     copy-in, the last round straight into recv) and flat for more (two
+//     synchronizations, 1/p of the reduction per rank).
+//   - reduce: replicated (only the root reduces) for two ranks and small
+//     vectors, flat above.
 //   - reduce-scatter: circulant for two ranks (one round, copy-in fused
-//     with the reduction, half the copy-in of flat), flat above (one
-//     synchronization instead of ceil(log2 p)).
+//     with the reduction), flat above (one synchronization instead of
+//     ceil(log2 p)).
 //   - barrier: circulant (ceil(log2 p) rounds of one peer each instead of
 //     every rank polling every other).
 //   - everything else: flat (one synchronization per segment).
 //
-// These choices come from the cost model above and short, noisy runs of
-// BenchmarkAllreduce and BenchmarkCollectives on the project's two-core
-// machine; measured tuning (shmbench tune) replaces them.
+// Replicated and flat combine in rank order, so a non-commutative
+// operator takes the same path; where the table says circulant it takes
+// flat. The thresholds come from short, noisy runs of BenchmarkAllreduce
+// and BenchmarkCollectives on the project's shared two-core machine
+// (allreduce, float64, p = 2 at 1 MiB: circulant 156 µs, flat 245 µs,
+// replicated 361 µs; at 64 KiB: replicated 7.8 µs, circulant 22 µs, flat
+// 28 µs; best of three); measured tuning (shmbench tune) replaces them.
 func selectAlgorithm(coll Collective, bytes, p int, commutative bool) Algorithm {
 	switch coll {
-	case CollAllreduce, CollReduce:
+	case CollAllreduce:
+		if bytes <= 16<<10 || p == 2 && bytes <= 64<<10 {
+			return Replicated
+		}
+		if p == 2 && commutative {
+			return Circulant
+		}
+		return Flat
+	case CollReduce:
 		if p == 2 || bytes <= 16<<10 {
 			return Replicated
 		}
