@@ -35,7 +35,10 @@
 // p) rounds, p-1 blocks per rank for the reduce-scatter; twice that for the
 // allreduce), the reversed rounds for allgather, concatenation for
 // alltoall, the same graph for the barrier, and a one-block tree on it for
-// bcast and reduce. The selection table maps (collective, bytes, p,
+// bcast and reduce. Replicated (allreduce, reduce): every rank reduces the
+// whole vector from all p slots in rank order, one synchronization. Other
+// families (n-block schedules, Rabenseifner, ring, trees, ...) register
+// beside these. The selection table maps (collective, bytes, p,
 // commutativity) to an algorithm; Options.Algorithms pins one per
 // collective, over SHMCOLL_ALGO_<COLL> (e.g. SHMCOLL_ALGO_ALLREDUCE=flat),
 // over the table. Every rank chooses from the same inputs, and the choice is
@@ -46,9 +49,10 @@
 // For a fixed p, algorithm, skip sequence and input, results are bitwise the
 // same on every rank and in every run, because every element is combined
 // by exactly one rank in a fixed order and then copied:
-//   - flat: x_0 op x_1 op ... op x_{p-1}, left to right in rank order (the
-//     k-way kernel combines up to 8 operands per pass; bfloat16 and float16
-//     are rounded once per pass). Correct for non-commutative operators.
+//   - flat, replicated: x_0 op x_1 op ... op x_{p-1}, left to right in
+//     rank order (the k-way kernel combines up to 8 operands per pass;
+//     bfloat16 and float16 are rounded once per pass). Correct for
+//     non-commutative operators.
 //   - circulant reduce-scatter and allreduce: block b is the expression
 //     circulant.ReduceScatterExpr(p, b, skips) prints, with the local
 //     partial result always the left operand. Needs a commutative operator.
@@ -57,8 +61,9 @@
 //   - scan, exscan: flat, in rank order.
 //
 // Pin an algorithm (Options.Algorithms) to keep results fixed when the
-// selection table changes; a non-commutative operator runs only on flat
-// (auto never chooses otherwise, pinning circulant is [ErrNotCommutative]).
+// selection table changes; a non-commutative operator runs only on
+// algorithms that keep rank order (auto never chooses otherwise; pinning
+// circulant for one is [ErrNotCommutative]).
 //
 // # Protocol
 //
@@ -67,8 +72,8 @@
 // segments, one step each, and consecutive segments overlap (a rank may
 // start the next segment while slower ranks finish this one). In each step
 // a rank publishes the call descriptor (sequence number, collective, type,
-// operator, count or a hash of the counts, root, algorithm) beside a counter
-// line, posts monotonic phase counters (step × phase: nothing is ever reset),
+// operator, count or a hash of the counts, root, algorithm) in the cache
+// line of its progress counter, posts monotonic phase counters (step × phase: nothing is ever reset),
 // and compares the descriptor of every peer it waits for; a difference
 // aborts the arena with a cause naming it, and every rank returns an
 // [*Error] wrapping [ErrMismatch] and [ErrAborted] — no corruption, no hang.
