@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"slices"
 )
 
 // Rabenseifner's reduction algorithms (001), on read schedules (see
@@ -28,12 +29,13 @@ import (
 // Non-power-of-two p. Rabenseifner (3-to-2): a group of odd size ends in a
 // triple (x, y, w): y and w exchange halves, y keeping the upper and w the
 // lower one (one round), then x reduces w's lower half into its own and y
-// reduces x's upper half into its own (a second round: the paper's
-// overlapping of this round with the next level is not done); x and y go
-// on, w is eliminated and reads its result from a surviving keeper in one
-// last round. Allreduce: 2L rounds, one more per level with a triple and
-// one for the eliminated; a surviving rank receives less than 3 and
-// reduces at most 1.5 vectors. Rabenseifner21
+// reduces x's upper half into its own (a second round, which overlaps the
+// next level of the other members: every member goes on as soon as its
+// pair or triple is done, and x is the end member of the triple that is
+// ready last); x and y go on, w is eliminated and reads its result from a
+// surviving keeper in one last round. Allreduce: 2 ceil(log2 p) rounds
+// (ceil(log2 p) + 1 for RecDoubling), as in the paper; a surviving rank
+// receives less than 3 and reduces at most 1.5 vectors. Rabenseifner21
 // (2-to-1): before the butterfly ranks 2i+1 < 2(p-p') hand their whole
 // vector to rank 2i, which reduces it (own op peer) and goes on alone; the
 // eliminated ranks read the result at the end.
@@ -42,7 +44,8 @@ import (
 // the blocks of the survivor that ends with it and of the ranks it keeps,
 // and every eliminated rank reads its position from its keeper. Reduce:
 // the reduce-scatter and then the allgather levels only on the path of
-// rank 0 (a binomial gather), and one more read if the root is not rank 0.
+// one collector (a binomial gather), and one more read if the root is not
+// that collector.
 //
 // Slot reuse: the halving levels write only the kept half, which no peer
 // reads in that round and none read before (structure); an allgather
@@ -96,21 +99,59 @@ type rabMember struct {
 // b keeps [mid, hi), w is eliminated.
 type rabUnit struct{ a, b, w, lo, mid, hi int }
 
-// rabExchange adds the round in which the adjacent members x < y of a
-// group exchange: halving, x keeps the lower half and y the upper half of
-// their range; whole, both reduce the whole range into their other buffer.
-func rabExchange(b *schedBuilder, x, y *rabMember, halving bool) {
+// rabExchange adds the reads of round t in which the adjacent members
+// x < y of a group exchange: halving, x keeps the lower half and y the
+// upper half of their range; whole, both reduce the whole range into their
+// other buffer.
+func rabExchange(b *schedBuilder, t int, x, y *rabMember, halving bool) {
 	lo, hi := x.lo, x.hi
 	if halving {
 		mid := (lo + hi) / 2
-		b.read(x.rank, y.rank, y.buf, lo, mid, x.buf, lo, x.buf, lo, xReduce)
-		b.read(y.rank, x.rank, x.buf, mid, hi, y.buf, mid, y.buf, mid, xReduceRev)
+		b.readAt(t, x.rank, y.rank, y.buf, lo, mid, x.buf, lo, x.buf, lo, xReduce)
+		b.readAt(t, y.rank, x.rank, x.buf, mid, hi, y.buf, mid, y.buf, mid, xReduceRev)
 		x.hi, y.lo = mid, mid
 		return
 	}
-	b.read(x.rank, y.rank, y.buf, lo, hi, x.buf, lo, otherBuf(x.buf), lo, xReduce)
-	b.read(y.rank, x.rank, x.buf, lo, hi, y.buf, lo, otherBuf(y.buf), lo, xReduceRev)
+	b.readAt(t, x.rank, y.rank, y.buf, lo, hi, x.buf, lo, otherBuf(x.buf), lo, xReduce)
+	b.readAt(t, y.rank, x.rank, x.buf, lo, hi, y.buf, lo, otherBuf(y.buf), lo, xReduceRev)
 	x.buf, y.buf = otherBuf(x.buf), otherBuf(y.buf)
+}
+
+// rabTriple adds the reads of the triple m0 < m1 < m2 (adjacent members):
+// x, the end member that is ready last (the middle one cannot be: its
+// operand must stay between the others'), does one reduction; y and w, the
+// other two, exchange halves (y keeping the upper, w the lower one) as
+// soon as both are ready, then x reduces w's lower half and y x's upper
+// half, with the operands in rank order. It returns x (the lower half's
+// member), y (the upper's) and w's rank (eliminated). avail[r] is the
+// first round in which member r's state may be read.
+func rabTriple(b *schedBuilder, avail []int, m0, m1, m2 *rabMember, halving bool) (rabMember, rabMember, int) {
+	x, y, w := m0, m1, m2
+	xop, yop := xReduce, xReduceRev // x left of y and w
+	if avail[m2.rank] >= avail[m0.rank] {
+		x, y, w = m2, m0, m1
+		xop, yop = xReduceRev, xReduce
+	}
+	lo, hi := x.lo, x.hi
+	mid := (lo + hi) / 2
+	t1 := max(avail[y.rank], avail[w.rank])
+	t2 := max(t1+1, avail[x.rank])
+	if halving {
+		b.readAt(t1, y.rank, w.rank, w.buf, mid, hi, y.buf, mid, y.buf, mid, xReduce)
+		b.readAt(t1, w.rank, y.rank, y.buf, lo, mid, w.buf, lo, w.buf, lo, xReduceRev)
+		b.readAt(t2, x.rank, w.rank, w.buf, lo, mid, x.buf, lo, x.buf, lo, xop)
+		b.readAt(t2, y.rank, x.rank, x.buf, mid, hi, y.buf, mid, y.buf, mid, yop)
+		x.hi, y.lo = mid, mid
+	} else {
+		b.readAt(t1, y.rank, w.rank, w.buf, lo, hi, y.buf, lo, otherBuf(y.buf), lo, xReduce)
+		b.readAt(t1, w.rank, y.rank, y.buf, lo, hi, w.buf, lo, otherBuf(w.buf), lo, xReduceRev)
+		y.buf, w.buf = otherBuf(y.buf), otherBuf(w.buf)
+		b.readAt(t2, x.rank, w.rank, w.buf, lo, hi, x.buf, lo, otherBuf(x.buf), lo, xop)
+		b.readAt(t2, y.rank, x.rank, x.buf, lo, hi, y.buf, lo, otherBuf(y.buf), lo, yop)
+		x.buf, y.buf = otherBuf(x.buf), otherBuf(y.buf)
+	}
+	avail[x.rank], avail[y.rank] = t2+1, t2+1
+	return *x, *y, w.rank
 }
 
 // rabSchedule builds the schedule for p ranks: 2-to-1 elimination if
@@ -144,14 +185,19 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 		}
 	}
 
-	// Reduce-scatter levels.
+	// Reduce-scatter levels. Each member goes on as soon as its unit is
+	// done, so a triple's second round overlaps the next level of the
+	// others (the paper's overlapping).
+	avail := make([]int, p)
+	for r := range avail {
+		avail[r] = b.t
+	}
 	groups := [][]rabMember{members}
+	levels := [][][]rabMember{groups}
 	units := make([][][]rabUnit, L) // units[l][group]
 	for l := range L {
 		halving := l < h
 		var next [][]rabMember
-		type triple struct{ x, y, w *rabMember }
-		var triples []triple
 		for _, g := range groups {
 			n := len(g)
 			npair := n / 2
@@ -159,65 +205,30 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 				npair = (n - 3) / 2
 			}
 			var gu []rabUnit
+			var lower, upper []rabMember
+			lo, hi := g[0].lo, g[0].hi
 			for i := range npair {
 				x, y := &g[2*i], &g[2*i+1]
-				lo, hi := x.lo, x.hi
-				rabExchange(b, x, y, halving)
+				t := max(avail[x.rank], avail[y.rank])
+				rabExchange(b, t, x, y, halving)
+				avail[x.rank], avail[y.rank] = t+1, t+1
 				gu = append(gu, rabUnit{a: x.rank, b: y.rank, w: -1, lo: lo, mid: (lo + hi) / 2, hi: hi})
+				lower, upper = append(lower, *x), append(upper, *y)
 			}
 			if n%2 == 1 {
-				x, y, w := &g[n-3], &g[n-2], &g[n-1]
-				gu = append(gu, rabUnit{a: x.rank, b: y.rank, w: w.rank, lo: x.lo, mid: (x.lo + x.hi) / 2, hi: x.hi})
-				if halving { // y keeps the upper half, w the lower one
-					lo, hi := y.lo, y.hi
-					mid := (lo + hi) / 2
-					b.read(y.rank, w.rank, w.buf, mid, hi, y.buf, mid, y.buf, mid, xReduce)
-					b.read(w.rank, y.rank, y.buf, lo, mid, w.buf, lo, w.buf, lo, xReduceRev)
-					y.lo, w.hi = mid, mid
-				} else {
-					rabExchange(b, y, w, false)
-				}
-				triples = append(triples, triple{x, y, w})
-				keeper[w.rank] = x.rank
+				x, y, w := rabTriple(b, avail, &g[n-3], &g[n-2], &g[n-1], halving)
+				keeper[w] = x.rank
+				gu = append(gu, rabUnit{a: x.rank, b: y.rank, w: w, lo: lo, mid: (lo + hi) / 2, hi: hi})
+				lower, upper = append(lower, x), append(upper, y)
 			}
 			units[l] = append(units[l], gu)
-		}
-		b.endRound()
-		if len(triples) > 0 {
-			for _, tr := range triples {
-				x, y, w := tr.x, tr.y, tr.w
-				lo, hi := x.lo, x.hi
-				if halving {
-					mid := (lo + hi) / 2
-					b.read(x.rank, w.rank, w.buf, lo, mid, x.buf, lo, x.buf, lo, xReduce)
-					b.read(y.rank, x.rank, x.buf, mid, hi, y.buf, mid, y.buf, mid, xReduceRev)
-					x.hi = mid
-				} else {
-					b.read(x.rank, w.rank, w.buf, lo, hi, x.buf, lo, otherBuf(x.buf), lo, xReduce)
-					b.read(y.rank, x.rank, x.buf, lo, hi, y.buf, lo, otherBuf(y.buf), lo, xReduceRev)
-					x.buf, y.buf = otherBuf(x.buf), otherBuf(y.buf)
-				}
-			}
-			b.endRound()
-		}
-		for _, g := range groups {
-			n := len(g)
-			var lower, upper []rabMember
-			npair := n / 2
-			if n%2 == 1 {
-				npair = (n - 3) / 2
-			}
-			for i := range npair {
-				lower = append(lower, g[2*i])
-				upper = append(upper, g[2*i+1])
-			}
-			if n%2 == 1 {
-				lower = append(lower, g[n-3])
-				upper = append(upper, g[n-2])
-			}
 			next = append(next, lower, upper)
 		}
 		groups = next
+		levels = append(levels, groups)
+	}
+	for end := slices.Max(avail); b.t < end; {
+		b.endRound()
 	}
 	b.s.eliminated = make([]bool, p)
 	for r, k := range keeper {
@@ -240,21 +251,29 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 	out := make([]uint8, p)
 	switch kind {
 	case rabKindAllreduce, rabKindReduce:
-		// Allgather levels in reverse; for reduce only the first unit of
-		// each group, whose a collects toward rank 0.
+		// Allgather levels in reverse. For reduce, a binomial gather: the
+		// collector of a group (that of its lower subgroup) copies the
+		// upper half from the collector of the upper subgroup.
+		coll := make([][]int, L+1)
+		for _, g := range levels[L] {
+			coll[L] = append(coll[L], g[0].rank)
+		}
 		for l := L - 1; l >= 0; l-- {
+			for i := range levels[l] {
+				coll[l] = append(coll[l], coll[l+1][2*i])
+			}
 			if l >= h {
 				continue
 			}
-			for _, gu := range units[l] {
-				for i, u := range gu {
-					if kind == rabKindReduce && i > 0 {
-						break
-					}
+			for i, gu := range units[l] {
+				if kind == rabKindReduce {
+					x, y, u := coll[l+1][2*i], coll[l+1][2*i+1], gu[0]
+					b.read(x, y, buf[y], u.mid, u.hi, bufW, 0, buf[x], u.mid, xCopy)
+					continue
+				}
+				for _, u := range gu {
 					b.read(u.a, u.b, buf[u.b], u.mid, u.hi, bufW, 0, buf[u.a], u.mid, xCopy)
-					if kind == rabKindAllreduce {
-						b.read(u.b, u.a, buf[u.a], u.lo, u.mid, bufW, 0, buf[u.b], u.lo, xCopy)
-					}
+					b.read(u.b, u.a, buf[u.a], u.lo, u.mid, bufW, 0, buf[u.b], u.lo, xCopy)
 				}
 			}
 			b.endRound()
@@ -270,8 +289,8 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 					last = true
 				}
 			}
-		} else if root != 0 {
-			b.read(root, 0, buf[0], 0, P, bufW, 0, bufW, 0, xCopy)
+		} else if c := coll[0][0]; root != c {
+			b.read(root, c, buf[c], 0, P, bufW, 0, bufW, 0, xCopy)
 			out[root] = bufW
 			last = true
 		}

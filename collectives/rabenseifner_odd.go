@@ -74,7 +74,7 @@ func rabOddSchedule(p int, kind uint8) *schedule {
 			for i := 0; i+1 < len(g); i += 2 {
 				x, y := &g[i], &g[i+1]
 				lo, hi := x.lo, x.hi
-				rabExchange(b, x, y, true)
+				rabExchange(b, b.t, x, y, true)
 				units[l] = append(units[l], rabUnit{a: x.rank, b: y.rank, w: -1, lo: lo, mid: (lo + hi) / 2, hi: hi})
 				lower, upper = append(lower, *x), append(upper, *y)
 			}

@@ -125,6 +125,7 @@ type schedBuilder struct {
 	s     *schedule
 	t     int
 	cur   [][]schedXfer  // reads of round t, per rank
+	later [][]laterRead  // reads of later rounds, by round - t - 1
 	reads [][2][]readRec // per rank and buffer: the reads of it so far
 	know  [][]int32      // know[r][x]: the highest phase of x that r knows x posted
 	snaps [][][]int32    // snaps[r][phase]: know[r] when r posted phase
@@ -152,11 +153,30 @@ func newSchedBuilder(p, npos int, rotated bool) *schedBuilder {
 // buffer pbuf of rank from and combines them by op with its own positions
 // from olo of obuf into its positions from dlo of dbuf.
 func (b *schedBuilder) read(r, from int, pbuf uint8, plo, phi int, obuf uint8, olo int, dbuf uint8, dlo int, op xop) {
-	if r == from || plo >= phi {
-		panic(fmt.Sprintf("collectives: schedule: rank %d reads [%d,%d) from %d", r, plo, phi, from))
+	b.readAt(b.t, r, from, pbuf, plo, phi, obuf, olo, dbuf, dlo, op)
+}
+
+type laterRead struct {
+	r int
+	x schedXfer
+}
+
+// readAt adds a read to round t >= the current round (generators whose
+// ranks advance at different paces).
+func (b *schedBuilder) readAt(t, r, from int, pbuf uint8, plo, phi int, obuf uint8, olo int, dbuf uint8, dlo int, op xop) {
+	if r == from || plo >= phi || t < b.t {
+		panic(fmt.Sprintf("collectives: schedule: rank %d reads [%d,%d) from %d in round %d", r, plo, phi, from, t))
 	}
-	b.cur[r] = append(b.cur[r], schedXfer{from: int32(from), plo: int32(plo), phi: int32(phi),
-		olo: int32(olo), dlo: int32(dlo), op: op, pbuf: pbuf, obuf: obuf, dbuf: dbuf})
+	x := schedXfer{from: int32(from), plo: int32(plo), phi: int32(phi),
+		olo: int32(olo), dlo: int32(dlo), op: op, pbuf: pbuf, obuf: obuf, dbuf: dbuf}
+	if t == b.t {
+		b.cur[r] = append(b.cur[r], x)
+		return
+	}
+	for len(b.later) < t-b.t {
+		b.later = append(b.later, nil)
+	}
+	b.later[t-b.t-1] = append(b.later[t-b.t-1], laterRead{r, x})
 }
 
 func mergeKnow(dst, src []int32) {
@@ -227,11 +247,22 @@ func (b *schedBuilder) endRound() {
 		b.cur[r] = nil
 	}
 	b.t++
+	if len(b.later) > 0 {
+		for _, lr := range b.later[0] {
+			b.cur[lr.r] = append(b.cur[lr.r], lr.x)
+		}
+		b.later = b.later[1:]
+	}
 }
 
 // done returns the schedule; out[r] is the buffer that holds rank r's
 // result (nil: W everywhere).
 func (b *schedBuilder) done(out []uint8) *schedule {
+	for r := range b.cur {
+		if len(b.cur[r]) > 0 || len(b.later) > 0 {
+			panic("collectives: schedule: reads left in rounds not ended")
+		}
+	}
 	s := b.s
 	s.nrounds = b.t
 	s.ranks = make([]rankSchedule, s.p)
