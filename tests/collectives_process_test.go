@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,10 +29,12 @@ type rankResult struct {
 	code int
 }
 
-// runRanks starts p ranks in mode and returns their results.
+// runRanks starts p ranks in mode on a fresh arena and returns their
+// results; it fails the test if the arena's segment is left in /dev/shm.
 func runRanks(t *testing.T, p int, mode string, extraEnv ...string) []rankResult {
 	t.Helper()
 	name := shm.NewName()
+	defer segmentGone(t, name)
 	res := make([]rankResult, p)
 	var wg sync.WaitGroup
 	for r := range p {
@@ -50,11 +51,16 @@ func runRanks(t *testing.T, p int, mode string, extraEnv ...string) []rankResult
 	return res
 }
 
-func noSegmentsLeft(t *testing.T) {
+// segmentGone fails the test if the named arena's segment still exists
+// (other tests' segments may come and go meanwhile).
+func segmentGone(t *testing.T, name string) {
 	t.Helper()
-	left, _ := filepath.Glob(fmt.Sprintf("/dev/shm/shmcoll.%d.*", os.Getuid()))
-	if len(left) > 0 {
-		t.Errorf("segments left in /dev/shm: %v", left)
+	path, err := shm.SegmentPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Errorf("segment %s left in /dev/shm", path)
 	}
 }
 
@@ -77,7 +83,6 @@ func TestCollectivesKill9(t *testing.T) {
 			t.Errorf("rank %d: %v\n%s", r, x.err, x.out)
 		}
 	}
-	noSegmentsLeft(t)
 }
 
 // TestCollectivesMismatchProcesses: ranks pass different counts; every
@@ -92,7 +97,6 @@ func TestCollectivesMismatchProcesses(t *testing.T) {
 			t.Errorf("rank %d: %v\n%s", r, x.err, x.out)
 		}
 	}
-	noSegmentsLeft(t)
 }
 
 // TestCollectivesRank is one rank of the tests above.
