@@ -35,8 +35,8 @@ Runs the same sweep through Open MPI, MPICH (internal/mpibench's C
 benchmark, built with mpicc.openmpi and mpicc.mpich) and shmcoll (shmbench
 run), with the same timing method. The hypervisor moves this machine's
 vCPUs between host cores, which changes small-message times 2-2.5x within
-seconds, so the implementations alternate in short blocks (one sweep each,
-or with -block size one size each, in an order that rotates every round),
+seconds, so the implementations alternate in short blocks (one size each,
+or with -block sweep every size, in an order that rotates every round),
 the placement probe (one-way
 cache-line handoff, ns) is recorded before every block, and the rounds
 repeat. Per size it reports each implementation's median over rounds and
@@ -109,7 +109,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	impls := fs.String("impls", "openmpi,mpich,shmcoll", "implementations to compare")
 	format := fs.String("format", "table", "output: table or json (block lines, then one line per size)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on a block after this long")
-	blockBy := fs.String("block", "sweep", "what one block measures: sweep (every size) or size (one size, so that implementations alternate every size)")
+	blockBy := fs.String("block", "size", "what one block measures: size (one size: the implementations alternate every size) or sweep (every size)")
 	plotDir := fs.String("plot", "", "write latency and bandwidth charts (a line per implementation, medians over rounds) into this directory")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -65,7 +65,7 @@ func TestCompare(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	code, out, errOut := shmbench(t, "compare", "-np", "2", "-sizes", "8,4K", "-rounds", "2", "-time", "20ms", "-warmup", "5ms", "-format", "json", "-plot", dir)
+	code, out, errOut := shmbench(t, "compare", "-block", "sweep", "-np", "2", "-sizes", "8,4K", "-rounds", "2", "-time", "20ms", "-warmup", "5ms", "-format", "json", "-plot", dir)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
