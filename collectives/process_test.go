@@ -26,32 +26,41 @@ func TestProcesses(t *testing.T) {
 	if testing.Short() {
 		ps = []int{3}
 	}
-	for _, alg := range []Algorithm{Flat, Circulant} {
+	for _, alg := range []Algorithm{Flat, Circulant, Replicated} {
 		for _, p := range ps {
 			t.Run(fmt.Sprintf("alg=%v/p=%d", alg, p), func(t *testing.T) {
-				name := shm.NewName()
-				out := make([][]byte, p)
-				errs := make([]error, p)
-				var wg sync.WaitGroup
-				for r := range p {
-					cmd := exec.Command(os.Args[0], "-test.run=^TestProcessChild$", "-test.count=1", "-test.v")
-					cmd.Env = append(os.Environ(),
-						shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p),
-						shm.EnvArena+"="+name, "SHMCOLL_TEST_ALG="+alg.String())
-					wg.Go(func() { out[r], errs[r] = cmd.CombinedOutput() })
-				}
-				wg.Wait()
-				if path, _ := shm.SegmentPath(name); path != "" {
-					if _, err := os.Stat(path); err == nil {
-						t.Errorf("segment %s left behind", path)
-					}
-				}
-				for r := range p {
-					if errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: TestProcessChild") {
-						t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
-					}
-				}
+				runChildren(t, p, alg.String())
 			})
+		}
+	}
+}
+
+// runChildren runs p ranks of TestProcessChild with the given algorithm
+// (or "stress") and environment, and fails if one fails or the arena's
+// segment is left behind.
+func runChildren(t *testing.T, p int, alg string, env ...string) {
+	t.Helper()
+	name := shm.NewName()
+	out := make([][]byte, p)
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for r := range p {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestProcessChild$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(),
+			shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p),
+			shm.EnvArena+"="+name, "SHMCOLL_TEST_ALG="+alg)
+		cmd.Env = append(cmd.Env, env...)
+		wg.Go(func() { out[r], errs[r] = cmd.CombinedOutput() })
+	}
+	wg.Wait()
+	if path, _ := shm.SegmentPath(name); path != "" {
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("segment %s left behind", path)
+		}
+	}
+	for r := range p {
+		if errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: TestProcessChild") {
+			t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
 		}
 	}
 }
@@ -60,6 +69,19 @@ func TestProcesses(t *testing.T) {
 func TestProcessChild(t *testing.T) {
 	if os.Getenv(shm.EnvArena) == "" {
 		t.Skip("run by TestProcesses")
+	}
+	if n, _ := strconv.Atoi(os.Getenv("SHMCOLL_TEST_STRESS")); n > 0 {
+		c, err := JoinEnv(bg, Options{SlotBytes: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := stressCalls(c, 42, n); err != nil {
+			t.Fatal(err)
+		}
+		_, total := c.Stats()
+		t.Logf("rank %d of %d: %d calls, %d steps", c.Rank(), c.Size(), total.Calls, total.Steps)
+		return
 	}
 	alg, err := ParseAlgorithm(os.Getenv("SHMCOLL_TEST_ALG"))
 	if err != nil {
