@@ -168,6 +168,9 @@ func runTrial(t *testing.T, tr trial) trialResult {
 			if kill >= 0 {
 				d := time.Duration(l.int(t, "t") - kill)
 				res.detect = append(res.detect, d)
+				if d > time.Second {
+					t.Logf("%v: rank %d returned %v after the kill: %s", tr, r, d, errText)
+				}
 				if d > faultTimeout+faultSlack {
 					fail("rank %d returned %v after the kill, want within %v + %v", r, d, faultTimeout, faultSlack)
 				}
