@@ -29,10 +29,14 @@ type Options struct {
 	// ranks (nil: [circulant.HalvingSkips]). It must be the same function
 	// on every rank; [circulant.CheckSkips] validates its result.
 	Skips func(p int) []int
+	// JoinTimeout, SpinFor and YieldFor are passed to the arena (see
+	// [shm.Options]): how long joining may take, and how long a wait spins
+	// and then yields before it sleeps.
+	JoinTimeout, SpinFor, YieldFor time.Duration
 }
 
 func (o Options) shm() shm.Options {
-	return shm.Options{SlotBytes: o.SlotBytes, Timeout: o.Timeout}
+	return shm.Options{SlotBytes: o.SlotBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor}
 }
 
 // Comm is a communicator: a group of ranks sharing one arena. The
