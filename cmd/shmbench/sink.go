@@ -79,6 +79,7 @@ type sink struct {
 	bar     *progressbar.ProgressBar
 	results []benchfmt.Result
 	failed  []benchfmt.Result
+	probeNS float64 // the run's placement probe, 0 if unknown
 }
 
 func newSink(format string, stdout, stderr io.Writer, total int) (*sink, error) {
@@ -98,7 +99,10 @@ func newSink(format string, stdout, stderr io.Writer, total int) (*sink, error) 
 	return s, nil
 }
 
-func (s *sink) header(h benchfmt.Header) error { return s.w.Header(h) }
+func (s *sink) header(h benchfmt.Header) error {
+	s.probeNS = h.ProbeNS
+	return s.w.Header(h)
+}
 
 func (s *sink) result(r benchfmt.Result) error {
 	if s.bar != nil {
@@ -149,6 +153,10 @@ func (s *sink) summary(w io.Writer) {
 			}
 		}
 		line := fmt.Sprintf("#   %s %s np=%d: %s in %.3g µs (median)", k.coll, k.algo, first.NP, humanSize(first.Bytes), first.MedianUS)
+		if s.probeNS > 0 {
+			// The floor of a small collective is a few cache-line handoffs.
+			line += fmt.Sprintf(" = %.1f one-way handoffs", first.MedianUS*1e3/s.probeNS)
+		}
 		if best.Bytes > 0 && best.BusBW > 0 {
 			line += fmt.Sprintf("; best busbw %.3g GB/s at %s (%.3g µs)", best.BusBW, humanSize(best.Bytes), best.MedianUS)
 		}
