@@ -298,3 +298,31 @@ func TestRunAsRank(t *testing.T) {
 		})
 	}
 }
+
+// TestRunTypes checks every collective of the selection table in the
+// half-precision and complex types, with operators whose results must stay
+// exact there.
+func TestRunTypes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts several jobs")
+	}
+	for _, c := range [][2]string{{"bfloat16", "sum"}, {"float16", "prod"}, {"complex128", "sum"}, {"uint8", "max"}} {
+		code, out, errOut := shmbench(t, "run", "-np", "3", "-coll", "all", "-sizes", "6,2000", "-iters", "4",
+			"-warmup", "0s", "-check", "-format", "csv", "-dtype", c[0], "-op", c[1])
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s\n%s", c, code, out, errOut)
+		}
+		_, rs, err := benchfmt.Read("csv", strings.NewReader(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) < 2*len(benchColls)-3 {
+			t.Errorf("%v: %d results", c, len(rs))
+		}
+		for _, r := range rs {
+			if r.Check != "ok" || (r.Coll != "barrier" && r.Dtype != c[0]) {
+				t.Errorf("%v: %+v", c, r)
+			}
+		}
+	}
+}
