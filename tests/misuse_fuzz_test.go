@@ -7,10 +7,17 @@ package tests
 // round-trips or an error; never a panic.
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
@@ -144,6 +151,70 @@ func FuzzSizes(f *testing.F) {
 		}
 		if len(sizes) > benchfmt.MaxSizes {
 			t.Fatalf("ParseSizes(%q): %d sizes", s, len(sizes))
+		}
+	})
+}
+
+// FuzzShmrunCommandLine runs the shmrun binary on fuzzed command lines. The
+// only program it can start is "prog" (/bin/true, through a PATH that holds
+// nothing else; arguments with '/' are dropped), and numbers above 16 are
+// not tried, so that no input starts thousands of processes. Whatever the
+// flags, shmrun must end within a minute with one of its documented exit
+// statuses (0, 1, 2 for bad usage, 124 for -timeout, 127 for a program not
+// found), never crash, and leave nothing in /dev/shm.
+func FuzzShmrunCommandLine(f *testing.F) {
+	shmrun := tool(f, "cmd/shmrun")
+	bin := f.TempDir()
+	if err := os.Symlink("/bin/true", filepath.Join(bin, "prog")); err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{"-np 2 prog", "-np 0 prog", "-bind core -np 2 prog", "-arena named -np 3 prog",
+		"-slot 64K -np 1 prog", "-timeout 1ms -np 2 prog", "-np 2", "-h", "-np 2 -map spread -bind socket prog",
+		"-np 2 -grace 0s -noprefix prog x y", "-np 1 nosuchprog", "--np=3 prog", "-np 2 -slot 1G -arena memfd prog"} {
+		f.Add(s)
+	}
+	digits := regexp.MustCompile(`[0-9]+`)
+	f.Fuzz(func(t *testing.T, line string) {
+		var args []string
+		for _, a := range strings.Fields(line) {
+			if strings.ContainsAny(a, "/\x00") {
+				continue
+			}
+			for _, d := range digits.FindAllString(a, -1) {
+				if n, err := strconv.Atoi(d); err != nil || n > 16 {
+					return
+				}
+			}
+			args = append(args, a)
+		}
+		if len(args) > 16 {
+			return
+		}
+		before := shmSnapshot()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, shmrun, args...)
+		cmd.Env = []string{"PATH=" + bin}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.Run()
+		if ctx.Err() != nil {
+			t.Fatalf("shmrun %q did not end within a minute:\n%s", args, out.String())
+		}
+		code := cmd.ProcessState.ExitCode()
+		switch code {
+		case 0, 1, 2, 124, 127:
+		default:
+			t.Fatalf("shmrun %q: exit status %d:\n%s", args, code, out.String())
+		}
+		if strings.Contains(out.String(), "panic:") || strings.Contains(out.String(), "goroutine ") {
+			t.Fatalf("shmrun %q crashed:\n%s", args, out.String())
+		}
+		for p := range shmSnapshot() {
+			if !before[p] && segmentCreator(p) == cmd.Process.Pid {
+				os.Remove(p)
+				t.Fatalf("shmrun %q left %s", args, p)
+			}
 		}
 	})
 }
