@@ -264,7 +264,7 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 		}
 		if now >= nextCheck {
 			nextCheck = now + int64(e.checkEvery)
-			if err := e.checkPeer(peer); err != nil {
+			if err := e.checkPeer(peer, w, v); err != nil {
 				return err
 			}
 		}
@@ -359,17 +359,27 @@ func (e *Endpoint) ctxErr(ctx context.Context, peer int) error {
 	return fmt.Errorf("shm: rank %d waiting for rank %d: %w", e.rank, peer, context.Cause(ctx))
 }
 
-// checkPeer aborts the arena if peer left or died.
-func (e *Endpoint) checkPeer(peer int) error {
+// checkPeer aborts the arena if peer left or died before its counter w
+// reached v. A peer may post its last value and then leave or exit between
+// the waiter's load of w and this check: its post happened before its
+// leaving, so w is loaded again once the peer is seen gone, and a wait that
+// is satisfied is not a failure.
+func (e *Endpoint) checkPeer(peer int, w *atomic.Uint64, v uint64) error {
 	if peer == e.rank {
 		return nil
 	}
 	if e.u32(peer, cState).Load() == stateLeft {
+		if w.Load() >= v {
+			return nil
+		}
 		e.abort(abortPeerLeft, peer, 0, "")
 		return e.Err()
 	}
 	if e.peers != nil {
 		if pid, dead := e.peers.dead(peer); dead {
+			if w.Load() >= v {
+				return nil
+			}
 			e.abort(abortPeerDead, peer, pid, "")
 			return e.Err()
 		}

@@ -461,3 +461,29 @@ func TestLocalNoLostWakeup(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerLeftAfterPosting: a peer that posted the awaited value and then
+// left is not a failure, even when its leaving is seen before the value
+// (the waiter loaded the counter just before the post, then checked
+// liveness): checkPeer reloads the counter before it aborts.
+func TestPeerLeftAfterPosting(t *testing.T) {
+	eps, err := NewLocal(2, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eps[0].Close()
+	eps[1].Post(0, 7)
+	w := eps[0].counter(1, 0)
+	if err := eps[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := eps[0].checkPeer(1, w, 7); err != nil {
+		t.Fatalf("satisfied wait on a peer that left: %v", err)
+	}
+	if err := eps[0].Err(); err != nil {
+		t.Fatalf("arena aborted: %v", err)
+	}
+	if err := eps[0].checkPeer(1, w, 8); !errors.Is(err, ErrAborted) {
+		t.Fatalf("unsatisfied wait on a peer that left: %v, want ErrAborted", err)
+	}
+}
