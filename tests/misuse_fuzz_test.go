@@ -218,3 +218,42 @@ func FuzzShmrunCommandLine(f *testing.F) {
 		}
 	})
 }
+
+// FuzzShmbenchSchedule runs "shmbench schedule" (pure computation, no
+// processes) on fuzzed flags with numbers up to 64: exit 0 or 2 (bad
+// usage), never a crash or a hang.
+func FuzzShmbenchSchedule(f *testing.F) {
+	if testing.Short() {
+		f.Skip("builds shmbench")
+	}
+	bench := tool(f, "cmd/shmbench")
+	for _, s := range []string{"-p 5", "-p 0", "-p 7 -rank 3 -root 2", "-p 8 -format json -coll allreduce", "-p 6 -skips sqrt",
+		"-p 4 -skips zigzag", "-p 3 -rank 9", "-p -1", "-p 64 -skips linear -format json"} {
+		f.Add(s)
+	}
+	digits := regexp.MustCompile(`[0-9]+`)
+	f.Fuzz(func(t *testing.T, line string) {
+		args := []string{"schedule"}
+		for _, a := range strings.Fields(line) {
+			if strings.Contains(a, "\x00") {
+				return // not representable in argv
+			}
+			for _, d := range digits.FindAllString(a, -1) {
+				if n, err := strconv.Atoi(d); err != nil || n > 64 {
+					return
+				}
+			}
+			args = append(args, a)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bench, args...)
+		out, _ := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("shmbench %q did not end within a minute", args)
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 0 && code != 2 || bytes.Contains(out, []byte("panic:")) {
+			t.Fatalf("shmbench %q: exit %d:\n%s", args, code, out)
+		}
+	})
+}
