@@ -44,8 +44,8 @@ import (
 // the blocks of the survivor that ends with it and of the ranks it keeps,
 // and every eliminated rank reads its position from its keeper. Reduce:
 // the reduce-scatter and then the allgather levels only on the path of
-// one collector (a binomial gather), and one more read if the root is not
-// that collector.
+// the root (a binomial gather), and one more read if the root was
+// eliminated.
 //
 // Slot reuse: the halving levels write only the kept half, which no peer
 // reads in that round and none read before (structure); an allgather
@@ -252,15 +252,24 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 	switch kind {
 	case rabKindAllreduce, rabKindReduce:
 		// Allgather levels in reverse. For reduce, a binomial gather: the
-		// collector of a group (that of its lower subgroup) copies the
-		// upper half from the collector of the upper subgroup.
+		// collector of a group, that of the subgroup holding the root (or
+		// the root's keeper) if any, else of the lower one, copies the
+		// other half from the other subgroup's collector.
+		target := root
+		if keeper[root] >= 0 {
+			target = final(root)
+		}
 		coll := make([][]int, L+1)
 		for _, g := range levels[L] {
 			coll[L] = append(coll[L], g[0].rank)
 		}
 		for l := L - 1; l >= 0; l-- {
 			for i := range levels[l] {
-				coll[l] = append(coll[l], coll[l+1][2*i])
+				x := coll[l+1][2*i]
+				if coll[l+1][2*i+1] == target {
+					x = coll[l+1][2*i+1]
+				}
+				coll[l] = append(coll[l], x)
 			}
 			if l >= h {
 				continue
@@ -268,7 +277,11 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 			for i, gu := range units[l] {
 				if kind == rabKindReduce {
 					x, y, u := coll[l+1][2*i], coll[l+1][2*i+1], gu[0]
-					b.read(x, y, buf[y], u.mid, u.hi, bufW, 0, buf[x], u.mid, xCopy)
+					if y == target {
+						b.read(y, x, buf[x], u.lo, u.mid, bufW, 0, buf[y], u.lo, xCopy)
+					} else {
+						b.read(x, y, buf[y], u.mid, u.hi, bufW, 0, buf[x], u.mid, xCopy)
+					}
 					continue
 				}
 				for _, u := range gu {

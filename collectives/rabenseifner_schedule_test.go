@@ -227,6 +227,15 @@ func TestRabenseifnerSchedules(t *testing.T) {
 					for i := range P {
 						checkReduced(t, fmt.Sprintf("%s reduce root %d position %d", what, root, i), out[i], p, true)
 					}
+					// The gather ends at the root unless it was
+					// eliminated: one round less than the allreduce.
+					rounds := L + h + 2*(ceilLog2(p)-L)
+					if p != P && !s.eliminated[root] {
+						rounds--
+					}
+					if s.nrounds != rounds {
+						t.Errorf("%s reduce root %d: %d rounds, want %d", what, root, s.nrounds, rounds)
+					}
 				}
 			}
 			s := rabSchedule(p, elim21, L, rabKindReduceScatter, 0)
