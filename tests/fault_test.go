@@ -79,9 +79,8 @@ type trialResult struct {
 
 // runTrial runs tr under shmrun and checks everything the failure semantics
 // promise.
-func runTrial(t *testing.T, tr trial) trialResult {
+func runTrial(t *testing.T, tr trial) (res trialResult) {
 	shmrun, rank := tool(t, "cmd/shmrun"), tool(t, "tests/internal/faultrank")
-	var res trialResult
 	before := shmSnapshot()
 	cmd := exec.Command(shmrun, "-np", strconv.Itoa(tr.p), "-arena", tr.arena, "-slot", strconv.Itoa(tr.slot),
 		"-grace", "20s", "-timeout", "2m", "-bind", "none",
@@ -93,11 +92,15 @@ func runTrial(t *testing.T, tr trial) trialResult {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	fail := func(format string, a ...any) {
-		t.Helper()
-		res.failed = true
-		t.Errorf("%v: %s\nstdout:\n%s\nstderr:\n%s", tr, fmt.Sprintf(format, a...), stdout.String(), stderr.String())
-	}
+	// The problems of a trial are reported at once, with its output.
+	var problems []string
+	fail := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	defer func() {
+		if len(problems) > 0 {
+			res.failed = true
+			t.Errorf("%v:\n  %s\nstdout:\n%s\nstderr:\n%s", tr, strings.Join(problems, "\n  "), stdout.String(), stderr.String())
+		}
+	}()
 	code := cmd.ProcessState.ExitCode()
 	if err == nil || code == 0 {
 		fail("shmrun exited with 0 (%v), want non-zero", err)
