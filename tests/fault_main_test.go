@@ -3,6 +3,16 @@ package tests
 // Helpers of the fault, misuse, security and soak tests: the programs they
 // run (shmrun, shmbench and the rank program tests/internal/faultrank), built
 // once per test binary into a temporary directory, and the /dev/shm checks.
+//
+// Knobs of these tests:
+//
+//	SHMCOLL_LONG=1          long modes (1000 kill trials, 100,000-call soak, ...)
+//	SHMCOLL_FAULT_TRIALS=N  number of kill -9 trials
+//	SHMCOLL_FAULT_SEED=S    rerun trials from seed S (the log prints it)
+//	SHMCOLL_SOAK=D          duration of the process soaks
+//	SHMCOLL_SOAK_SEED=S     rerun the in-process soak
+//	SHMCOLL_KNOWN_BUGS=1    run the reproductions of bugs reported in other
+//	                        packages (skipped otherwise)
 
 import (
 	"bufio"
