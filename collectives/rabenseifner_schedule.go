@@ -394,8 +394,9 @@ type schedOut struct {
 	buf    []byte
 	base   int
 	blocks bool
-	// in, if not nil, is the user's input of a vector (position i at
-	// element base+off[i]): the fused reductions read it.
+	// in, if not nil, is the user's input, position i at element
+	// base+off[i] (vector) or block i at element c.sc.uoff[i] (blocks):
+	// the fused reductions read it.
 	in []byte
 }
 
@@ -492,6 +493,20 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 				copy(dst, src)
 				continue
 			}
+			if x.fused && out.in != nil && out.blocks {
+				// The input's blocks are apart: reduce block by block.
+				uoff, base := c.sc.uoff, off[x.dlo]
+				for j := int(x.dlo); j < int(x.dlo)+n; j++ {
+					lo, hi := off[j]-base, off[j+1]-base
+					in := span(out.in, a.esz, uoff[j], uoff[j]+hi-lo)
+					if x.op == xReduce || commutes {
+						a.red.reduce3(span(dst, a.esz, lo, hi), in, span(src, a.esz, lo, hi))
+					} else {
+						a.red.reduce3(span(dst, a.esz, lo, hi), span(src, a.esz, lo, hi), in)
+					}
+				}
+				continue
+			}
 			inPlace := x.obuf == x.dbuf && x.olo == x.dlo
 			own := dst
 			if x.fused && out.in != nil {
@@ -570,11 +585,12 @@ func (c *Comm) copyResult(s *schedule, h []byte, off []int, xoff int, out schedO
 // the p blocks of a segment in rank order (ring, BDE, MST; Bruck rotated):
 // segment k holds piece k of every block (see segment.go).
 
-// schedReduceScatter: every rank copies its pieces into W, the schedule
-// leaves the reduced block r in W at rank r.
+// schedReduceScatter: every rank copies into W the pieces that are read
+// before it reduces into them (the fused reductions read the others from
+// send); the schedule leaves the reduced block r in W at rank r.
 func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
 	a := &c.cur
-	esz, p := a.esz, c.size
+	esz := a.esz
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
@@ -587,11 +603,15 @@ func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
 		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(c.rank, e)
-		for j := range p {
-			copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+		// Copy in what is read before the rank reduces into it; the
+		// fused reductions read the rest from send.
+		for _, rg := range s.ranks[c.rank].slotIn {
+			for j := int(rg[0]); j < int(rg[1]); j++ {
+				copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+			}
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{}); err != nil {
+		if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{in: a.send, blocks: true}); err != nil {
 			return err
 		}
 		r := c.rank

@@ -41,6 +41,9 @@ func TestRingSchedules(t *testing.T) {
 			if want := (Stats{Rounds: b, Sent: b, Received: b, Reduced: b}); s.ranks[r].stats != want {
 				t.Errorf("p=%d ring reduce-scatter rank %d: %+v, want %+v", p, r, s.ranks[r].stats, want)
 			}
+			if in := s.ranks[r].slotIn; len(in) != 1 || in[0] != [2]int32{int32(mod(r-1, p)), int32(mod(r-1, p)) + 1} {
+				t.Errorf("p=%d ring reduce-scatter rank %d: copies in %v, want block %d only", p, r, in, mod(r-1, p))
+			}
 		}
 		s = ringSchedule(p, 0, ringKindAllgather)
 		st = newSym(p, p)
