@@ -603,18 +603,20 @@ func (j *Job) signalAll(sig syscall.Signal) {
 	}
 }
 
-// removeArena removes what is left of a named arena: nothing, normally,
-// since the last rank to join unlinks it, but a job that died before all
-// ranks joined leaves the segment behind.
+// removeArena removes what is left of the job's arenas once every rank has
+// exited: nothing, normally, since the last rank to join an arena unlinks
+// it; but ranks that died before all of them joined leave the segment
+// behind, the job's own named arena or one that ranks were creating
+// themselves (a Split or Dup). shm.Cleanup removes the latter: it takes
+// only segments whose creator and joined ranks are all dead, so other
+// jobs' arenas are safe.
 func (j *Job) removeArena() {
-	if strings.HasPrefix(j.arena, "fd:") {
-		return
+	if !strings.HasPrefix(j.arena, "fd:") {
+		if path, err := shm.SegmentPath(j.arena); err == nil {
+			_ = os.Remove(path) // absent is the normal case
+		}
 	}
-	path, err := shm.SegmentPath(j.arena)
-	if err != nil {
-		return
-	}
-	_ = os.Remove(path) // absent is the normal case
+	_, _ = shm.Cleanup() // best effort: an unreadable /dev/shm leaves nothing to clean
 }
 
 // Wait waits for the job to end. It returns nil if every rank exited with

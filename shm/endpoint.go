@@ -188,12 +188,16 @@ func (e *Endpoint) Descriptor(r int) []byte {
 func (e *Endpoint) Load(peer, c int) uint64 { return e.counter(peer, c).Load() }
 
 // Post publishes v in the endpoint's own counter c (a release store) and
-// wakes the ranks sleeping on it, if any. Counters never decrease: v below
-// the current value panics. One goroutine at a time posts a given counter.
+// wakes the ranks sleeping on it, if any. Counters never decrease: only
+// this rank writes its counters, so a counter above v means that something
+// else wrote the arena (a corrupt or hostile peer); Post then aborts the
+// arena instead of publishing, and every rank's next wait fails. One
+// goroutine at a time posts a given counter.
 func (e *Endpoint) Post(c int, v uint64) {
 	w := e.counter(e.rank, c)
 	if old := w.Load(); v < old {
-		panic(fmt.Sprintf("shm: rank %d counter %d would decrease from %d to %d", e.rank, c, old, v))
+		e.abort(abortUser, -1, 0, fmt.Sprintf("shm: rank %d counter %d holds %d, above the %d it posts: the arena was written by someone else", e.rank, c, old, v))
+		return
 	}
 	// Store and the Load of the sleeper count are sequentially consistent:
 	// a waiter that registered before this store is seen, and one that
@@ -439,10 +443,10 @@ func (e *Endpoint) Err() error {
 	if a == 0 {
 		return nil
 	}
-	r := int(a - 1)
-	if r >= e.size {
-		return &AbortError{Rank: r, Peer: -1, Cause: "corrupt abort word", kind: abortUser}
+	if a-1 >= uint64(e.size) {
+		return &AbortError{Rank: -1, Peer: -1, Cause: fmt.Sprintf("corrupt abort word %#x", a), kind: abortUser}
 	}
+	r := int(a - 1)
 	cb := e.ctrl(r)
 	n := min(int(*(*uint32)(unsafe.Add(cb, cAbortLen))), abortText)
 	return &AbortError{

@@ -72,6 +72,9 @@ func (e *AbortError) Error() string {
 	case abortPeerLeft:
 		return fmt.Sprintf("shm: arena aborted by rank %d: rank %d left the arena while awaited", e.Rank, e.Peer)
 	}
+	if e.Rank < 0 {
+		return "shm: arena aborted: " + e.Cause
+	}
 	return fmt.Sprintf("shm: arena aborted by rank %d: %s", e.Rank, e.Cause)
 }
 

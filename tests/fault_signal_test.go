@@ -179,15 +179,10 @@ func TestFaultSignalShmrun(t *testing.T) {
 	if longMode() {
 		rounds = 20
 	}
-	dupEvery := 0
-	if os.Getenv("SHMCOLL_KNOWN_BUGS") == "1" {
-		// Known bug: a signal that comes while the ranks join the arena of
-		// a Dup leaves that segment in /dev/shm (its creator, rank 0, dies
-		// before the last rank joins and unlinks it; launch/launch.go
-		// removeArena removes only the job's own arena, and nothing calls
-		// shm.Cleanup). About one case in four shows it.
-		dupEvery = 3
-	}
+	// Every third call is a Dup: a signal that comes while the ranks join
+	// the new arena kills its creator before the last rank joins and
+	// unlinks it; the launcher removes such segments (shm.Cleanup).
+	dupEvery := 3
 	for i := range rounds {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 			for _, arena := range []string{"memfd", "named"} {

@@ -366,13 +366,9 @@ func TestSecurityHostilePeer(t *testing.T) {
 
 const envHostileCase = "SHMCOLL_TESTS_HOSTILE_CASE"
 
-// hostileBugs are the cases that crash a rank today (reported).
-var hostileBugs = map[string]string{
-	"abort word": "shm/endpoint.go (*Endpoint).Err: r := int(a - 1) is negative for an abort word >= 1<<63, " +
-		"passes the r >= e.size check, and e.ctrl(r) reads before the mapping: SIGSEGV (fatal, not a panic)",
-	"counters of rank 1": "shm/endpoint.go (*Endpoint).Post panics when the rank's own counter, raised by " +
-		"another process, is above the value posted: a hostile or corrupt peer crashes the rank",
-}
+// hostileBugs are the cases that crash a rank today (reported); each
+// entry skips its case unless SHMCOLL_KNOWN_BUGS=1. None is known now.
+var hostileBugs = map[string]string{}
 
 // hostileCase runs p goroutine ranks on a scribbled arena (in a child).
 func hostileCase(t *testing.T, ci int, name string, regions []region, wrongOK bool, p, slot, calls int) {
