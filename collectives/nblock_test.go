@@ -24,7 +24,7 @@ func TestNblockMatrix(t *testing.T) {
 		for _, p := range testSizes() {
 			t.Run(fmt.Sprintf("blocks=%d/p=%d", n, p), func(t *testing.T) {
 				defer setTestBlocks(n)()
-				if err := Run(p, pinAll(Nblock), func(c *Comm) error { return nblockCalls(t, c) }); err != nil {
+				if err := runRanks(p, pinAll(Nblock), func(c *Comm) error { return nblockCalls(t, c) }); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -263,7 +263,7 @@ func nblockCounts(t *testing.T, p, n, q int) {
 	opt := pinAll(Nblock)
 	opt.SlotBytes = 1 << 20 // one segment
 	for _, cl := range colls {
-		err := Run(p, opt, func(c *Comm) error {
+		err := runRanks(p, opt, func(c *Comm) error {
 			if err := cl.run(c); err != nil {
 				return err
 			}
