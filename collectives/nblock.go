@@ -37,7 +37,8 @@ import (
 // packing: the concatenation of Algorithm 7 is the slot itself.
 //
 // Phases: a rank posts phase 1 when it begins the step (the root of a
-// bcast, its whole segment already in its half), and phase i+1 before
+// bcast posts the last phase at once: its whole segment is in its half),
+// and phase i+1 before
 // round i in which it exposes a block, after rounds 0..i-1 are done; in
 // round i a rank waits for its peer's phase i+1. The schedules guarantee
 // that what a peer exposes in round i it received (bcast, allgatherv) or
