@@ -70,11 +70,19 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	leaderName = string(d[17 : 17+n])
 	opt := c.opt
 	opt.SlotBytes = c.ep.SlotBytes()
+	// The join watches c's arena: a rank of the group that dies before it
+	// joins, or a failure anywhere in c, ends it within c's timeout.
+	so := opt.shm()
+	so.Parent = c.ep
+	so.ParentRanks = make([]int, len(group))
+	for i, m := range group {
+		so.ParentRanks[i] = m.rank
+	}
 	var ep *shm.Endpoint
 	if c.ep.InProcess() {
-		ep, err = shm.JoinLocal(ctx, leaderName, newRank, len(group), opt.shm())
+		ep, err = shm.JoinLocal(ctx, leaderName, newRank, len(group), so)
 	} else {
-		ep, err = shm.Join(ctx, leaderName, newRank, len(group), opt.shm())
+		ep, err = shm.Join(ctx, leaderName, newRank, len(group), so)
 	}
 	if err != nil {
 		return nil, c.fail(fmt.Errorf("joining the new communicator: %w", err))

@@ -35,6 +35,15 @@ type Options struct {
 	// sleeps on a futex. 0 chooses by whether ranks outnumber CPUs; a
 	// negative value skips the phase.
 	SpinFor, YieldFor time.Duration
+	// Parent, if set, is the arena of the communicator this one is split
+	// from (rank's endpoint on it). While a join waits for the segment or
+	// for the other ranks, it fails as soon as Parent is aborted or closed,
+	// or a rank that has not joined yet died or left Parent (Parent is then
+	// aborted, naming that rank): the error wraps Parent's, and the new
+	// arena is aborted and its segment removed. ParentRanks[r] is rank r's
+	// rank in Parent; nil means the same rank.
+	Parent      *Endpoint
+	ParentRanks []int
 
 	fixedSpin bool          // tests: keep the spin budget at SpinFor
 	sleepFor  time.Duration // tests: bound of one futex sleep
@@ -552,13 +561,22 @@ func (e *Endpoint) join(pid int, start uint64) (int, error) {
 }
 
 // rendezvous waits until all ranks have joined. alive, if not nil, reports
-// whether a joined rank's process still lives.
-func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive func(r int) (int, bool)) error {
+// whether a joined rank's process still lives; opt.Parent is watched.
+func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive func(r int) (int, bool), opt Options) error {
 	aw := e.attachedWord()
 	sleep := 20 * time.Microsecond
 	for n := 0; ; n++ {
 		if int(aw.Load()) >= e.size {
 			return nil
+		}
+		// The parent first: its error names the cause of an abort that a
+		// rank watching it made here.
+		if err := opt.parentErr(e, e.rank, e.size); err != nil {
+			if int(aw.Load()) >= e.size {
+				return nil
+			}
+			e.abort(abortUser, -1, 0, err.Error())
+			return err
 		}
 		if err := e.Err(); err != nil {
 			return err
@@ -580,14 +598,16 @@ func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive fun
 				if r == e.rank || e.u32(r, cState).Load() != stateJoined {
 					continue
 				}
-				if pid, ok := alive(r); !ok {
+				// A rank may complete the join and exit or leave
+				// between the check at the top and this one.
+				if pid, ok := alive(r); !ok && int(aw.Load()) < e.size {
 					e.abort(abortPeerDead, r, pid, "")
 					return e.Err()
 				}
 			}
 		}
 		for r := range e.size {
-			if e.u32(r, cState).Load() == stateLeft {
+			if e.u32(r, cState).Load() == stateLeft && int(aw.Load()) < e.size {
 				e.abort(abortPeerLeft, r, 0, "")
 				return e.Err()
 			}

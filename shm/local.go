@@ -70,6 +70,9 @@ func JoinLocal(ctx context.Context, key string, rank, size int, opt Options) (*E
 	if rank < 0 || rank >= size {
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrBadSize, rank, size)
 	}
+	if err := opt.checkParent(rank, size); err != nil {
+		return nil, err
+	}
 	localMu.Lock()
 	a := localReg[key]
 	if a == nil {
@@ -96,7 +99,7 @@ func JoinLocal(ctx context.Context, key string, rank, size int, opt Options) (*E
 	}
 	localMu.Unlock()
 
-	err := e.rendezvous(ctx, time.Now().Add(opt.joinTimeout()), nil)
+	err := e.rendezvous(ctx, time.Now().Add(opt.joinTimeout()), nil, opt)
 	if err != nil {
 		e.Close()
 		localMu.Lock()

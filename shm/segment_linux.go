@@ -36,6 +36,9 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 	if rank < 0 || rank >= size {
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrBadSize, rank, size)
 	}
+	if err := opt.checkParent(rank, size); err != nil {
+		return nil, err
+	}
 	lay, err := newLayout(size, opt.SlotBytes)
 	if err != nil {
 		return nil, err
@@ -46,9 +49,15 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 	if rank == 0 {
 		fd, mem, err = createNamed(path, lay)
 	} else {
-		fd, mem, lay, err = openNamed(ctx, path, size, opt.SlotBytes, deadline)
+		watch := func() error { return opt.parentErr(nil, rank, size) }
+		fd, mem, lay, err = openNamed(ctx, path, size, opt.SlotBytes, deadline, watch)
 	}
 	if err != nil {
+		if errors.Is(err, ErrAborted) {
+			// The parent failed: a segment whose creator died is ours to
+			// remove.
+			removeIfStale(path)
+		}
 		return nil, fmt.Errorf("shm: rank %d joining %s: %w", rank, path, err)
 	}
 	var st unix.Stat_t
@@ -101,6 +110,9 @@ func CreateFD(size int, opt Options) (*os.File, error) {
 func JoinFile(ctx context.Context, f *os.File, rank, size int, opt Options) (*Endpoint, error) {
 	if rank < 0 || rank >= size {
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrBadSize, rank, size)
+	}
+	if err := opt.checkParent(rank, size); err != nil {
+		return nil, err
 	}
 	sc, err := f.SyscallConn()
 	if err != nil {
@@ -180,7 +192,7 @@ func setup(ctx context.Context, fd int, named bool, mem []byte, lay layout, rank
 		pid, start := e.peerPID(r)
 		return pid, procAlive(pid, start)
 	}
-	if err := e.rendezvous(ctx, deadline, alive); err != nil {
+	if err := e.rendezvous(ctx, deadline, alive, opt); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -255,7 +267,9 @@ func createNamed(path string, lay layout) (int, []byte, error) {
 	return fd, mem, nil
 }
 
-func openNamed(ctx context.Context, path string, size, slotBytes int, deadline time.Time) (int, []byte, layout, error) {
+// openNamed opens and maps the segment at path once its creator has written
+// it; watch ends the wait with its error.
+func openNamed(ctx context.Context, path string, size, slotBytes int, deadline time.Time, watch func() error) (int, []byte, layout, error) {
 	sleep := 50 * time.Microsecond
 	for {
 		fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -280,6 +294,9 @@ func openNamed(ctx context.Context, path string, size, slotBytes int, deadline t
 		}
 		if err := ctx.Err(); err != nil {
 			return -1, nil, layout{}, context.Cause(ctx)
+		}
+		if err := watch(); err != nil {
+			return -1, nil, layout{}, err
 		}
 		if time.Now().After(deadline) {
 			return -1, nil, layout{}, fmt.Errorf("%w: %v", ErrJoinTimeout, last)

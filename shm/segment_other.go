@@ -64,6 +64,9 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 	if rank < 0 || rank >= size {
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrBadSize, rank, size)
 	}
+	if err := opt.checkParent(rank, size); err != nil {
+		return nil, err
+	}
 	lay, err := newLayout(size, opt.SlotBytes)
 	if err != nil {
 		return nil, err
@@ -73,7 +76,8 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 	if rank == 0 {
 		m, err = createFile(path, lay)
 	} else {
-		m, lay, err = openFile(ctx, path, size, opt.SlotBytes, deadline)
+		watch := func() error { return opt.parentErr(nil, rank, size) }
+		m, lay, err = openFile(ctx, path, size, opt.SlotBytes, deadline, watch)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("shm: rank %d joining %s: %w", rank, path, err)
@@ -93,7 +97,7 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 		pid, _ := e.peerPID(r)
 		return pid, procAlive(pid, 0)
 	}
-	if err := e.rendezvous(ctx, deadline, alive); err != nil {
+	if err := e.rendezvous(ctx, deadline, alive, opt); err != nil {
 		e.Close()
 		if rank == 0 {
 			os.Remove(path)
@@ -127,7 +131,7 @@ func createFile(path string, lay layout) (mmap.MMap, error) {
 	return m, nil
 }
 
-func openFile(ctx context.Context, path string, size, slotBytes int, deadline time.Time) (mmap.MMap, layout, error) {
+func openFile(ctx context.Context, path string, size, slotBytes int, deadline time.Time, watch func() error) (mmap.MMap, layout, error) {
 	for {
 		m, lay, err := tryOpenFile(path, size, slotBytes)
 		if err == nil || !errors.Is(err, errNotReady) {
@@ -135,6 +139,9 @@ func openFile(ctx context.Context, path string, size, slotBytes int, deadline ti
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, layout{}, context.Cause(ctx)
+		}
+		if err := watch(); err != nil {
+			return nil, layout{}, err
 		}
 		if time.Now().After(deadline) {
 			return nil, layout{}, fmt.Errorf("%w: %v", ErrJoinTimeout, err)

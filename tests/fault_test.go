@@ -286,9 +286,6 @@ func TestFaultPanicAndCancel(t *testing.T) {
 // arena). The survivors must fail within SHMCOLL_TIMEOUT like in any other
 // call, and the new arena's segment must not remain in /dev/shm.
 func TestFaultKillDuringDup(t *testing.T) {
-	knownBug(t, "collectives/split.go: the ranks join the new arena with shm.Join, which watches neither the parent "+
-		"arena's abort nor the liveness of ranks that have not joined yet: survivors fail only at the join timeout "+
-		"(20s = max(10 x SHMCOLL_TIMEOUT, 20s)) with ErrJoinTimeout, not naming the dead rank")
 	n := 4
 	if longMode() {
 		n = 100

@@ -317,8 +317,9 @@ func TestSecurityHostilePeer(t *testing.T) {
 	}{
 		{"call descriptors of rank 1", lines(1, 8, 56), false},
 		{"call descriptors of every rank", append(append(lines(0, 8, 56), lines(1, 8, 56)...), lines(2, 8, 56)...), false},
-		// A split whose entries disagree may fail only at the join
-		// timeout of the new arena (20s), see TestFaultKillDuringDup.
+		// A split whose entries disagree fails on the rank that reads a
+		// bad name, and the others' joins, which watch the parent, with
+		// it; only valid but different names wait for the join timeout.
 		{"split entries", []region{{ctrl(0) + lDescriptor, ctrl(0) + lDescriptor + 256}, {ctrl(2) + lDescriptor, ctrl(2) + lDescriptor + 256}}, false},
 		{"abort records", []region{{ctrl(0) + lAbortRecord, ctrl(0) + lDescriptor}, {ctrl(1) + lAbortRecord, ctrl(1) + lDescriptor}}, false},
 		{"abort word", []region{{lAbortWord, lAbortWord + 8}}, false},
