@@ -21,22 +21,26 @@
 //
 // A wait costs one atomic load (and one of the abort word) when the peer has
 // already posted, and allocates nothing. Otherwise it spins (PAUSE; YIELD on
-// arm64), then yields the CPU (runtime.Gosched, and sched_yield for
-// processes), then sleeps: a process on a futex whose word is the low half
+// arm64), then yields the CPU (runtime.Gosched for goroutine ranks;
+// sched_yield for processes, after runtime.Gosched only when GOMAXPROCS is
+// 1, since with more Ps Gosched wakes an idle thread every time), then
+// sleeps: a process on a futex whose word is the low half
 // of the awaited counter, in the shared mapping (a shared futex, not
 // FUTEX_PRIVATE_FLAG); a goroutine rank in the Go scheduler, on a channel
 // per counter that the next post closes (no OS thread blocks). Each
 // counter's line holds a count of sleepers, so a Post wakes (FUTEX_WAKE, or
 // a channel close) only when someone sleeps.
 //
-// The spin budget is [Options.SpinFor] at most (50µs by default, 2µs when
-// ranks outnumber the machine's CPUs or, in process, GOMAXPROCS) and adapts
+// Processes that outnumber the machine's online CPUs do not spin at all:
+// they yield at once (Open MPI's mpi_yield_when_idle), for 1ms, before
+// they sleep. Otherwise the spin budget is [Options.SpinFor] at most (50µs
+// by default, 2µs for goroutine ranks that outnumber GOMAXPROCS) and adapts
 // below it: it halves after each wait that outlasts it, since then the
 // poster is not running and spinning only keeps it off the CPU, down to 5µs
 // (500ns when oversubscribed, and for goroutine ranks, whose yield is a
 // cheap goroutine switch), and doubles after a wait that needed more
-// than half of it. Then the wait yields for [Options.YieldFor] (200µs, or
-// 100µs oversubscribed) and sleeps. Sleeps are bounded, so abort, the
+// than half of it. Then the wait yields for [Options.YieldFor] (200µs;
+// 100µs for oversubscribed goroutine ranks) and sleeps. Sleeps are bounded, so abort, the
 // caller's context and peer liveness are rechecked at least every
 // min(Timeout/4, 20ms), in every phase.
 //
