@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -243,17 +245,57 @@ func initArena(fd int, lay layout, kind int) ([]byte, error) {
 	return mem, nil
 }
 
+// createNamed creates the arena at path exclusively. The segment is made
+// without a name (O_TMPFILE), sized, reserved and given its header, and
+// only then linked under path, which fails if anything (a file, a symbolic
+// link) is there: a creator that dies on the way leaves nothing in
+// /dev/shm, and a joiner never finds a segment whose header is not yet
+// written. Where O_TMPFILE or /proc is missing, the segment is created in
+// place with O_CREAT|O_EXCL|O_NOFOLLOW.
 func createNamed(path string, lay layout) (int, []byte, error) {
 	if free := freeBytes(); free >= 0 && free < int64(lay.total) {
 		return -1, nil, fmt.Errorf("%w: the arena needs %d bytes, %s has %d free", ErrNoSpace, lay.total, shmDir(), free)
 	}
+	exists := func() error { return fmt.Errorf("%w: %s (another job uses the name)", ErrExists, path) }
+	fd, err := unix.Open(filepath.Dir(path), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return createInPlace(path, lay, exists)
+	}
+	mem, err := initArena(fd, lay, kindNamed)
+	if err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	link := func() error {
+		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+	}
+	err = link()
+	if err == unix.EEXIST && removeIfStale(path) {
+		err = link()
+	}
+	if err != nil {
+		unix.Munmap(mem)
+		unix.Close(fd)
+		if err == unix.EEXIST {
+			return -1, nil, exists()
+		}
+		if err == unix.ENOENT { // no /proc: link the old way
+			return createInPlace(path, lay, exists)
+		}
+		return -1, nil, fmt.Errorf("shm: link %s: %w", path, err)
+	}
+	return fd, mem, nil
+}
+
+// createInPlace creates the arena at path with O_EXCL and writes it there.
+func createInPlace(path string, lay layout, exists func() error) (int, []byte, error) {
 	flags := unix.O_RDWR | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Open(path, flags, 0o600)
 	if err == unix.EEXIST && removeIfStale(path) {
 		fd, err = unix.Open(path, flags, 0o600)
 	}
 	if err == unix.EEXIST {
-		return -1, nil, fmt.Errorf("%w: %s (another job uses the name)", ErrExists, path)
+		return -1, nil, exists()
 	}
 	if err != nil {
 		return -1, nil, err
