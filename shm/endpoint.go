@@ -94,6 +94,7 @@ type Endpoint struct {
 	joined     bool // this endpoint holds its rank (Close marks it left)
 
 	spinFor, yieldFor time.Duration
+	oversub           bool          // process ranks outnumber the online CPUs
 	spinBudget        atomic.Int64  // current spin budget in ns (adaptive, at most spinFor)
 	fixedSpin         bool          // do not adapt (benchmarks compare)
 	minSpin           int64         // floor of spinBudget
@@ -116,6 +117,12 @@ func (e *Endpoint) Rank() int { return e.rank }
 
 // Size returns the number of ranks of the arena.
 func (e *Endpoint) Size() int { return e.size }
+
+// Oversubscribed reports whether the ranks are processes that outnumber the
+// machine's online CPUs (not an affinity mask, so that every rank of the
+// arena sees the same answer); such ranks yield instead of spinning, and
+// algorithms may prefer fewer synchronizations.
+func (e *Endpoint) Oversubscribed() bool { return e.oversub }
 
 // SlotBytes returns the size of each rank's data slot.
 func (e *Endpoint) SlotBytes() int { return e.lay.slotBytes }
@@ -523,6 +530,7 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 		}
 	}
 	over := lay.ranks > cpus
+	e.oversub = over && !inProcess
 	switch {
 	case opt.SpinFor < 0:
 	case opt.SpinFor > 0:
