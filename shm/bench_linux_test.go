@@ -27,9 +27,14 @@ import (
 func monoNano() int64
 
 // pinTo locks the goroutine to its thread and binds the thread to cpu; it
-// returns false if that is not possible.
+// returns false if that is not possible. The thread stays locked: when the
+// goroutine ends, the runtime ends the thread with it, so no thread bound
+// to one CPU goes back to the pool, where a later fork would hand its mask
+// (and a runtime.NumCPU of 1) to the child. The CPU is checked against the
+// online CPUs, not runtime.NumCPU, which counts only the CPUs of the mask
+// this process inherited.
 func pinTo(cpu int) bool {
-	if cpu < 0 || cpu >= runtime.NumCPU() {
+	if cpu < 0 || cpu >= onlineCPUs() {
 		return false
 	}
 	runtime.LockOSThread()
@@ -161,10 +166,7 @@ func BenchmarkPingPong(b *testing.B) {
 		b.Run("impl=shm/wait="+w.name, func(b *testing.B) {
 			opt := Options{SlotBytes: 4096, SpinFor: w.spin, YieldFor: w.yield, fixedSpin: w.fixed}
 			e, cmds := spawn(b, "pong", 2, opt, "SHMCOLL_TEST_CPU=1")
-			pinned := pinTo(0)
-			if pinned {
-				defer runtime.UnlockOSThread()
-			}
+			pinTo(0)
 			ctx := context.Background()
 			k := uint64(0)
 			// Warm up, then time b.N round trips.
@@ -244,9 +246,7 @@ func BenchmarkPingPongVsProbe(b *testing.B) {
 	const block = 20000
 	bin := buildProbe(b)
 	e, cmds := spawn(b, "pong", 2, Options{SlotBytes: 4096}, "SHMCOLL_TEST_CPU=1")
-	if pinTo(0) {
-		defer runtime.UnlockOSThread()
-	}
+	pinTo(0)
 	ctx := context.Background()
 	k := uint64(0)
 	roundTrips := func(n int) time.Duration {
