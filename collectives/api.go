@@ -134,28 +134,7 @@ func hashInts(xs ...[]int) uint64 {
 // means in place: recv holds the input. len(send) == len(recv) == count, the
 // same on every rank.
 func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
-	if err := c.start(CollAllreduce, simd.TypeOf[T]()); err != nil {
-		return err
-	}
-	if err := c.bindOp(op); err != nil {
-		return err
-	}
-	s, r := bytesOf(send), simd.AsBytes(recv)
-	if s != nil && len(s) != len(r) {
-		return c.bad("len(send) = %d, len(recv) = %d", len(send), len(recv))
-	}
-	s, err := c.inPlace(s, r)
-	if err != nil {
-		return err
-	}
-	c.cur.send, c.cur.recv, c.cur.count = s, r, len(recv)
-	if c.size == 1 {
-		if s != nil {
-			copy(r, s)
-		}
-		return nil
-	}
-	return c.pick(ctx, len(r))
+	return elementwise(ctx, c, CollAllreduce, send, recv, op)
 }
 
 // ReduceScatterBlock combines the vectors send (p blocks of len(recv)
@@ -470,17 +449,20 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 // ... op send_r, in rank order (correct for non-commutative operators).
 // send nil means in place.
 func Scan[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
-	return scan(ctx, c, CollScan, send, recv, op)
+	return elementwise(ctx, c, CollScan, send, recv, op)
 }
 
 // Exscan computes the exclusive prefix reduction: recv on rank r = send_0
 // op ... op send_{r-1} for r > 0; recv on rank 0 is left unchanged. send
 // nil means in place.
 func Exscan[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
-	return scan(ctx, c, CollExscan, send, recv, op)
+	return elementwise(ctx, c, CollExscan, send, recv, op)
 }
 
-func scan[T simd.Element](ctx context.Context, c *Comm, coll Collective, send, recv []T, op Op) error {
+// elementwise runs a reduction whose send and recv have the same length on
+// every rank: allreduce, scan and exscan. With one rank the result is the
+// input (allreduce, scan) or recv left unchanged (exscan).
+func elementwise[T simd.Element](ctx context.Context, c *Comm, coll Collective, send, recv []T, op Op) error {
 	if err := c.start(coll, simd.TypeOf[T]()); err != nil {
 		return err
 	}
@@ -497,7 +479,7 @@ func scan[T simd.Element](ctx context.Context, c *Comm, coll Collective, send, r
 	}
 	c.cur.send, c.cur.recv, c.cur.count = s, r, len(recv)
 	if c.size == 1 {
-		if s != nil && coll == CollScan {
+		if s != nil && coll != CollExscan {
 			copy(r, s)
 		}
 		return nil
