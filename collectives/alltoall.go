@@ -52,7 +52,6 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 				return c.mismatch(fmt.Sprintf("rank %d expects %d elements from rank %d, which sends %d", c.rank, a.rcounts[q], q, n))
 			}
 		}
-		c.last.Steps++
 		c.last.Rounds++
 		a.fully = true
 		c.end(e)
@@ -100,7 +99,6 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 			}
 			copy(dst, qh[hdr+off*esz:hdr+(off+n)*esz])
 		}
-		c.last.Steps++
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
 		c.last.Received += uint64(p - 1)

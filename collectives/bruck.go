@@ -93,7 +93,6 @@ func (c *Comm) bruckAllreduce(ctx context.Context) error {
 		c.eachRun(0, p, func(rot, user, n int) {
 			copy(span(a.recv, esz, user, user+n), span(h, esz, M+rot, M+rot+n))
 		})
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil

@@ -158,7 +158,6 @@ func (c *Comm) circAllreduce(ctx context.Context) error {
 		}
 		c.copyOut(a.recv, h, 0, lastRecv.Lo)
 		c.copyOut(a.recv, h, lastRecv.Hi, p)
-		c.last.Steps++
 		a.fully = true
 		c.end(e)
 	}
@@ -191,7 +190,6 @@ func (c *Comm) circReduceScatter(ctx context.Context) error {
 		if err := c.rounds(ctx, pl, e, h, a.send, out); err != nil {
 			return err
 		}
-		c.last.Steps++
 		a.fully = true
 		c.end(e)
 	}
@@ -224,7 +222,6 @@ func (c *Comm) circAllgather(ctx context.Context) error {
 		}
 		c.copyOut(a.recv, h, 1, lastRecv.Lo)
 		c.copyOut(a.recv, h, lastRecv.Hi, p)
-		c.last.Steps++
 		a.fully = true
 		c.end(e)
 	}
@@ -251,7 +248,6 @@ func (c *Comm) circBarrier(ctx context.Context) error {
 		}
 		c.last.Rounds++
 	}
-	c.last.Steps++
 	c.cur.fully = true
 	c.end(e)
 	return nil
@@ -315,7 +311,6 @@ func (c *Comm) circBcast(ctx context.Context) error {
 				c.post(e, 2)
 			}
 		}
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil
@@ -378,7 +373,6 @@ func (c *Comm) circReduce(ctx context.Context) error {
 		} else {
 			a.fully = true
 		}
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil

@@ -103,7 +103,6 @@ func (c *Comm) flatAllreduce(ctx context.Context) error {
 		mine := pre[c.rank+1] - pre[c.rank]
 		a.red.reduceK(h[res:res+mine*esz], c.sc.srcs)
 		c.post(e, 2)
-		c.last.Steps++
 		c.last.Rounds += 2
 		c.last.Sent += 2 * uint64(p-1)
 		c.last.Received += uint64(p - 1)
@@ -157,7 +156,6 @@ func (c *Comm) flatReduceScatter(ctx context.Context) error {
 		lo := pieceLo(k, S, a.counts[c.rank])
 		n := pre[c.rank+1] - pre[c.rank]
 		a.red.reduceK(span(a.recv, esz, lo, lo+n), c.sc.srcs)
-		c.last.Steps++
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
 		c.last.Received += uint64(p - 1)
@@ -199,7 +197,6 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 			d := a.displs[q]
 			copy(span(a.recv, esz, d+lo, d+hi), c.slotHalf(q, e))
 		}
-		c.last.Steps++
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
 		c.last.Received += uint64(p - 1)
@@ -232,7 +229,6 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 			copy(seg, c.slotHalf(a.root, e))
 			c.last.Received++
 		}
-		c.last.Steps++
 		c.last.Rounds++
 		c.end(e)
 	}
@@ -266,7 +262,6 @@ func (c *Comm) flatGather(ctx context.Context) error {
 			c.last.Received += uint64(p - 1)
 			a.fully = true
 		}
-		c.last.Steps++
 		c.last.Rounds++
 		c.end(e)
 	}
@@ -309,7 +304,6 @@ func (c *Comm) flatScatter(ctx context.Context) error {
 			copy(span(a.recv, esz, lo, lo+pre[c.rank+1]-pre[c.rank]), span(c.slotHalf(a.root, e), esz, pre[c.rank], pre[c.rank+1]))
 			c.last.Received++
 		}
-		c.last.Steps++
 		c.last.Rounds++
 		c.end(e)
 	}
@@ -348,7 +342,6 @@ func (c *Comm) flatScan(ctx context.Context) error {
 			c.last.Received += uint64(last)
 			c.last.Reduced += uint64(max(0, last))
 		}
-		c.last.Steps++
 		c.last.Rounds++
 		a.fully = c.rank == c.size-1 && a.coll == CollScan
 		c.end(e)
@@ -367,7 +360,6 @@ func (c *Comm) flatBarrier(ctx context.Context) error {
 			return err
 		}
 	}
-	c.last.Steps++
 	c.last.Rounds++
 	c.cur.fully = true
 	c.end(e)
@@ -393,7 +385,6 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 		}
 		copy(c.slotHalf(c.rank, e), span(in, esz, base, base+m))
 		c.post(e, 1)
-		c.last.Steps++
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
 		if reads {

@@ -169,7 +169,6 @@ func (c *Comm) mstScatter(ctx context.Context) error {
 			lo := pieceLo(k, S, a.count)
 			copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
 		}
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil
@@ -207,7 +206,6 @@ func (c *Comm) mstGather(ctx context.Context) error {
 		if r == a.root {
 			c.copyResult(s, h, pre, 0, out, r)
 		}
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil

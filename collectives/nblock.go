@@ -222,7 +222,6 @@ func (c *Comm) nblockBcast(ctx context.Context) error {
 			c.last.Rounds++
 			c.last.Received++
 		}
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil
@@ -314,7 +313,6 @@ func (c *Comm) nblockReduce(ctx context.Context) error {
 			}
 			a.fully = true
 		}
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil
@@ -394,7 +392,6 @@ func (c *Comm) nblockAllgatherv(ctx context.Context) error {
 		// Every root with data in the segment reached this rank, so every
 		// rank began the step unless one had nothing to send.
 		a.fully = others == p-1
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil
@@ -487,7 +484,6 @@ func (c *Comm) nblockReduceScatter(ctx context.Context) error {
 		}
 		// This rank's block gathered every rank's contribution.
 		a.fully = L > 0
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil

@@ -391,7 +391,6 @@ func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule)
 		if a.recv != nil {
 			c.copyResult(s, h, off, M, out, -1)
 		}
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil
@@ -441,7 +440,6 @@ func (c *Comm) rabScatter(ctx context.Context, s *schedule) error {
 		}
 		lo, hi := pieceLo(k, S, a.counts[c.rank]), pieceLo(k+1, S, a.counts[c.rank])
 		copy(span(a.recv, esz, lo, hi), span(h, esz, boff[c.rank], boff[c.rank]+hi-lo))
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil

@@ -617,7 +617,6 @@ func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
 		r := c.rank
 		lo := pieceLo(k, S, a.counts[r])
 		copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil
@@ -659,7 +658,6 @@ func (c *Comm) schedAllgather(ctx context.Context, s *schedule) error {
 			}
 			c.copyResult(s, h, pre, 0, out, r)
 		}
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil
@@ -695,7 +693,6 @@ func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
 		if out.buf != nil {
 			c.copyResult(s, h, off, 0, out, -1)
 		}
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil

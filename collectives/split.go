@@ -48,7 +48,6 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 			group = append(group, member{int(int64(le.Uint64(d[8:]))), q})
 		}
 	}
-	c.last.Steps++
 	c.last.Rounds++
 	c.cur.fully = true
 	c.end(e)

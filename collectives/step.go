@@ -129,8 +129,9 @@ func (c *Comm) begin(ctx context.Context) (uint64, error) {
 }
 
 // end closes step e: if the algorithm made this rank depend on every
-// rank's step-e data, every rank has begun step e.
+// rank's step-e data, every rank has begun step e. It counts the step.
 func (c *Comm) end(e uint64) {
+	c.last.Steps++
 	if c.cur.fully {
 		c.synced = e
 	}

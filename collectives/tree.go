@@ -258,7 +258,6 @@ func (c *Comm) treeAllreduce(ctx context.Context, kind treeKind) error {
 			}
 		}
 		a.fully = true
-		c.last.Steps++
 		c.end(e)
 	}
 	return nil
