@@ -111,6 +111,11 @@ type Options struct {
 	// Inject is a test hook: > 0 makes rank 0 corrupt its result after timed
 	// iteration Inject-1, which verification must catch.
 	Inject int
+	// Hier runs shmcoll's hierarchical collectives (hiercoll, built by
+	// [BuildHier]) under this MPI instead of the library's own; NodeSize
+	// is then its SHMCOLL_NODE_SIZE ("" : one node).
+	Hier     bool
+	NodeSize string
 }
 
 // Args is the benchmark's command line for o (without the program name).
@@ -283,7 +288,11 @@ func Run(ctx context.Context, impl mpi.Impl, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	bin, err := Build(ctx, impl)
+	build := Build
+	if o.Hier {
+		build = BuildHier
+	}
+	bin, err := build(ctx, impl)
 	if err != nil {
 		return nil, err
 	}
@@ -292,6 +301,9 @@ func Run(ctx context.Context, impl mpi.Impl, o Options) (*Report, error) {
 		return nil, err
 	}
 	cmd.Env = append(os.Environ(), o.Env...)
+	if o.Hier {
+		cmd.Env = append(cmd.Env, "SHMCOLL_NODE_SIZE="+o.NodeSize)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()

@@ -198,3 +198,48 @@ func TestRunBadOptions(t *testing.T) {
 		t.Errorf("unknown MPI: %v", err)
 	}
 }
+
+// TestRunHier builds hiercoll for every installed MPI and runs every
+// collective it measures on 4 ranks in 2 emulated nodes (more ranks than
+// CPUs here), then corrupts a result and expects the check to fail.
+func TestRunHier(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts MPI jobs")
+	}
+	for _, impl := range mpi.Impls {
+		t.Run(string(impl), func(t *testing.T) {
+			installed(t, impl)
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			o := Options{NP: 4, Sizes: []int64{8, 1000}, Iters: 5, Warmup: -1, Dtype: "int32", Hier: true, NodeSize: "2"}
+			rep, err := Run(ctx, impl, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Header.Impl != "hier-"+string(impl) || rep.Header.NP != 4 || !strings.Contains(rep.Header.Library, `SHMCOLL_NODE_SIZE="2"`) {
+				t.Errorf("header %+v", rep.Header)
+			}
+			want := map[string][]int64{ // as mpicoll's, without the barrier
+				"allreduce":            {8, 1000},
+				"reduce_scatter_block": {16, 992},
+				"allgather":            {16, 992},
+				"bcast":                {8, 1000},
+				"reduce":               {8, 1000},
+			}
+			got := map[string][]int64{}
+			for _, r := range rep.Results {
+				got[r.Coll] = append(got[r.Coll], r.Bytes)
+				if r.Check != "ok" || r.Iters != 5 || r.NP != 4 || r.Algo != "hier-auto" {
+					t.Errorf("%+v", r)
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("sizes run %v, want %v", got, want)
+			}
+			o.Colls, o.Sizes, o.Iters, o.Inject = []string{"allreduce"}, []int64{64}, 6, 3
+			if rep, err = Run(ctx, impl, o); !errors.Is(err, ErrCheck) || len(rep.Results) != 1 || !strings.Contains(rep.Results[0].Check, "rank 0") {
+				t.Fatalf("corrupted result: got %v, %+v; want ErrCheck from rank 0", err, rep)
+			}
+		})
+	}
+}
