@@ -43,6 +43,16 @@ repeat. Per size it reports each implementation's median over rounds and
 the median over rounds of the per-round ratio shmcoll / best MPI (below 1:
 shmcoll is faster).
 
+hier-openmpi and hier-mpich are shmcoll's hierarchical collectives
+(collectives/hier: shared memory inside a node, that MPI between nodes) on
+the same ranks under that MPI's mpirun, the nodes emulated with -node-size
+(SHMCOLL_NODE_SIZE: "2" makes nodes of 2 consecutive ranks, "3,1" gives
+the sizes). Their column hier-X/X is the median over rounds of the
+per-round ratio to that MPI's own collective. shmbench is built without
+MPI, so the MPI-tagged program (internal/mpibench/hiercoll) is built on
+demand with the go command from the source tree of the working directory
+(or of this binary). Barrier has no hierarchical version.
+
 Nothing is installed: an MPI that is absent is named with the commands and
 Debian packages it lacks, and the comparison goes on without it.
 
@@ -51,9 +61,13 @@ Flags:
 
 // compareImpl is one implementation taking part.
 type compareImpl struct {
-	name string // "openmpi", "mpich", "shmcoll"
-	mpi  mpi.Impl
+	name string   // "openmpi", "mpich", "shmcoll", "hier-openmpi", "hier-mpich"
+	mpi  mpi.Impl // the MPI library, or the one hier runs under
+	hier bool     // shmcoll's hierarchical collectives under mpi
 }
+
+// library reports whether p is an MPI library's own collectives.
+func (p compareImpl) library() bool { return p.mpi != "" && !p.hier }
 
 // block is one implementation's sweep in one round.
 type block struct {
@@ -90,6 +104,10 @@ type compareRow struct {
 	Steady      []bool   `json:"steady"`
 	SteadyRatio float64  `json:"ratio_steady_median"`
 	Best        []string `json:"best_mpi"` // per round: the faster MPI
+	// HierRatios has, per hier-X implementation, the per-round ratio
+	// hier-X / X (0: missing); HierRatio their medians.
+	HierRatios map[string][]float64 `json:"hier_ratios,omitempty"`
+	HierRatio  map[string]float64   `json:"hier_ratio_median,omitempty"`
 }
 
 func runCompare(args []string, stdout, stderr io.Writer) int {
@@ -106,7 +124,8 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	rounds := fs.Int("rounds", 3, "rounds: each runs every implementation once")
 	per := fs.Duration("time", 100*time.Millisecond, "timed duration per size in each block")
 	warm := fs.Duration("warmup", 20*time.Millisecond, "warm-up per size in each block")
-	impls := fs.String("impls", "openmpi,mpich,shmcoll", "implementations to compare")
+	impls := fs.String("impls", "openmpi,mpich,shmcoll", "implementations to compare: openmpi, mpich, shmcoll, hier-openmpi, hier-mpich")
+	nodeSize := fs.String("node-size", "", "hier-*: ranks per emulated node (SHMCOLL_NODE_SIZE: k, or sizes a,b,...; empty: one node)")
 	format := fs.String("format", "table", "output: table or json (block lines, then one line per size)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on a block after this long")
 	blockBy := fs.String("block", "size", "what one block measures: size (one size: the implementations alternate every size) or sweep (every size)")
@@ -157,17 +176,28 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	for _, name := range strings.Split(*impls, ",") {
 		switch name {
 		case "openmpi":
-			parts = append(parts, compareImpl{name, mpi.OpenMPI})
+			parts = append(parts, compareImpl{name: name, mpi: mpi.OpenMPI})
 		case "mpich":
-			parts = append(parts, compareImpl{name, mpi.MPICH})
+			parts = append(parts, compareImpl{name: name, mpi: mpi.MPICH})
 		case "shmcoll":
 			parts = append(parts, compareImpl{name: name})
+		case "hier-openmpi":
+			parts = append(parts, compareImpl{name: name, mpi: mpi.OpenMPI, hier: true})
+		case "hier-mpich":
+			parts = append(parts, compareImpl{name: name, mpi: mpi.MPICH, hier: true})
 		default:
-			return bad("-impls: unknown implementation %q (openmpi, mpich, shmcoll)", name)
+			return bad("-impls: unknown implementation %q (openmpi, mpich, shmcoll, hier-openmpi, hier-mpich)", name)
 		}
 	}
-	if !slices.ContainsFunc(parts, func(p compareImpl) bool { return p.name == "shmcoll" }) {
-		return bad("-impls %s: shmcoll must take part", *impls)
+	if !slices.ContainsFunc(parts, func(p compareImpl) bool { return !p.library() }) {
+		return bad("-impls %s: shmcoll or hier-openmpi or hier-mpich must take part", *impls)
+	}
+	if *nodeSize != "" {
+		for _, f := range strings.Split(*nodeSize, ",") {
+			if n, err := strconv.Atoi(f); err != nil || n < 1 {
+				return bad("-node-size %q: want k or a,b,... of positive integers", *nodeSize)
+			}
+		}
 	}
 
 	// Say exactly what is missing, and go on without it.
@@ -181,21 +211,31 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		}
 		usable = append(usable, p)
 	}
-	if len(usable) < 2 {
-		fmt.Fprintf(stderr, "shmbench compare: no MPI to compare with (install nothing was tried; see the packages named above)\n")
-		return 1
-	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// Build the MPI benchmarks before timing anything.
+	// Build the MPI benchmarks before timing anything. A hierarchical one
+	// that cannot be built (no go command, no pkg-config module, no source
+	// tree) is named and left out.
+	var built []compareImpl
 	for _, p := range usable {
-		if p.mpi != "" {
+		switch {
+		case p.hier:
+			if _, err := mpibench.BuildHier(ctx, p.mpi); err != nil {
+				fmt.Fprintf(stderr, "shmbench compare: %s: %v; comparing without it\n", p.name, err)
+				continue
+			}
+		case p.mpi != "":
 			if _, err := mpibench.Build(ctx, p.mpi); err != nil {
 				fmt.Fprintf(stderr, "shmbench compare: %v\n", err)
 				return 1
 			}
 		}
+		built = append(built, p)
+	}
+	usable = built
+	if !slices.ContainsFunc(usable, compareImpl.library) || !slices.ContainsFunc(usable, func(p compareImpl) bool { return !p.library() }) {
+		fmt.Fprintf(stderr, "shmbench compare: no MPI to compare with (install nothing was tried; see the packages named above)\n")
+		return 1
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -231,7 +271,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 				if len(groups) > 1 {
 					b.Group = g + 1
 				}
-				if err := runBlock(ctx, b, p, exe, *np, colls, sizes, *per, *warm, *dtype, *timeout, topo, stderr); err != nil {
+				if err := runBlock(ctx, b, p, exe, *np, *nodeSize, colls, sizes, *per, *warm, *dtype, *timeout, topo, stderr); err != nil {
 					fmt.Fprintf(stderr, "shmbench compare: round %d, %s: %v\n", r+1, p.name, err)
 					return 1
 				}
@@ -283,7 +323,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 }
 
 // runBlock measures one block: the placement probe, then the sweep.
-func runBlock(ctx context.Context, b *block, p compareImpl, exe string, np int, colls []string, sizes []int64,
+func runBlock(ctx context.Context, b *block, p compareImpl, exe string, np int, nodeSize string, colls []string, sizes []int64,
 	per, warm time.Duration, dtype string, timeout time.Duration, topo *numa.Topology, stderr io.Writer) error {
 	b.ProbeNS, _ = placementNS(topo) // 0: not measured
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -291,7 +331,13 @@ func runBlock(ctx context.Context, b *block, p compareImpl, exe string, np int, 
 	start := time.Now()
 	var err error
 	if p.mpi != "" {
-		err = runMPIBlock(ctx, b, p.mpi, np, colls, sizes, per, warm, dtype)
+		o := mpibench.Options{NP: np, Colls: colls, Sizes: sizes, Time: per, Warmup: warm, Dtype: dtype, Hier: p.hier, NodeSize: nodeSize}
+		if p.hier {
+			o.Colls = slices.DeleteFunc(slices.Clone(colls), func(c string) bool { return c == "barrier" })
+		}
+		if len(o.Colls) > 0 {
+			err = runMPIBlock(ctx, b, p.mpi, o)
+		}
 	} else {
 		err = runShmBlock(ctx, b, exe, np, colls, sizes, per, warm, dtype, stderr)
 	}
@@ -311,11 +357,11 @@ func implNames(ps []compareImpl) string {
 	return strings.Join(s, ", ")
 }
 
-func runMPIBlock(ctx context.Context, b *block, impl mpi.Impl, np int, colls []string, sizes []int64, per, warm time.Duration, dtype string) error {
-	if warm == 0 {
-		warm = -1 // mpibench: negative means none
+func runMPIBlock(ctx context.Context, b *block, impl mpi.Impl, o mpibench.Options) error {
+	if o.Warmup == 0 {
+		o.Warmup = -1 // mpibench: negative means none
 	}
-	rep, err := mpibench.Run(ctx, impl, mpibench.Options{NP: np, Colls: colls, Sizes: sizes, Time: per, Warmup: warm, Dtype: dtype})
+	rep, err := mpibench.Run(ctx, impl, o)
 	if rep != nil {
 		for _, r := range rep.Results {
 			b.Results = append(b.Results, benchfmt.Result{
@@ -349,12 +395,12 @@ func runShmBlock(ctx context.Context, b *block, exe string, np int, colls []stri
 }
 
 // compareRows pairs the blocks' results by (collective, size), in the order
-// of the first shmcoll block.
+// of the first round's blocks.
 func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow {
 	var keys []compareKey
 	groupOf := map[compareKey]int{}
 	for _, b := range blocks {
-		if b.Impl == "shmcoll" && b.Round == 1 {
+		if b.Round == 1 {
 			for _, r := range b.Results {
 				k := compareKey{r.Coll, r.Bytes}
 				if _, dup := groupOf[k]; !dup {
@@ -386,13 +432,13 @@ func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow
 		for r := range rounds {
 			best, bestName := 0.0, ""
 			for _, p := range impls {
-				if v := row.PerRnd[p.name][r]; p.mpi != "" && v > 0 && (best == 0 || v < best) {
+				if v := row.PerRnd[p.name][r]; p.library() && v > 0 && (best == 0 || v < best) {
 					best, bestName = v, p.name
 				}
 			}
 			row.Best[r] = bestName
-			if sh := row.PerRnd["shmcoll"][r]; best > 0 && sh > 0 {
-				row.Ratios[r] = sh / best
+			if sh, ok := row.PerRnd["shmcoll"]; ok && best > 0 && sh[r] > 0 {
+				row.Ratios[r] = sh[r] / best
 			}
 		}
 		row.Ratio = medianPositive(row.Ratios)
@@ -405,6 +451,21 @@ func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow
 			}
 		}
 		row.SteadyRatio = medianPositive(sr)
+		for _, p := range impls {
+			if !p.hier {
+				continue
+			}
+			if row.HierRatios == nil {
+				row.HierRatios, row.HierRatio = map[string][]float64{}, map[string]float64{}
+			}
+			rs := make([]float64, rounds)
+			for r := range rounds {
+				if h, m := row.PerRnd[p.name][r], row.PerRnd[string(p.mpi)][r]; h > 0 && m > 0 {
+					rs[r] = h / m
+				}
+			}
+			row.HierRatios[p.name], row.HierRatio[p.name] = rs, medianPositive(rs)
+		}
 		rows = append(rows, row)
 	}
 	return rows
@@ -477,11 +538,21 @@ func writeCompareTable(w io.Writer, rows []*compareRow, impls []compareImpl) {
 	for _, p := range impls {
 		fmt.Fprintf(w, " %11s", p.name+"_us")
 	}
+	for _, p := range impls {
+		if p.hier {
+			fmt.Fprintf(w, " %20s", p.name+"/"+string(p.mpi))
+		}
+	}
 	fmt.Fprintf(w, " %8s %11s %13s  %s\n", "ratio", "spread", "steady", "best MPI per round")
 	for _, row := range rows {
 		fmt.Fprintf(w, "%-20s %8s", row.Coll, benchfmt.FormatSize(row.Bytes))
 		for _, p := range impls {
 			fmt.Fprintf(w, " %11s", fmtUS(row.Median[p.name]))
+		}
+		for _, p := range impls {
+			if p.hier {
+				fmt.Fprintf(w, " %20s", fmtRatio(row.HierRatio[p.name], row.HierRatios[p.name]))
+			}
 		}
 		lo, hi := 0.0, 0.0
 		for _, r := range row.Ratios {
@@ -502,10 +573,34 @@ func writeCompareTable(w io.Writer, rows []*compareRow, impls []compareImpl) {
 		if row.SteadyRatio > 0 {
 			st = fmt.Sprintf("%.3f (%d/%d)", row.SteadyRatio, n, row.Rounds)
 		}
-		fmt.Fprintf(w, " %8.3f %11s %13s  %s\n", row.Ratio, fmt.Sprintf("%.3g-%.3g", lo, hi), st, strings.Join(row.Best, ","))
+		ratio, spread := "n/a", "n/a"
+		if row.Ratio > 0 {
+			ratio, spread = fmt.Sprintf("%.3f", row.Ratio), fmt.Sprintf("%.3g-%.3g", lo, hi)
+		}
+		fmt.Fprintf(w, " %8s %11s %13s  %s\n", ratio, spread, st, strings.Join(row.Best, ","))
 	}
 	fmt.Fprintln(w, "# ratio: median over rounds of shmcoll / best MPI in that round (< 1: shmcoll faster); times: median over rounds of each block's median")
+	if slices.ContainsFunc(impls, func(p compareImpl) bool { return p.hier }) {
+		fmt.Fprintln(w, "# hier-X/X: median over rounds of hier-X / MPI X's own collective in that round, and its spread (< 1: hierarchical faster)")
+	}
 	fmt.Fprintf(w, "# steady: the same median over the rounds whose blocks all saw one placement (probes within %.1fx)\n", steadyProbe)
+}
+
+// fmtRatio prints a median ratio and the spread of its rounds.
+func fmtRatio(med float64, rs []float64) string {
+	lo, hi := 0.0, 0.0
+	for _, r := range rs {
+		if r > 0 {
+			if lo == 0 || r < lo {
+				lo = r
+			}
+			hi = max(hi, r)
+		}
+	}
+	if med == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f (%.3g-%.3g)", med, lo, hi)
 }
 
 func fmtUS(us float64) string {

@@ -23,7 +23,9 @@ func TestCompareBadFlags(t *testing.T) {
 		{[]string{"-coll", "alltoall"}, "not one the MPI benchmark measures"},
 		{[]string{"-dtype", "bfloat16"}, "-dtype"},
 		{[]string{"-rounds", "0"}, "-rounds"},
-		{[]string{"-impls", "openmpi,mpich"}, "shmcoll must take part"},
+		{[]string{"-impls", "openmpi,mpich"}, "must take part"},
+		{[]string{"-impls", "hier-lam"}, "unknown implementation"},
+		{[]string{"-impls", "openmpi,hier-openmpi", "-node-size", "2,x"}, "-node-size"},
 		{[]string{"-impls", "intelmpi,shmcoll"}, "unknown implementation"},
 		{[]string{"-sizes", "4:2"}, "-sizes"},
 		{[]string{"-format", "csv"}, "-format"},
@@ -134,7 +136,7 @@ func TestSteadyRounds(t *testing.T) {
 	res := func(us float64) []benchfmt.Result {
 		return []benchfmt.Result{{Coll: "allreduce", Bytes: 8, MedianUS: us}}
 	}
-	impls := []compareImpl{{"openmpi", mpi.OpenMPI}, {"mpich", mpi.MPICH}, {name: "shmcoll"}}
+	impls := []compareImpl{{name: "openmpi", mpi: mpi.OpenMPI}, {name: "mpich", mpi: mpi.MPICH}, {name: "shmcoll"}}
 	var bs []*block
 	for r, us := range [][3]float64{{1, 2, 0.5}, {4, 2, 2}, {1, 1, 3}} {
 		for i, p := range impls {
@@ -190,5 +192,43 @@ func TestCompareBySize(t *testing.T) {
 	}
 	if blocks != 6 || rows != 2 {
 		t.Fatalf("%d blocks, %d rows, want 6 and 2:\n%s", blocks, rows, out)
+	}
+}
+
+// TestCompareHier sets the hierarchical allreduce of both MPIs beside
+// their own on 4 ranks in 2 emulated nodes (hiercoll built on demand).
+func TestCompareHier(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts MPI jobs")
+	}
+	for _, impl := range mpi.Impls {
+		if err := mpi.Lookup(impl).Err(); err != nil {
+			t.Skipf("%v", err)
+		}
+	}
+	code, out, errOut := shmbench(t, "compare", "-impls", "openmpi,hier-openmpi,mpich,hier-mpich", "-np", "4", "-node-size", "2",
+		"-sizes", "8,4K", "-rounds", "1", "-time", "10ms", "-warmup", "2ms", "-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rows int
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r compareRow
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if r.Type != "compare" {
+			continue
+		}
+		rows++
+		for _, h := range []string{"hier-openmpi", "hier-mpich"} {
+			want := r.PerRnd[h][0] / r.PerRnd[strings.TrimPrefix(h, "hier-")][0]
+			if r.Median[h] <= 0 || r.HierRatio[h] != want || r.Ratio != 0 {
+				t.Errorf("%d B: %s median %v, ratio %v (want %v), shmcoll ratio %v", r.Bytes, h, r.Median[h], r.HierRatio[h], want, r.Ratio)
+			}
+		}
+	}
+	if rows != 2 {
+		t.Errorf("%d rows, want 2:\n%s", rows, out)
 	}
 }
