@@ -29,6 +29,12 @@ type Options struct {
 	// ranks (nil: [circulant.HalvingSkips]). It must be the same function
 	// on every rank; [circulant.CheckSkips] validates its result.
 	Skips func(p int) []int
+	// Table is the selection table that auto uses (nil: the file that
+	// SHMCOLL_TUNE_FILE names, else [DefaultTable]). Every rank must use a
+	// table with the same entries: the ranks compare [Table.Hash] when
+	// they join, and a difference fails the join on every rank with
+	// [ErrTableMismatch].
+	Table *Table
 	// JoinTimeout, SpinFor and YieldFor are passed to the arena (see
 	// [shm.Options]): how long joining may take, and how long a wait spins
 	// and then yields before it sleeps.
@@ -50,6 +56,7 @@ type Comm struct {
 	opt  Options
 
 	pinned [numColls]Algorithm
+	sel    selection // the selection table's entries for this p
 	skips  []int
 
 	seq     uint64   // calls made
@@ -74,9 +81,12 @@ type Comm struct {
 	closed    bool
 }
 
-// newComm wraps a joined endpoint.
-func newComm(ep *shm.Endpoint, opt Options) (*Comm, error) {
+// newComm wraps a joined endpoint; tab is the selection table and src
+// where it came from.
+func newComm(ep *shm.Endpoint, opt Options, tab *Table, src string) (*Comm, error) {
 	c := &Comm{ep: ep, rank: ep.Rank(), size: ep.Size(), opt: opt}
+	c.sel = tab.selection(c.size, ep.Oversubscribed())
+	c.sel.source = src
 	if err := envPins(&c.pinned); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
@@ -102,14 +112,21 @@ func newComm(ep *shm.Endpoint, opt Options) (*Comm, error) {
 
 // NewLocal returns p communicators of one in-process arena, for p
 // goroutines: Comm i is rank i.
+//
+// The ranks share one selection table (resolved once here), so they need
+// not compare it.
 func NewLocal(p int, opt Options) ([]*Comm, error) {
+	tab, src, err := tableOf(opt)
+	if err != nil {
+		return nil, err
+	}
 	eps, err := shm.NewLocal(p, opt.shm())
 	if err != nil {
 		return nil, err
 	}
 	cs := make([]*Comm, p)
 	for i, ep := range eps {
-		if cs[i], err = newComm(ep, opt); err != nil {
+		if cs[i], err = newComm(ep, opt, tab, src); err != nil {
 			for _, e := range eps {
 				e.Close()
 			}
@@ -154,11 +171,15 @@ func Run(p int, opt Options, f func(c *Comm) error) error {
 // Join joins the arena called name as rank of size ranks (every rank passes
 // the same name, size and options; the first to arrive creates it).
 func Join(ctx context.Context, name string, rank, size int, opt Options) (*Comm, error) {
+	tab, src, err := tableOf(opt)
+	if err != nil {
+		return nil, err
+	}
 	ep, err := shm.Join(ctx, name, rank, size, opt.shm())
 	if err != nil {
 		return nil, err
 	}
-	return wrap(ep, opt)
+	return wrap(ctx, ep, opt, tab, src)
 }
 
 // JoinEnv joins the arena the environment names: the variables shmrun sets
@@ -166,15 +187,24 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Comm,
 // mpirun (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK/SIZE, MPICH's
 // PMI_RANK/PMI_SIZE) with an arena name derived from the job's id.
 func JoinEnv(ctx context.Context, opt Options) (*Comm, error) {
+	tab, src, err := tableOf(opt)
+	if err != nil {
+		return nil, err
+	}
 	ep, err := shm.JoinEnv(ctx, opt.shm())
 	if err != nil {
 		return nil, err
 	}
-	return wrap(ep, opt)
+	return wrap(ctx, ep, opt, tab, src)
 }
 
-func wrap(ep *shm.Endpoint, opt Options) (*Comm, error) {
-	c, err := newComm(ep, opt)
+// wrap makes the Comm of a joined endpoint whose ranks run concurrently,
+// and has them agree on the selection table.
+func wrap(ctx context.Context, ep *shm.Endpoint, opt Options, tab *Table, src string) (*Comm, error) {
+	c, err := newComm(ep, opt, tab, src)
+	if err == nil {
+		err = c.agreeTable(ctx)
+	}
 	if err != nil {
 		ep.Close()
 		return nil, err

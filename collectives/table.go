@@ -1,0 +1,484 @@
+package collectives
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// A Table is a selection table: for a collective, a number of ranks p,
+// whether those ranks were oversubscribed and a range of sizes, the
+// algorithm that auto chooses, and the best order-preserving algorithm for
+// non-commutative operators. shmbench tune measures and writes it;
+// docs/TUNING.md describes the method. A table is read-only once a
+// communicator uses it.
+//
+// The text form, one entry per line, fields separated by blanks:
+//
+//	# comment lines: the header says how the table was made
+//	# collective  p  cpus  from  to    algorithm   ordered
+//	allreduce     2  fit   0     64K   replicated  replicated
+//	allreduce     2  fit   64K   inf   circulant   flat
+//	barrier       8  over  0     inf   flat        -
+//
+// cpus is fit (p at most the online CPUs when measured) or over (p
+// exceeded them, see [shm.Endpoint.Oversubscribed]); an entry is used only
+// by communicators in the same condition. from and to are bytes, as
+// shmbench counts them (DESIGN.md), the range [from, to); K, M and G are
+// binary suffixes and to may be inf. The ranges of one (collective, p,
+// cpus) ascend and do not overlap; sizes they do not cover fall back to
+// the built-in heuristic. ordered is "-" when none was recorded.
+type Table struct {
+	// Header holds the leading comment lines, without "# ".
+	Header  []string
+	Entries []TableEntry
+}
+
+// TableEntry is one line of a [Table].
+type TableEntry struct {
+	Coll Collective
+	P    int
+	// Over: the entry was measured with more process ranks than online
+	// CPUs.
+	Over bool
+	// From and To bound the sizes in bytes, [From, To); To is
+	// math.MaxInt64 for no bound.
+	From, To int64
+	// Alg is the fastest algorithm.
+	Alg Algorithm
+	// Ordered is the fastest order-preserving algorithm, Auto if none was
+	// recorded.
+	Ordered Algorithm
+
+	line int // line in the text it was parsed from, 0 if built
+}
+
+// ErrTableMismatch is returned on every rank when the ranks of a new
+// communicator loaded different selection tables.
+var ErrTableMismatch = errors.New("ranks loaded different selection tables")
+
+// TuneFileEnv names the environment variable that replaces the default
+// selection table by a file (Options.Table overrides both).
+const TuneFileEnv = "SHMCOLL_TUNE_FILE"
+
+//go:embed tune/default.txt
+var defaultTableText []byte
+
+var defaultTable = sync.OnceValues(func() (*Table, error) {
+	return ParseTable("collectives/tune/default.txt", defaultTableText)
+})
+
+// DefaultTable returns the selection table built into the library (made
+// on the project's machine; docs/TUNING.md says how). Callers must not
+// modify it.
+func DefaultTable() (*Table, error) { return defaultTable() }
+
+// LoadTable reads and parses the selection table in file.
+func LoadTable(file string) (*Table, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: selection table: %w", ErrInvalidArgument, err)
+	}
+	return ParseTable(file, b)
+}
+
+// ParseTable parses the text form of a selection table; name (a file
+// name) prefixes its errors, which give the line and the problem.
+func ParseTable(name string, text []byte) (*Table, error) {
+	t := &Table{}
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	sc.Buffer(nil, 1<<20)
+	head := true
+	for ln := 1; sc.Scan(); ln++ {
+		s := strings.TrimSpace(sc.Text())
+		if c, ok := strings.CutPrefix(s, "#"); ok {
+			// The header ends at a bare "#" or the column legend.
+			c = strings.TrimSpace(c)
+			if c == "" || strings.HasPrefix(c, "collective ") {
+				head = false
+			}
+			if head {
+				t.Header = append(t.Header, c)
+			}
+			continue
+		}
+		if s == "" {
+			continue
+		}
+		head = false
+		e, err := parseEntry(strings.Fields(s))
+		if err != nil {
+			return nil, fmt.Errorf("%w: selection table %s:%d: %v", ErrInvalidArgument, name, ln, err)
+		}
+		e.line = ln
+		t.Entries = append(t.Entries, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: selection table %s: %w", ErrInvalidArgument, name, err)
+	}
+	if err := t.check(name); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func parseEntry(f []string) (TableEntry, error) {
+	var e TableEntry
+	if len(f) != 7 {
+		return e, fmt.Errorf("%d fields, want 7 (collective p cpus from to algorithm ordered)", len(f))
+	}
+	var err error
+	if e.Coll, err = ParseCollective(f[0]); err != nil {
+		return e, fmt.Errorf("unknown collective %q", f[0])
+	}
+	if e.P, err = strconv.Atoi(f[1]); err != nil || e.P < 1 {
+		return e, fmt.Errorf("p %q: want a number of ranks >= 1", f[1])
+	}
+	switch f[2] {
+	case "fit":
+	case "over":
+		e.Over = true
+	default:
+		return e, fmt.Errorf("cpus %q: want fit or over", f[2])
+	}
+	if e.From, err = parseTableSize(f[3]); err != nil || e.From == math.MaxInt64 {
+		return e, fmt.Errorf("from %q: want bytes (K, M, G suffixes)", f[3])
+	}
+	if e.To, err = parseTableSize(f[4]); err != nil {
+		return e, fmt.Errorf("to %q: want bytes (K, M, G suffixes) or inf", f[4])
+	}
+	if e.Alg, err = ParseAlgorithm(f[5]); err != nil || e.Alg == Auto {
+		return e, fmt.Errorf("unknown algorithm %q", f[5])
+	}
+	if f[6] != "-" {
+		if e.Ordered, err = ParseAlgorithm(f[6]); err != nil || e.Ordered == Auto {
+			return e, fmt.Errorf("unknown ordered algorithm %q", f[6])
+		}
+	}
+	return e, nil
+}
+
+func parseTableSize(s string) (int64, error) {
+	if s == "inf" {
+		return math.MaxInt64, nil
+	}
+	shift := 0
+	switch {
+	case strings.HasSuffix(s, "K"):
+		shift = 10
+	case strings.HasSuffix(s, "M"):
+		shift = 20
+	case strings.HasSuffix(s, "G"):
+		shift = 30
+	}
+	if shift > 0 {
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64>>shift {
+		return 0, errors.New("bad size")
+	}
+	return n << shift, nil
+}
+
+func formatTableSize(n int64) string {
+	switch {
+	case n == math.MaxInt64:
+		return "inf"
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + "G"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "M"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "K"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// legend starts the comment line that names the columns.
+const legend = "collective         "
+
+// tableKey is what a communicator looks an entry up by, besides the size.
+type tableKey struct {
+	coll Collective
+	p    int
+	over bool
+}
+
+func (e *TableEntry) key() tableKey { return tableKey{e.Coll, e.P, e.Over} }
+
+// check validates the entries: algorithms that implement their
+// collective, an order-preserving ordered choice, ranges that ascend
+// without overlapping within each (collective, p, cpus).
+func (t *Table) check(name string) error {
+	last := map[tableKey]*TableEntry{}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		where := fmt.Sprintf("%s: entry %d", name, i+1)
+		if e.line > 0 {
+			where = fmt.Sprintf("%s:%d", name, e.line)
+		}
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%w: selection table %s: %s", ErrInvalidArgument, where, fmt.Sprintf(format, args...))
+		}
+		switch {
+		case e.Coll >= numColls:
+			return bad("unknown collective %v", e.Coll)
+		case e.P < 1:
+			return bad("p %d: want >= 1", e.P)
+		case e.From < 0 || e.To <= e.From:
+			return bad("empty or negative range [%d, %d)", e.From, e.To)
+		case e.Alg == Auto || e.Alg >= numAlgorithms || algorithms[e.Coll][e.Alg] == nil:
+			return bad("algorithm %v does not implement %v", e.Alg, e.Coll)
+		case e.Ordered >= numAlgorithms || e.Ordered != Auto && algorithms[e.Coll][e.Ordered] == nil:
+			return bad("ordered algorithm %v does not implement %v", e.Ordered, e.Coll)
+		case e.Ordered != Auto && !orderPreserving[e.Coll][e.Ordered]:
+			return bad("ordered algorithm %v does not keep rank order for %v", e.Ordered, e.Coll)
+		}
+		k := e.key()
+		if prev := last[k]; prev != nil {
+			switch {
+			case e.From < prev.From:
+				return bad("%v p=%d: range from %s comes after the range from %s: ranges must ascend",
+					e.Coll, e.P, formatTableSize(e.From), formatTableSize(prev.From))
+			case e.From < prev.To:
+				return bad("%v p=%d: range [%s, %s) overlaps [%s, %s)", e.Coll, e.P,
+					formatTableSize(e.From), formatTableSize(e.To), formatTableSize(prev.From), formatTableSize(prev.To))
+			}
+		}
+		last[k] = e
+	}
+	return nil
+}
+
+// Check validates a table built in code, as [ParseTable] validates text
+// except that the entries may come in any order.
+func (t *Table) Check() error {
+	s := &Table{Entries: slices.Clone(t.Entries)}
+	slices.SortStableFunc(s.Entries, compareEntries)
+	return s.check("(table)")
+}
+
+// compareEntries orders entries by collective, p, cpus (fit first) and
+// size.
+func compareEntries(a, b TableEntry) int {
+	switch {
+	case a.Coll != b.Coll:
+		return int(a.Coll) - int(b.Coll)
+	case a.P != b.P:
+		return a.P - b.P
+	case a.Over != b.Over:
+		if a.Over {
+			return 1
+		}
+		return -1
+	case a.From < b.From:
+		return -1
+	case a.From > b.From:
+		return 1
+	}
+	return 0
+}
+
+// MarshalText returns the text form: the header as comment lines, a
+// column legend, and the entries sorted by collective, p, cpus and size.
+func (t *Table) MarshalText() ([]byte, error) {
+	var b bytes.Buffer
+	for _, h := range t.Header {
+		fmt.Fprintf(&b, "# %s\n", h)
+	}
+	if len(t.Header) > 0 {
+		b.WriteString("#\n")
+	}
+	fmt.Fprintf(&b, "# %s  p  cpus  from    to      algorithm        ordered\n", legend)
+	t.writeEntries(&b)
+	return b.Bytes(), nil
+}
+
+func (t *Table) writeEntries(b *bytes.Buffer) {
+	es := slices.Clone(t.Entries)
+	slices.SortStableFunc(es, compareEntries)
+	for _, e := range es {
+		cpus, ord := "fit", "-"
+		if e.Over {
+			cpus = "over"
+		}
+		if e.Ordered != Auto {
+			ord = e.Ordered.String()
+		}
+		fmt.Fprintf(b, "%-20s %2d  %-4s  %-6s  %-6s  %-15s  %s\n", e.Coll, e.P, cpus,
+			formatTableSize(e.From), formatTableSize(e.To), e.Alg, ord)
+	}
+}
+
+// Hash identifies the table's entries (not its comments): two tables with
+// the same hash select the same algorithms. The ranks of a communicator
+// compare it when they join.
+func (t *Table) Hash() uint64 {
+	var b bytes.Buffer
+	t.writeEntries(&b)
+	h := fnv.New64a()
+	h.Write(b.Bytes())
+	return h.Sum64()
+}
+
+// Merge returns a table with the entries of t for the values of p that u
+// does not have, and all of u's; the header is u's.
+func (t *Table) Merge(u *Table) *Table {
+	has := map[int]bool{}
+	for _, e := range u.Entries {
+		has[e.P] = true
+	}
+	m := &Table{Header: slices.Clone(u.Header)}
+	for _, e := range t.Entries {
+		if !has[e.P] {
+			m.Entries = append(m.Entries, e)
+		}
+	}
+	m.Entries = append(m.Entries, u.Entries...)
+	return m
+}
+
+// Ps returns the values of p the table has entries for, ascending.
+func (t *Table) Ps() []int {
+	var ps []int
+	for _, e := range t.Entries {
+		if !slices.Contains(ps, e.P) {
+			ps = append(ps, e.P)
+		}
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// selRange is a table entry as a communicator uses it.
+type selRange struct {
+	from, to     int64
+	alg, ordered Algorithm
+}
+
+// selection is the part of a table that one communicator uses: the
+// ranges for its p and oversubscription, per collective.
+type selection struct {
+	ranges [numColls][]selRange
+	hash   uint64
+	source string // where the table came from, for the agreement error
+}
+
+func (t *Table) selection(p int, over bool) selection {
+	s := selection{hash: t.Hash()}
+	for _, e := range t.Entries {
+		if e.P == p && e.Over == over {
+			s.ranges[e.Coll] = append(s.ranges[e.Coll], selRange{e.From, e.To, e.Alg, e.Ordered})
+		}
+	}
+	return s
+}
+
+// lookup returns the table's algorithm for a call of coll on bytes, or
+// Auto when the table has none that fits: no range holds bytes, or the
+// operator is not commutative and neither the entry's algorithm nor its
+// recorded ordered one keeps rank order.
+func (s *selection) lookup(coll Collective, bytes int, commutative bool) Algorithm {
+	n := int64(bytes)
+	for _, r := range s.ranges[coll] {
+		if n < r.from {
+			break
+		}
+		if n >= r.to {
+			continue
+		}
+		switch {
+		case commutative || orderPreserving[coll][r.alg]:
+			return r.alg
+		case r.ordered != Auto:
+			return r.ordered
+		}
+		break
+	}
+	return Auto
+}
+
+// tableOf resolves the table of a new communicator: Options.Table, else
+// the file SHMCOLL_TUNE_FILE names, else the default.
+func tableOf(opt Options) (*Table, string, error) {
+	if opt.Table != nil {
+		if err := opt.Table.Check(); err != nil {
+			return nil, "", err
+		}
+		return opt.Table, "Options.Table", nil
+	}
+	if f := os.Getenv(TuneFileEnv); f != "" {
+		t, err := LoadTable(f)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", TuneFileEnv, err)
+		}
+		return t, f, nil
+	}
+	t, err := DefaultTable()
+	return t, "the default", err
+}
+
+// agreeTable has the ranks of a new communicator compare their selection
+// tables, in one step like Split's: each rank publishes the hash and the
+// source of its table in its descriptor area and reads everyone's. Every
+// rank sees every hash, so a difference fails the join on every rank with
+// the same error and nobody waits. The step is not counted as a call.
+func (c *Comm) agreeTable(ctx context.Context) error {
+	if c.size == 1 {
+		return nil
+	}
+	if err := c.start(collJoin, 0); err != nil {
+		return err
+	}
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	const entry = 128
+	le := binary.LittleEndian
+	area := func(q int) []byte { return c.ep.Descriptor(q)[int(e&1)*entry:][:entry] }
+	mine := area(c.rank)
+	le.PutUint64(mine, c.sel.hash)
+	src := c.sel.source
+	if len(src) > entry-9 {
+		src = "..." + src[len(src)-(entry-12):]
+	}
+	mine[8] = byte(len(src))
+	copy(mine[9:], src)
+	c.post(e, 1)
+	for q := range c.size {
+		if q != c.rank {
+			if err := c.wait(ctx, q, e, 1); err != nil {
+				return err
+			}
+		}
+	}
+	c.last.Rounds++
+	c.cur.fully = true
+	c.end(e)
+	of := func(q int) (uint64, string) {
+		d := area(q)
+		return le.Uint64(d), string(d[9 : 9+min(int(d[8]), entry-9)])
+	}
+	h0, s0 := of(0)
+	for q := 1; q < c.size; q++ {
+		if h, s := of(q); h != h0 {
+			return fmt.Errorf("%w: rank %d loaded a different selection table (hash %016x, %s) than rank 0 (hash %016x, %s)",
+				ErrTableMismatch, q, h, s, h0, s0)
+		}
+	}
+	c.seq, c.last, c.total = 0, Stats{}, Stats{}
+	return nil
+}
