@@ -28,6 +28,12 @@ import (
 //     everything) costs what a bcast of the same size costs.
 //   - reduce-scatter (regular and irregular): p simultaneous reductions,
 //     rank j the root of block j of the vector; commutative operators.
+//   - allreduce: the reduce-scatter of the vector cut into p nearly equal
+//     parts, then the allgatherv of the parts: 2(n-1+q) rounds (n-1+q per
+//     phase, n from the cost model for each). The reduce to a root
+//     followed by the bcast takes as many rounds from the same schedules,
+//     but each rank moves the whole vector in each phase instead of
+//     (p-1)/p of it, and the reduction work is not spread.
 //
 // Data layout: a rank's slot half holds the segment packed by block (for
 // bcast and reduce the segment itself; for allgatherv and reduce-scatter
@@ -64,6 +70,7 @@ func init() {
 	register(CollAllgatherv, Nblock, (*Comm).nblockAllgatherv, true)
 	register(CollReduceScatterBlock, Nblock, (*Comm).nblockReduceScatter, false)
 	register(CollReduceScatter, Nblock, (*Comm).nblockReduceScatter, false)
+	register(CollAllreduce, Nblock, (*Comm).nblockAllreduce, false)
 }
 
 // costModel is the linear cost model of the papers for this machine's
@@ -487,4 +494,25 @@ func (c *Comm) nblockReduceScatter(ctx context.Context) error {
 		c.end(e)
 	}
 	return nil
+}
+
+// nblockAllreduce is the reduce-scatter of rank j's part, elements
+// [j*N/p, (j+1)*N/p), into recv, then the allgatherv of the parts in recv,
+// each over all segments (2S steps). In place the reduce-scatter reduces
+// the rank's part where it is, which nobody else reads from recv.
+func (c *Comm) nblockAllreduce(ctx context.Context) error {
+	a := &c.cur
+	esz, p, N := a.esz, c.size, a.count
+	a.counts, a.displs = c.sc.counts, c.sc.displs
+	for j := range p {
+		a.displs[j] = pieceLo(j, p, N)
+		a.counts[j] = pieceLo(j+1, p, N) - a.displs[j]
+	}
+	recv, me := a.recv, a.displs[c.rank]
+	a.send, a.recv = a.input(), span(recv, esz, me, me+a.counts[c.rank])
+	if err := c.nblockReduceScatter(ctx); err != nil {
+		return err
+	}
+	a.send, a.recv = nil, recv
+	return c.nblockAllgatherv(ctx)
 }

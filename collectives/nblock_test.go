@@ -41,6 +41,16 @@ func nblockCalls(t *testing.T, c *Comm) error {
 	p, r := c.Size(), c.Rank()
 	for _, n := range testCounts(p) {
 		what := func(coll string) string { return fmt.Sprintf("nblock p=%d n=%d rank %d %s", p, n, r, coll) }
+		recv := make([]int32, n)
+		if err := Allreduce(bg, c, vec(r, n), recv, Sum); err != nil {
+			return err
+		}
+		expect(t, what("allreduce"), recv, sumAll(p, n))
+		buf := vec(r, n)
+		if err := Allreduce(bg, c, nil, buf, Sum); err != nil {
+			return err
+		}
+		expect(t, what("allreduce in place"), buf, sumAll(p, n))
 		for _, root := range []int{0, p - 1, p / 2} {
 			b := make([]int32, n)
 			if r == root {
@@ -131,12 +141,12 @@ func nblockCalls(t *testing.T, c *Comm) error {
 		}
 		// reduce_scatter_block, out of place and in place
 		big := sumAll(p, p*n)
-		recv := make([]int32, n)
+		recv = make([]int32, n)
 		if err := ReduceScatterBlock(bg, c, vec(r, p*n), recv, Sum); err != nil {
 			return err
 		}
 		expect(t, what("reduce_scatter_block"), recv, big[r*n:(r+1)*n])
-		buf := vec(r, p*n)
+		buf = vec(r, p*n)
 		if err := ReduceScatterBlock(bg, c, nil, buf, Sum); err != nil {
 			return err
 		}
@@ -160,7 +170,8 @@ func setTestBlocks(n int) func() {
 // partial block of a reduce exactly once; in the allgatherv a rank receives
 // each block of every other root once, in the reduce-scatter it exposes
 // each partial block of every other root's part once; every block exposed
-// is read by exactly one rank.
+// is read by exactly one rank. The allreduce is the reduce-scatter of p
+// parts followed by their allgatherv: two steps of n-1+q rounds.
 func TestNblockCounts(t *testing.T) {
 	ps := []int{2, 3, 4, 5, 7, 8, 9, 16, 17, 33}
 	if long {
@@ -246,6 +257,15 @@ func nblockCounts(t *testing.T, p, n, q int) {
 			}
 			return ""
 		}, P * (P - 1) * N},
+		{"allreduce", func(c *Comm) error { return Allreduce(bg, c, make([]float64, p*m), make([]float64, p*m), Sum) },
+			func(r int, s Stats) string {
+				// The reduce-scatter exposes, the allgatherv receives
+				// every block of the other parts once.
+				if s.Sent < (P-1)*N || s.Received < (P-1)*N || s.Reduced != s.Received-(P-1)*N || s.Rounds > 2*R {
+					return fmt.Sprintf("want >= %d blocks sent and received, all but %[1]d received reduced, <= %d rounds", (P-1)*N, 2*R)
+				}
+				return ""
+			}, 2 * P * (P - 1) * N},
 		{"reduce_scatter degenerate", func(c *Comm) error {
 			return ReduceScatter(bg, c, make([]float64, m), make([]float64, deg[c.Rank()]), deg, Sum)
 		}, func(r int, s Stats) string {
@@ -276,9 +296,13 @@ func nblockCounts(t *testing.T, p, n, q int) {
 			t.Fatal(err)
 		}
 		var sent, recv uint64
+		steps := uint64(1)
+		if cl.name == "allreduce" {
+			steps = 2
+		}
 		for r, s := range stats {
-			if s.Steps != 1 {
-				t.Errorf("%s rank %d: %d steps, want 1", cl.name, r, s.Steps)
+			if s.Steps != steps {
+				t.Errorf("%s rank %d: %d steps, want %d", cl.name, r, s.Steps, steps)
 			}
 			if msg := cl.want(r, s); msg != "" {
 				t.Errorf("%s p=%d n=%d rank %d: %+v: %s", cl.name, p, n, r, s, msg)
@@ -309,24 +333,25 @@ func TestNblockTypes(t *testing.T) {
 	}
 }
 
-// TestNblockNonCommutative: reduce and reduce-scatter reorder operands, so
-// pinning nblock with a non-commutative operator fails on every rank;
-// bcast and allgather carry no operator.
+// TestNblockNonCommutative: reduce, reduce-scatter and allreduce reorder
+// operands, so pinning nblock with a non-commutative operator fails on
+// every rank; bcast and allgather carry no operator.
 func TestNblockNonCommutative(t *testing.T) {
-	errs := runAll(t, 3, pinAll(Nblock), func(c *Comm) error {
-		return Reduce(bg, c, affineIn(c.Rank(), 6), make([]simd.Int64Int64, 6), affine, 0)
-	})
-	for r, err := range errs {
-		if !errors.Is(err, ErrNotCommutative) {
-			t.Errorf("reduce rank %d: %v, want ErrNotCommutative", r, err)
-		}
-	}
-	errs = runAll(t, 3, pinAll(Nblock), func(c *Comm) error {
-		return ReduceScatterBlock(bg, c, affineIn(c.Rank(), 6), make([]simd.Int64Int64, 2), affine)
-	})
-	for r, err := range errs {
-		if !errors.Is(err, ErrNotCommutative) {
-			t.Errorf("reduce_scatter_block rank %d: %v, want ErrNotCommutative", r, err)
+	for coll, call := range map[string]func(c *Comm) error{
+		"reduce": func(c *Comm) error {
+			return Reduce(bg, c, affineIn(c.Rank(), 6), make([]simd.Int64Int64, 6), affine, 0)
+		},
+		"reduce_scatter_block": func(c *Comm) error {
+			return ReduceScatterBlock(bg, c, affineIn(c.Rank(), 6), make([]simd.Int64Int64, 2), affine)
+		},
+		"allreduce": func(c *Comm) error {
+			return Allreduce(bg, c, affineIn(c.Rank(), 6), make([]simd.Int64Int64, 6), affine)
+		},
+	} {
+		for r, err := range runAll(t, 3, pinAll(Nblock), call) {
+			if !errors.Is(err, ErrNotCommutative) {
+				t.Errorf("%s rank %d: %v, want ErrNotCommutative", coll, r, err)
+			}
 		}
 	}
 }

@@ -121,6 +121,16 @@ func algMatrix(t *testing.T, c *Comm, alg Algorithm) error {
 				if r == root {
 					expect(t, what(fmt.Sprintf("reduce root %d", root)), out, total)
 				}
+				send, out := vec(r, n), []int32(nil)
+				if r == root {
+					send, out = nil, vec(r, n)
+				}
+				if err := Reduce(bg, c, send, out, Sum, root); err != nil {
+					return err
+				}
+				if r == root {
+					expect(t, what(fmt.Sprintf("reduce in place root %d", root)), out, total)
+				}
 			}
 			if implements(alg, CollScatter) {
 				var sc []int32
@@ -240,40 +250,7 @@ func TestSchedNonCommutative(t *testing.T) {
 				in[r] = affineIn(r, p*n)
 			}
 			want := refReduce(t, affine, in)
-			err := Run(p, pinAll(alg), func(c *Comm) error {
-				r := c.Rank()
-				what := fmt.Sprintf("%v p=%d rank %d", alg, p, r)
-				if implements(alg, CollAllreduce) {
-					got := make([]simd.Int64Int64, p*n)
-					if err := Allreduce(bg, c, in[r], got, affine); err != nil {
-						return err
-					}
-					expect(t, what+" allreduce", got, want)
-				}
-				if implements(alg, CollReduceScatterBlock) {
-					blk := make([]simd.Int64Int64, n)
-					if err := ReduceScatterBlock(bg, c, in[r], blk, affine); err != nil {
-						return err
-					}
-					expect(t, what+" reduce_scatter_block", blk, want[r*n:(r+1)*n])
-				}
-				for _, root := range []int{0, p - 1, p / 2} {
-					if !implements(alg, CollReduce) {
-						break
-					}
-					var out []simd.Int64Int64
-					if r == root {
-						out = make([]simd.Int64Int64, p*n)
-					}
-					if err := Reduce(bg, c, in[r], out, affine, root); err != nil {
-						return err
-					}
-					if out != nil {
-						expect(t, fmt.Sprintf("%s reduce root %d", what, root), out, want)
-					}
-				}
-				return nil
-			})
+			err := Run(p, pinAll(alg), func(c *Comm) error { return affineCalls(t, c, alg, in, want) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,6 +266,45 @@ func TestSchedNonCommutative(t *testing.T) {
 			}
 		}
 	}
+}
+
+// affineCalls makes the calls of the reducing collectives alg implements
+// with the affine operator on rank r's input in[r] (p blocks of n
+// elements) and checks them against want, the reduction in rank order.
+func affineCalls(t *testing.T, c *Comm, alg Algorithm, in [][]simd.Int64Int64, want []simd.Int64Int64) error {
+	p, r := c.Size(), c.Rank()
+	n := len(want) / p
+	what := fmt.Sprintf("%v p=%d rank %d", alg, p, r)
+	if implements(alg, CollAllreduce) {
+		got := make([]simd.Int64Int64, p*n)
+		if err := Allreduce(bg, c, in[r], got, affine); err != nil {
+			return err
+		}
+		expect(t, what+" allreduce", got, want)
+	}
+	if implements(alg, CollReduceScatterBlock) {
+		blk := make([]simd.Int64Int64, n)
+		if err := ReduceScatterBlock(bg, c, in[r], blk, affine); err != nil {
+			return err
+		}
+		expect(t, what+" reduce_scatter_block", blk, want[r*n:(r+1)*n])
+	}
+	for _, root := range []int{0, p - 1, p / 2} {
+		if !implements(alg, CollReduce) {
+			break
+		}
+		var out []simd.Int64Int64
+		if r == root {
+			out = make([]simd.Int64Int64, p*n)
+		}
+		if err := Reduce(bg, c, in[r], out, affine, root); err != nil {
+			return err
+		}
+		if out != nil {
+			expect(t, fmt.Sprintf("%s reduce root %d", what, root), out, want)
+		}
+	}
+	return nil
 }
 
 // TestSchedFloatsBitwise: float64 sums of values that round differently in

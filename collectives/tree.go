@@ -148,6 +148,64 @@ func (k treeKind) delay(n, d int) int {
 	return d
 }
 
+// treeSeg is one segment of a tree algorithm: m elements cut into n
+// blocks, run in step e.
+type treeSeg struct {
+	c    *Comm
+	ctx  context.Context
+	e    uint64
+	m, n int
+}
+
+// blk is block b of a segment-sized buffer.
+func (s *treeSeg) blk(buf []byte, b int) []byte {
+	lo, hi := blockSpan(0, s.m, s.n, b)
+	return span(buf, s.c.cur.esz, lo, hi)
+}
+
+// peer returns block b of the area at byte offset off of rank q's slot
+// half once q posted phase.
+func (s *treeSeg) peer(q, phase, off, b int) ([]byte, error) {
+	c := s.c
+	if err := c.wait(s.ctx, q, s.e, phase); err != nil {
+		return nil, err
+	}
+	c.last.Rounds++
+	c.last.Received++
+	return s.blk(c.slotHalf(q, s.e)[off:off+s.m*c.cur.esz], b), nil
+}
+
+// up computes partial block t of nd's subtree into dst, (first child's)
+// op (second child's) op own input block x — rank order — from the
+// children's partial areas (offset 0, phase 2t+2).
+func (s *treeSeg) up(nd treeNode, t int, dst, x []byte) error {
+	red := &s.c.cur.red
+	switch {
+	case nd.c0 < 0:
+		copy(dst, x)
+	case nd.c1 < 0:
+		l, err := s.peer(nd.c0, 2*t+2, 0, t)
+		if err != nil {
+			return err
+		}
+		red.reduce3(dst, l, x)
+		s.c.last.Reduced++
+	default:
+		l, err := s.peer(nd.c0, 2*t+2, 0, t)
+		if err != nil {
+			return err
+		}
+		r, err := s.peer(nd.c1, 2*t+2, 0, t)
+		if err != nil {
+			return err
+		}
+		red.reduce3(dst, l, r)
+		red.reduce(dst, x)
+		s.c.last.Reduced += 2
+	}
+	return nil
+}
+
 func (c *Comm) treeAllreduce(ctx context.Context, kind treeKind) error {
 	a := &c.cur
 	esz, p, N := a.esz, c.size, a.count
@@ -167,6 +225,7 @@ func (c *Comm) treeAllreduce(ctx context.Context, kind treeKind) error {
 		if err != nil {
 			return err
 		}
+		s := treeSeg{c: c, ctx: ctx, e: e, m: m, n: n}
 		h := c.slotHalf(c.rank, e)
 		part, res := h[:m*esz], h[area:area+m*esz]
 		acc := part // where partial results go
@@ -175,46 +234,11 @@ func (c *Comm) treeAllreduce(ctx context.Context, kind treeKind) error {
 		}
 		x := span(in, esz, base, base+m)
 		out := span(a.recv, esz, base, base+m)
-		blk := func(buf []byte, b int) []byte {
-			lo, hi := blockSpan(0, m, n, b)
-			return span(buf, esz, lo, hi)
-		}
-		// peer returns block b of rank q's partial (or result) area
-		// once q posted phase.
-		peer := func(q, phase, off, b int) ([]byte, error) {
-			if err := c.wait(ctx, q, e, phase); err != nil {
-				return nil, err
-			}
-			c.last.Rounds++
-			c.last.Received++
-			return blk(c.slotHalf(q, e)[off:off+m*esz], b), nil
-		}
 		c.post(e, 1)
 		for t := 0; t < n+D; t++ {
 			if t < n { // up
-				dst := blk(acc, t)
-				switch {
-				case nd.c0 < 0:
-					copy(dst, blk(x, t))
-				case nd.c1 < 0:
-					l, err := peer(nd.c0, 2*t+2, 0, t)
-					if err != nil {
-						return err
-					}
-					a.red.reduce3(dst, l, blk(x, t))
-					c.last.Reduced++
-				default:
-					l, err := peer(nd.c0, 2*t+2, 0, t)
-					if err != nil {
-						return err
-					}
-					r, err := peer(nd.c1, 2*t+2, 0, t)
-					if err != nil {
-						return err
-					}
-					a.red.reduce3(dst, l, r)
-					a.red.reduce(dst, blk(x, t))
-					c.last.Reduced += 2
+				if err := s.up(nd, t, s.blk(acc, t), s.blk(x, t)); err != nil {
+					return err
 				}
 				if !singleRoot {
 					c.last.Sent++
@@ -229,29 +253,29 @@ func (c *Comm) treeAllreduce(ctx context.Context, kind treeKind) error {
 			switch {
 			case singleRoot:
 			case nd.peerRoot >= 0:
-				o, err := peer(nd.peerRoot, 2*b+2, 0, b)
+				o, err := s.peer(nd.peerRoot, 2*b+2, 0, b)
 				if err != nil {
 					return err
 				}
 				if nd.lower {
-					a.red.reduce3(blk(res, b), blk(part, b), o)
+					a.red.reduce3(s.blk(res, b), s.blk(part, b), o)
 				} else {
-					a.red.reduce3(blk(res, b), o, blk(part, b))
+					a.red.reduce3(s.blk(res, b), o, s.blk(part, b))
 				}
 				c.last.Reduced++
 			default:
-				src, err := peer(nd.parent, 2*(b+D-1)+3, area, b)
+				src, err := s.peer(nd.parent, 2*(b+D-1)+3, area, b)
 				if err != nil {
 					return err
 				}
 				if nd.c0 >= 0 {
-					copy(blk(res, b), src)
+					copy(s.blk(res, b), src)
 				} else {
-					copy(blk(out, b), src)
+					copy(s.blk(out, b), src)
 					continue
 				}
 			}
-			copy(blk(out, b), blk(res, b))
+			copy(s.blk(out, b), s.blk(res, b))
 			if nd.c0 >= 0 {
 				c.last.Sent++
 				c.post(e, 2*t+3)

@@ -58,10 +58,12 @@ func TestPostorder(t *testing.T) {
 	}
 }
 
-// TestTreeAllreduce: every p and count of the matrix, out of place and in
-// place, exact int32 sums, with the block count of the pipelining lemma
-// and with fixed counts (several blocks per segment of the 4 KiB slots).
-func TestTreeAllreduce(t *testing.T) {
+// TestTreeMatrix: the matrix of the collectives each tree algorithm
+// serves (allreduce; Tree also reduce and bcast, with the roots 0, p-1 and
+// p/2), out of place and in place, exact int32 sums, with the block count
+// of the pipelining lemma and with fixed counts (several blocks per
+// segment of the 4 KiB slots).
+func TestTreeMatrix(t *testing.T) {
 	blocks := []int{0, 3}
 	if long {
 		blocks = []int{0, 1, 2, 3, 7, 64}
@@ -71,24 +73,7 @@ func TestTreeAllreduce(t *testing.T) {
 			for _, p := range testSizes() {
 				t.Run(fmt.Sprintf("alg=%v/blocks=%d/p=%d", alg, nb, p), func(t *testing.T) {
 					defer setTestBlocks(nb)()
-					err := runRanks(p, pinAll(alg), func(c *Comm) error {
-						r := c.Rank()
-						for _, n := range testCounts(p) {
-							what := fmt.Sprintf("%v p=%d n=%d rank %d", alg, p, n, r)
-							recv := make([]int32, n)
-							if err := Allreduce(bg, c, vec(r, n), recv, Sum); err != nil {
-								return err
-							}
-							expect(t, what, recv, sumAll(p, n))
-							buf := vec(r, n)
-							if err := Allreduce(bg, c, nil, buf, Sum); err != nil {
-								return err
-							}
-							expect(t, what+" in place", buf, sumAll(p, n))
-						}
-						return Barrier(bg, c)
-					})
-					if err != nil {
+					if err := runRanks(p, pinAll(alg), func(c *Comm) error { return algMatrix(t, c, alg) }); err != nil {
 						t.Fatal(err)
 					}
 				})
@@ -98,7 +83,8 @@ func TestTreeAllreduce(t *testing.T) {
 }
 
 // TestTreeNonCommutative: the trees keep rank order, so the affine
-// operator (errors_test.go) gives x_0 op x_1 op ... op x_{p-1} exactly.
+// operator (errors_test.go) gives x_0 op x_1 op ... op x_{p-1} exactly, in
+// the allreduce and in Tree's reduce to any root.
 func TestTreeNonCommutative(t *testing.T) {
 	ps := []int{2, 3, 4, 5, 7, 8, 13, 17}
 	if long {
@@ -107,24 +93,16 @@ func TestTreeNonCommutative(t *testing.T) {
 	for _, alg := range treeAlgs {
 		for _, nb := range []int{0, 1, 4} {
 			for _, p := range ps {
-				n := 300 // several segments in 4 KiB slots
+				n := 300/p + 1 // several segments in 4 KiB slots
 				in := make([][]simd.Int64Int64, p)
 				for r := range in {
-					in[r] = affineIn(r, n)
+					in[r] = affineIn(r, p*n)
 				}
 				want := refReduce(t, affine, in)
 				func() {
 					defer setTestBlocks(nb)()
-					err := runRanks(p, pinAll(alg), func(c *Comm) error {
-						got := make([]simd.Int64Int64, n)
-						if err := Allreduce(bg, c, in[c.Rank()], got, affine); err != nil {
-							return err
-						}
-						expect(t, fmt.Sprintf("%v blocks=%d p=%d rank %d", alg, nb, p, c.Rank()), got, want)
-						return Barrier(bg, c)
-					})
-					if err != nil {
-						t.Fatalf("%v p=%d: %v", alg, p, err)
+					if err := runRanks(p, pinAll(alg), func(c *Comm) error { return affineCalls(t, c, alg, in, want) }); err != nil {
+						t.Fatalf("%v blocks=%d p=%d: %v", alg, nb, p, err)
 					}
 				}()
 			}
@@ -241,6 +219,185 @@ func TestTreeCounts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTreeRootedCounts asserts Tree's reduce and bcast against 002's
+// single pipelined tree: on every rank, per block, a reduce receives and
+// reduces one partial block from each child and exposes one to its parent
+// (rank p-1 its result to a root other than itself, which receives it); a
+// bcast receives each block once and exposes it once if a child other than
+// the root reads it. The pipeline takes at most n-1+h rounds (h the tree
+// height), one more when the root is not rank p-1 — exactly n-1+h for the
+// reduce to p-1 —, and n is the pipelining lemma's.
+func TestTreeRootedCounts(t *testing.T) {
+	ps := []int{2, 3, 4, 5, 7, 8, 9, 16, 17, 33}
+	if long {
+		ps = append(ps, 31, 32, 64, 100)
+	}
+	for _, p := range ps {
+		h := treeHeight(p)
+		for _, root := range []int{p - 1, 0, p / 2} {
+			handOff := 0
+			if root != p-1 {
+				handOff = 1
+			}
+			for _, nb := range []int{1, 5} {
+				what := fmt.Sprintf("p=%d root %d n=%d", p, root, nb)
+				for _, bcast := range []bool{false, true} {
+					rounds := treeRootedRounds(p, root, nb, bcast)
+					if rounds > nb-1+h+handOff || !bcast && handOff == 0 && rounds != nb-1+h {
+						t.Errorf("%s bcast=%v: %d rounds, want <= n-1+h+%d = %d", what, bcast, rounds, handOff, nb-1+h+handOff)
+					}
+				}
+				stats := treeRootedStats(t, p, root, nb, 8*nb)
+				N := uint64(nb)
+				for r, s := range stats[0] { // reduce
+					nd := treeNodeOf(treeDoubly, p, r)
+					k := uint64(0)
+					for _, ch := range []int{nd.c0, nd.c1} {
+						if ch >= 0 {
+							k++
+						}
+					}
+					want := Stats{Calls: 1, Steps: 1, Received: N * k, Reduced: N * k}
+					if nd.parent >= 0 {
+						want.Sent = N
+					}
+					if r == root && handOff == 1 {
+						want.Received += N
+					}
+					if r == p-1 && handOff == 1 {
+						want.Sent = N
+					}
+					want.Rounds = want.Received
+					if s != want {
+						t.Errorf("reduce %s rank %d (%+v): %+v, want %+v", what, r, nd, s, want)
+					}
+				}
+				for r, s := range stats[1] { // bcast
+					nd := treeNodeOf(treeDoubly, p, r)
+					want := Stats{Calls: 1, Steps: 1, Rounds: N, Received: N}
+					if nd.c0 >= 0 && nd.c0 != root || nd.c1 >= 0 && nd.c1 != root {
+						want.Sent = N
+					}
+					if r == root {
+						want = Stats{Calls: 1, Steps: 1, Sent: N}
+					}
+					if s != want {
+						t.Errorf("bcast %s rank %d (%+v): %+v, want %+v", what, r, nd, s, want)
+					}
+				}
+			}
+			// The block count of the pipelining lemma: rank 0 is a leaf
+			// that receives (or sends) each block once.
+			m := 1 << 17
+			n := machineCost.blocks(rootedLead(p, root), 8*m, m, machineCost.beta)
+			nr := machineCost.blocks(rootedLead(p, root), 8*m, m, machineCost.beta+machineCost.gamma)
+			stats := treeRootedStats(t, p, root, 0, m)
+			if s := stats[0][0]; root != 0 && s.Sent != uint64(nr) {
+				t.Errorf("reduce p=%d root %d: rank 0 sent %d blocks, the lemma gives %d", p, root, s.Sent, nr)
+			}
+			if s := stats[1][0]; root != 0 && s.Received != uint64(n) {
+				t.Errorf("bcast p=%d root %d: rank 0 received %d blocks, the lemma gives %d", p, root, s.Received, n)
+			}
+		}
+	}
+}
+
+// treeRootedStats runs Tree's reduce and bcast of m float64 to root with
+// nb blocks (0: the lemma's) in one segment and returns every rank's
+// counts of each.
+func treeRootedStats(t *testing.T, p, root, nb, m int) [2][]Stats {
+	t.Helper()
+	defer setTestBlocks(nb)()
+	opt := pinAll(Tree)
+	opt.SlotBytes = max(1<<16, 16*m) // one segment
+	stats := [2][]Stats{make([]Stats, p), make([]Stats, p)}
+	err := runRanks(p, opt, func(c *Comm) error {
+		var out []float64
+		if c.Rank() == root {
+			out = make([]float64, m)
+		}
+		if err := Reduce(bg, c, make([]float64, m), out, Sum, root); err != nil {
+			return err
+		}
+		stats[0][c.Rank()], _ = c.Stats()
+		if err := Bcast(bg, c, make([]float64, m), root); err != nil {
+			return err
+		}
+		stats[1][c.Rank()], _ = c.Stats()
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("p=%d root %d: %v", p, root, err)
+	}
+	return stats
+}
+
+// treeRootedRounds is the number of rounds Tree's reduce or bcast of n
+// blocks takes when every rank handles one block a round and takes a block
+// in the round after its sources have it (the children's partial blocks,
+// or the parent's block; rank p-1 hands the result to the root, or takes
+// the blocks from it).
+func treeRootedRounds(p, root, n int, bcast bool) int {
+	done := make([][]int, p) // round at whose end rank r has block b
+	var at func(r, b int) int
+	at = func(r, b int) int {
+		if done[r] == nil {
+			done[r] = make([]int, n)
+			for i := range done[r] {
+				done[r][i] = -1
+			}
+		}
+		if done[r][b] >= 0 {
+			return done[r][b]
+		}
+		nd := treeNodeOf(treeDoubly, p, r)
+		ready := 0 // when its sources have block b
+		if b > 0 {
+			ready = at(r, b-1)
+		}
+		var srcs []int
+		switch {
+		case bcast && r == root:
+			done[r][b] = 0
+			return 0
+		case bcast && nd.parent < 0:
+			srcs = []int{root}
+		case bcast:
+			srcs = []int{nd.parent}
+		default:
+			srcs = []int{nd.c0, nd.c1}
+		}
+		for _, q := range srcs {
+			if q >= 0 {
+				ready = max(ready, at(q, b))
+			}
+		}
+		done[r][b] = ready + 1
+		return ready + 1
+	}
+	if bcast {
+		rounds := 0
+		for r := range p {
+			rounds = max(rounds, at(r, n-1))
+		}
+		return rounds
+	}
+	// The reduce: rank p-1 has result block b when its children's partial
+	// blocks are in (it reduces them in the round it takes them); a root
+	// other than p-1 takes it one round later.
+	last := 0
+	nd := treeNodeOf(treeDoubly, p, p-1)
+	for _, q := range []int{nd.c0, nd.c1} {
+		if q >= 0 {
+			last = max(last, at(q, n-1))
+		}
+	}
+	if root != p-1 {
+		last++
+	}
+	return last
 }
 
 // TestTreeTypes: allreduce with every operator of a representative set of
