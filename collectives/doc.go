@@ -36,9 +36,21 @@
 // allreduce), the reversed rounds for allgather, concatenation for
 // alltoall, the same graph for the barrier, and a one-block tree on it for
 // bcast and reduce. Replicated (allreduce, reduce): every rank reduces the
-// whole vector from all p slots in rank order, one synchronization. Other
-// families (n-block schedules, Rabenseifner, ring, trees, ...) register
-// beside these. The selection table maps (collective, bytes, p,
+// whole vector from all p slots in rank order, one synchronization. The
+// other families, each named by an [Algorithm]:
+//   - Nblock: Träff's round-optimal n-block schedules (bcast, reduce,
+//     allgather(v), reduce-scatter, and allreduce as the reduce-scatter
+//     followed by the allgatherv).
+//   - DualRoot, Tree, ReduceBcast: Träff's pipelined postorder binary
+//     trees for allreduce (two doubly pipelined trees, one, or a reduce
+//     followed by a bcast); Tree also serves reduce and bcast.
+//   - Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd:
+//     recursive halving and doubling, their non-power-of-two eliminations
+//     and the odd-factor variant.
+//   - Ring, MST, BDE, Bruck: the ring, binomial-tree, bidirectional
+//     exchange and concatenation algorithms of the lecture notes.
+//
+// The selection table maps (collective, bytes, p,
 // commutativity) to an algorithm; Options.Algorithms pins one per
 // collective, over SHMCOLL_ALGO_<COLL> (e.g. SHMCOLL_ALGO_ALLREDUCE=flat),
 // over the table. Every rank chooses from the same inputs, and the choice is
@@ -58,6 +70,11 @@
 //     partial result always the left operand. Needs a commutative operator.
 //   - circulant reduce: at each node of the tree, own input op child
 //     results in the reverse order of the broadcast rounds.
+//   - trees (DualRoot, Tree, ReduceBcast) and MST reduce: x_0 op ... op
+//     x_{p-1} in rank order, bracketed by the tree. Correct for
+//     non-commutative operators.
+//   - nblock reduce, reduce-scatter and allreduce: the local partial
+//     result on the left, in schedule order. Needs a commutative operator.
 //   - scan, exscan: flat, in rank order.
 //
 // Pin an algorithm (Options.Algorithms) to keep results fixed when the

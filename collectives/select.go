@@ -91,15 +91,20 @@ const (
 	// Nblock: Träff's round-optimal n-block schedules on the circulant
 	// graph (004): pipelined bcast in n-1+ceil(log2 p) rounds, reduce by
 	// the reversed schedule, allgather(v) as p simultaneous broadcasts
-	// (Algorithm 7), reduce-scatter as p simultaneous reductions; n from
-	// the linear cost model.
+	// (Algorithm 7), reduce-scatter as p simultaneous reductions, and
+	// allreduce as that reduce-scatter followed by that allgatherv
+	// (2(n-1+ceil(log2 p)) rounds); n from the linear cost model. Reduce,
+	// reduce-scatter and allreduce need a commutative operator.
 	Nblock
 	// DualRoot (allreduce): Träff's doubly pipelined dual-root binary tree
 	// (002), two postorder-numbered trees reducing up and broadcasting
 	// down at once; rank order is kept.
 	DualRoot
-	// Tree (allreduce): one postorder binary tree, doubly pipelined; rank
-	// order is kept.
+	// Tree (allreduce, reduce, bcast): one postorder binary tree of 002
+	// with the pipelining lemma's block count: allreduce doubly pipelined
+	// (up and down at once); reduce pipelined up it and bcast down it, a
+	// root other than rank p-1 joined by one hand-off (n-1+floor(log2 p)
+	// rounds, one more with the hand-off); rank order is kept.
 	Tree
 	// ReduceBcast (allreduce): a pipelined reduce up one postorder binary
 	// tree followed by a pipelined bcast down it; rank order is kept.
