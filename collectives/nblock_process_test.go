@@ -19,7 +19,7 @@ func TestPipelinedProcesses(t *testing.T) {
 	if os.Getenv(shm.EnvArena) != "" {
 		t.Skip("in a child")
 	}
-	algs := []Algorithm{Nblock, DualRoot}
+	algs := []Algorithm{Nblock, DualRoot, Tree}
 	ps := []int{3, 4}
 	if long {
 		algs = []Algorithm{Nblock, DualRoot, Tree, ReduceBcast}
