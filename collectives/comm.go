@@ -64,6 +64,8 @@ type Comm struct {
 	synced  uint64   // every rank has begun step synced
 	checked []uint64 // checked[q] == step: q's descriptor for this step was compared
 	desc    [descBytes]byte
+	dhash   uint64 // hash of desc without the step, for call hashSeq
+	hashSeq uint64
 
 	half  int // bytes of a slot half
 	cur   call

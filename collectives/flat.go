@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // The flat algorithms: every rank reads what it needs straight from the
@@ -140,7 +141,8 @@ func (c *Comm) flatReduceScatter(ctx context.Context) error {
 		}
 		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
-		h := c.slotHalf(c.rank, e)
+		tiny := S == 1 && pre[p]*esz <= tinyBytes
+		h := c.stepBuf(c.rank, e, tiny)
 		for j := range p {
 			copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
 		}
@@ -151,7 +153,7 @@ func (c *Comm) flatReduceScatter(ctx context.Context) error {
 					return err
 				}
 			}
-			c.sc.srcs[q] = span(c.slotHalf(q, e), esz, pre[c.rank], pre[c.rank+1])
+			c.sc.srcs[q] = span(c.stepBuf(q, e, tiny), esz, pre[c.rank], pre[c.rank+1])
 		}
 		lo := pieceLo(k, S, a.counts[c.rank])
 		n := pre[c.rank+1] - pre[c.rank]
@@ -178,6 +180,7 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 		S = max(S, (n+cap-1)/cap)
 	}
 	own := a.displs[c.rank]
+	tiny := S == 1 && slices.Max(a.counts)*esz <= tinyBytes
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {
@@ -185,7 +188,7 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 		}
 		n := a.counts[c.rank]
 		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
-		copy(c.slotHalf(c.rank, e), span(a.recv, esz, own+lo, own+hi))
+		copy(c.stepBuf(c.rank, e, tiny), span(a.recv, esz, own+lo, own+hi))
 		c.post(e, 1)
 		for i := 1; i < p; i++ {
 			q := (c.rank + i) % p
@@ -195,7 +198,7 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 			n := a.counts[q]
 			lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
 			d := a.displs[q]
-			copy(span(a.recv, esz, d+lo, d+hi), c.slotHalf(q, e))
+			copy(span(a.recv, esz, d+lo, d+hi), c.stepBuf(q, e, tiny))
 		}
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
@@ -217,8 +220,9 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 			return err
 		}
 		seg := span(a.recv, esz, base, base+m)
+		tiny := N*esz <= tinyBytes
 		if c.rank == a.root {
-			copy(c.slotHalf(c.rank, e), seg)
+			copy(c.stepBuf(c.rank, e, tiny), seg)
 			c.post(e, 1)
 			c.last.Sent += uint64(c.size - 1)
 		} else {
@@ -226,7 +230,7 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 			if err := c.wait(ctx, a.root, e, 1); err != nil {
 				return err
 			}
-			copy(seg, c.slotHalf(a.root, e))
+			copy(seg, c.stepBuf(a.root, e, tiny))
 			c.last.Received++
 		}
 		c.last.Rounds++
@@ -383,7 +387,8 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		copy(c.slotHalf(c.rank, e), span(in, esz, base, base+m))
+		tiny := N*esz <= tinyBytes
+		copy(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
 		c.post(e, 1)
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
@@ -395,7 +400,7 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 						return err
 					}
 				}
-				c.sc.srcs[q] = c.slotHalf(q, e)[:m*esz]
+				c.sc.srcs[q] = c.stepBuf(q, e, tiny)[:m*esz]
 			}
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs)
 			c.last.Received += uint64(p - 1)

@@ -78,7 +78,11 @@ func (s *scratch) init(p int) {
 	s.rcounts, s.rdispls = make([]int, p), make([]int, p)
 }
 
-// Descriptor layout (descBytes <= shm.InlineBytes).
+// Descriptor layout. The full descriptor of step e is written into the
+// rank's descriptor area (fullDescOff + (e&1)*lineBytes), read only to
+// name a mismatch; the counter's line carries its 8-byte hash (inline bytes
+// 0..8), so a waiter checks the call with the one transfer that brings the
+// counter, and the other tinyBytes inline bytes carry tiny payloads.
 const (
 	dSeq      = 0  // u64 call sequence number
 	dStep     = 8  // u64 step number
@@ -90,6 +94,13 @@ const (
 	dOp       = 32 // u64 operator id
 	dAux      = 40 // u64 hash of irregular counts
 	descBytes = 48
+
+	// fullDescOff is where the full descriptors start in the descriptor
+	// area (Split uses the bytes before it).
+	fullDescOff = 256
+	// tinyBytes is the payload that fits beside the descriptor hash in the
+	// counter's line: vectors up to this size travel with the counter.
+	tinyBytes = shm.InlineBytes - 8
 )
 
 func (c *Comm) encodeDesc(e uint64) {
@@ -103,11 +114,24 @@ func (c *Comm) encodeDesc(e uint64) {
 	le.PutUint64(d[dCount:], uint64(a.count))
 	le.PutUint64(d[dOp:], a.opID)
 	le.PutUint64(d[dAux:], a.aux)
+	if c.hashSeq != c.seq {
+		// The hash covers everything but the step, which the counter's
+		// value carries: a peer whose counter reached step e on this
+		// counter is at step e (it cannot begin e+2 before this rank
+		// begins e+1).
+		h := uint64(0x9e3779b97f4a7c15)
+		for _, o := range [...]int{dSeq, dColl, dCount, dOp, dAux} {
+			h = (h ^ le.Uint64(d[o:])) * 0xff51afd7ed558ccd
+			h ^= h >> 29
+		}
+		c.hashSeq, c.dhash = c.seq, h|1 // never 0: a zeroed line is no call
+	}
 }
 
 // begin starts the next step of the current call: it waits until every
 // rank has begun the previous step if that is not known, and publishes the
-// descriptor. The caller then writes its slot half and posts phase 1.
+// descriptor. The caller then writes its slot half (or its tiny payload)
+// and posts phase 1.
 func (c *Comm) begin(ctx context.Context) (uint64, error) {
 	e := c.step + 1
 	if c.synced+1 < e {
@@ -123,9 +147,26 @@ func (c *Comm) begin(ctx context.Context) (uint64, error) {
 	}
 	c.step = e
 	c.encodeDesc(e)
-	copy(c.ep.Inline(c.rank, ctr(e)), c.desc[:])
+	copy(c.ep.Descriptor(c.rank)[fullDescOff+int(e&1)*lineBytes:], c.desc[:])
+	binary.LittleEndian.PutUint64(c.ep.Inline(c.rank, ctr(e)), c.dhash)
 	c.cur.fully = false
 	return e, nil
+}
+
+// stepBuf returns rank q's buffer of step e: its tiny payload when tiny
+// (the whole step's data fits in tinyBytes), else its slot half.
+func (c *Comm) stepBuf(q int, e uint64, tiny bool) []byte {
+	if tiny {
+		return c.tiny(q, e)
+	}
+	return c.slotHalf(q, e)
+}
+
+// tiny returns the tiny payload bytes of rank q in step e: the inline
+// bytes of q's counter after the descriptor hash. Written by q before it
+// posts phase 1 of step e; reused like the slot halves (two steps later).
+func (c *Comm) tiny(q int, e uint64) []byte {
+	return c.ep.Inline(q, ctr(e))[8 : 8+tinyBytes : 8+tinyBytes]
 }
 
 // end closes step e: if the algorithm made this rank depend on every
@@ -157,10 +198,10 @@ func (c *Comm) wait(ctx context.Context, q int, e uint64, phase int) error {
 
 // checkDesc compares q's descriptor of step e with ours.
 func (c *Comm) checkDesc(q int, e uint64) error {
-	pd := c.ep.Inline(q, ctr(e))[:descBytes]
-	if string(pd) == string(c.desc[:]) {
+	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) == c.dhash {
 		return nil
 	}
+	pd := c.ep.Descriptor(q)[fullDescOff+int(e&1)*lineBytes:][:descBytes]
 	le := binary.LittleEndian
 	var what string
 	switch {
@@ -181,8 +222,10 @@ func (c *Comm) checkDesc(q int, e uint64) error {
 		what = fmt.Sprintf("rank %d chose algorithm %v, rank %d %v", c.rank, c.cur.alg, q, Algorithm(pd[dAlg]))
 	case le.Uint64(pd[dAux:]) != c.cur.aux:
 		what = fmt.Sprintf("ranks %d and %d passed different count vectors", c.rank, q)
-	default:
+	case le.Uint64(pd[dStep:]) != e:
 		what = fmt.Sprintf("ranks %d and %d are at different steps", c.rank, q)
+	default:
+		what = fmt.Sprintf("rank %d's call descriptor does not match its hash (the arena was written by someone else)", q)
 	}
 	return c.mismatch(what)
 }

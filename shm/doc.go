@@ -95,7 +95,7 @@
 //	offset 4096     control block of rank 0 (2048 bytes), then rank 1, ...
 //	  +0     state (free, joined, left), pid, start time
 //	  +16    abort record: kind, dead peer, its pid, cause length, cause text
-//	  +384   call descriptor (256 bytes)
+//	  +384   call descriptor (384 bytes)
 //	  +1024  counter 0 line (128 bytes: two cache lines, so that the
 //	         adjacent-line prefetcher does not couple counters)
 //	           +0 counter (u64; its low half is the futex word)

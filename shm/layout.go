@@ -16,7 +16,7 @@ const (
 	// counter's cache line, for tiny messages.
 	InlineBytes = 48
 	// DescriptorBytes is the size of each rank's call-descriptor area.
-	DescriptorBytes = 256
+	DescriptorBytes = 384
 	// DefaultSlotBytes is the data slot size used when Options.SlotBytes is 0.
 	DefaultSlotBytes = 4 << 20
 	// MaxRanks is the largest number of ranks an arena holds.
