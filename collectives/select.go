@@ -28,6 +28,7 @@ const (
 	CollExscan
 	numColls
 	collSplit // internal: Split and Dup agreement
+	collJoin  // internal: the selection-table agreement of a new Comm
 )
 
 var collNames = [...]string{
@@ -47,6 +48,7 @@ var collNames = [...]string{
 	CollExscan:             "exscan",
 	numColls:               "",
 	collSplit:              "split",
+	collJoin:               "join",
 }
 
 func (c Collective) String() string {
@@ -89,15 +91,20 @@ const (
 	// Nblock: Träff's round-optimal n-block schedules on the circulant
 	// graph (004): pipelined bcast in n-1+ceil(log2 p) rounds, reduce by
 	// the reversed schedule, allgather(v) as p simultaneous broadcasts
-	// (Algorithm 7), reduce-scatter as p simultaneous reductions; n from
-	// the linear cost model.
+	// (Algorithm 7), reduce-scatter as p simultaneous reductions, and
+	// allreduce as that reduce-scatter followed by that allgatherv
+	// (2(n-1+ceil(log2 p)) rounds); n from the linear cost model. Reduce,
+	// reduce-scatter and allreduce need a commutative operator.
 	Nblock
 	// DualRoot (allreduce): Träff's doubly pipelined dual-root binary tree
 	// (002), two postorder-numbered trees reducing up and broadcasting
 	// down at once; rank order is kept.
 	DualRoot
-	// Tree (allreduce): one postorder binary tree, doubly pipelined; rank
-	// order is kept.
+	// Tree (allreduce, reduce, bcast): one postorder binary tree of 002
+	// with the pipelining lemma's block count: allreduce doubly pipelined
+	// (up and down at once); reduce pipelined up it and bcast down it, a
+	// root other than rank p-1 joined by one hand-off (n-1+floor(log2 p)
+	// rounds, one more with the hand-off); rank order is kept.
 	Tree
 	// ReduceBcast (allreduce): a pipelined reduce up one postorder binary
 	// tree followed by a pipelined bcast down it; rank order is kept.
@@ -178,12 +185,28 @@ func register(coll Collective, alg Algorithm, f impl, ordered bool) {
 	orderPreserving[coll][alg] = ordered
 }
 
+// Implements reports whether algorithm a implements coll.
+func Implements(coll Collective, a Algorithm) bool {
+	return coll < numColls && a < numAlgorithms && algorithms[coll][a] != nil
+}
+
+// OrderPreserving reports whether algorithm a combines the operands of
+// coll in rank order, so that it is correct for non-commutative operators.
+func OrderPreserving(coll Collective, a Algorithm) bool {
+	return Implements(coll, a) && orderPreserving[coll][a]
+}
+
 // choose returns the algorithm for a call: the pinned one if any, else the
-// selection table's. Its inputs (collective, bytes, p, commutativity, the
-// pins) are the same on every rank of a correct program, and the choice is
-// part of the call descriptor.
+// selection table's entry for this (collective, p, oversubscription,
+// size), else the heuristic selectAlgorithm. Its inputs (collective,
+// bytes, p, commutativity, the pins, the table, whose hash the ranks
+// compared when they joined) are the same on every rank of a correct
+// program, and the choice is part of the call descriptor.
 func (c *Comm) choose(coll Collective, bytes int, commutative bool) (Algorithm, error) {
 	a := c.pinned[coll]
+	if a == Auto {
+		a = c.sel.lookup(coll, bytes, commutative)
+	}
 	if a == Auto {
 		a = selectAlgorithm(coll, bytes, c.size, commutative, c.ep.Oversubscribed())
 	}
@@ -196,10 +219,26 @@ func (c *Comm) choose(coll Collective, bytes int, commutative bool) (Algorithm, 
 	return a, nil
 }
 
-// selectAlgorithm is the selection table. On shared memory a round costs a
-// cache-line hand-off per waiting rank and, when ranks outnumber cores, a
-// context switch, so the table prefers the fewest synchronizations that
-// keep the bytes moved per rank near the minimum:
+// LastAlgorithm returns the algorithm of the current or last call (Auto
+// before the first): what auto chose, or the pinned one.
+func (c *Comm) LastAlgorithm() Algorithm { return c.cur.alg }
+
+// Oversubscribed reports whether the ranks are processes that outnumber
+// the machine's online CPUs (the same on every rank); selection table
+// entries measured in the same condition apply.
+func (c *Comm) Oversubscribed() bool { return c.ep.Oversubscribed() }
+
+// selectAlgorithm is the fallback of auto selection: choose uses it when
+// the selection table (the default of tune/default.txt, SHMCOLL_TUNE_FILE
+// or Options.Table; see [Table]) has no entry for the call's collective,
+// p, oversubscription and size, or when the operator is not commutative
+// and the entry names neither an order-preserving algorithm nor an
+// ordered alternative.
+//
+// On shared memory a round costs a cache-line hand-off per waiting rank
+// and, when ranks outnumber cores, a context switch, so the heuristic
+// prefers the fewest synchronizations that keep the bytes moved per rank
+// near the minimum:
 //   - allreduce: replicated (one synchronization) for small vectors (16
 //     KiB; 64 KiB for two ranks), where doing p times the reduction work
 //     costs less than a second hand-off; above that, circulant for two
@@ -226,7 +265,8 @@ func (c *Comm) choose(coll Collective, bytes int, commutative bool) (Algorithm, 
 // and BenchmarkCollectives on the project's shared two-core machine
 // (allreduce, float64, p = 2 at 1 MiB: circulant 156 µs, flat 245 µs,
 // replicated 361 µs; at 64 KiB: replicated 7.8 µs, circulant 22 µs, flat
-// 28 µs; best of three); measured tuning (shmbench tune) replaces them.
+// 28 µs; best of three); the table that shmbench tune measures overrides
+// them where it has entries (docs/TUNING.md).
 //
 // over (shm.Endpoint.Oversubscribed) depends only on p and the machine's
 // online CPUs, so it is the same on every rank.
