@@ -52,6 +52,9 @@ func pinAll(alg Algorithm) Options {
 	return o
 }
 
+// implements reports whether alg serves coll.
+func implements(alg Algorithm, coll Collective) bool { return algorithms[coll][alg] != nil }
+
 // val converts a small integer to T exactly.
 func val[T simd.Element](x int) T {
 	var z T

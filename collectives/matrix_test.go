@@ -63,26 +63,31 @@ func runMatrix(t *testing.T, p int, alg Algorithm) {
 		// bounded; p <= 17 exercises segmentation with 4 KiB slots.
 		opt.SlotBytes = 64 << 10
 	}
-	err := Run(p, opt, func(c *Comm) error { return matrixCalls(t, c, alg, &barrierCount) })
+	err := Run(p, opt, func(c *Comm) error { return matrixCalls(t, c, alg, false, &barrierCount) })
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-// matrixCalls makes every collective call of the matrix on c and checks
-// the results exactly. barrierCount, if not nil, is shared by the ranks
-// (in-process) to check that nobody leaves a barrier early.
-func matrixCalls(t *testing.T, c *Comm, alg Algorithm, barrierCount *atomic.Int64) error {
-	{
-		p, r := c.Size(), c.Rank()
-		for _, n := range testCounts(p) {
-			if n < 0 {
-				continue
-			}
-			what := func(coll string) string { return fmt.Sprintf("%v p=%d n=%d rank %d %s", alg, p, n, r, coll) }
-			total := sumAll(p, n)
+// matrixCalls makes the collective calls of the matrix on c and checks the
+// results exactly: every collective's (alg pinned where it serves, auto
+// elsewhere), or with only the calls of the collectives alg implements.
+// Vectors go out of place and in place, roots are 0, p-1 and p/2, and
+// irregular counts include degenerate ones (one rank has everything).
+// barrierCount, if not nil, is shared by the ranks (in-process) to check
+// that nobody leaves a barrier early.
+func matrixCalls(t *testing.T, c *Comm, alg Algorithm, only bool, barrierCount *atomic.Int64) error {
+	p, r := c.Size(), c.Rank()
+	runs := func(coll Collective) bool { return !only || implements(alg, coll) }
+	for _, n := range testCounts(p) {
+		what := func(coll string) string { return fmt.Sprintf("%v p=%d n=%d rank %d %s", alg, p, n, r, coll) }
+		total := sumAll(p, n)
+		regular, packed := make([]int, p), make([]int, p)
+		for j := range p {
+			regular[j], packed[j] = n, j*n
+		}
 
-			// allreduce, out of place and in place
+		if runs(CollAllreduce) {
 			recv := make([]int32, n)
 			if err := Allreduce(bg, c, vec(r, n), recv, Sum); err != nil {
 				return err
@@ -93,67 +98,74 @@ func matrixCalls(t *testing.T, c *Comm, alg Algorithm, barrierCount *atomic.Int6
 				return err
 			}
 			expect(t, what("allreduce in place"), buf, total)
+		}
 
-			// reduce_scatter_block: vectors of p*n
+		if runs(CollReduceScatterBlock) { // vectors of p*n
 			big := sumAll(p, p*n)
-			recv = make([]int32, n)
+			recv := make([]int32, n)
 			if err := ReduceScatterBlock(bg, c, vec(r, p*n), recv, Sum); err != nil {
 				return err
 			}
 			expect(t, what("reduce_scatter_block"), recv, big[r*n:(r+1)*n])
-			buf = vec(r, p*n)
+			buf := vec(r, p*n)
 			if err := ReduceScatterBlock(bg, c, nil, buf, Sum); err != nil {
 				return err
 			}
 			expect(t, what("reduce_scatter_block in place"), buf[r*n:(r+1)*n], big[r*n:(r+1)*n])
+		}
 
-			// reduce_scatter, irregular
-			counts := irregularCounts(p, n)
-			off := 0
-			for _, k := range counts[:r] {
-				off += k
-			}
-			tot := off
-			for _, k := range counts[r:] {
-				tot += k
-			}
-			all := sumAll(p, tot)
-			recv = make([]int32, counts[r])
-			if err := ReduceScatter(bg, c, vec(r, tot), recv, counts, Sum); err != nil {
-				return err
-			}
-			expect(t, what("reduce_scatter"), recv, all[off:off+counts[r]])
-
-			// allgather
+		if runs(CollAllgather) {
 			ag := make([]int32, p*n)
 			if err := Allgather(bg, c, vec(r, n), ag); err != nil {
 				return err
 			}
-			for j := range p {
-				if !expect(t, what(fmt.Sprintf("allgather block %d", j)), ag[j*n:(j+1)*n], vec(j, n)) {
-					break
-				}
+			expectBlocks(t, what("allgather"), ag, regular, packed, func(j int) []int32 { return vec(j, n) })
+			ip := make([]int32, p*n)
+			copy(ip[r*n:], vec(r, n))
+			if err := Allgather(bg, c, nil, ip); err != nil {
+				return err
 			}
+			expectBlocks(t, what("allgather in place"), ip, regular, packed, func(j int) []int32 { return vec(j, n) })
+		}
 
-			// allgatherv with gaps between blocks
-			displs := make([]int, p)
+		deg := make([]int, p)
+		deg[p/2] = n
+		for _, counts := range [][]int{irregularCounts(p, n), deg} {
+			off, tot := 0, 0
+			displs := make([]int, p) // with gaps between the blocks
 			d := 0
 			for j, k := range counts {
+				if j < r {
+					off += k
+				}
+				tot += k
 				displs[j] = d
 				d += k + 1
 			}
-			agv := make([]int32, d)
-			if err := Allgatherv(bg, c, vec(r, counts[r]), agv, counts, displs); err != nil {
-				return err
-			}
-			for j := range p {
-				if !expect(t, what(fmt.Sprintf("allgatherv block %d", j)), agv[displs[j]:displs[j]+counts[j]], vec(j, counts[j])) {
-					break
+			if runs(CollReduceScatter) {
+				all := sumAll(p, tot)
+				recv := make([]int32, counts[r])
+				if err := ReduceScatter(bg, c, vec(r, tot), recv, counts, Sum); err != nil {
+					return err
 				}
+				expect(t, what(fmt.Sprintf("reduce_scatter %v", counts)), recv, all[off:off+counts[r]])
+				buf := vec(r, tot)
+				if err := ReduceScatter(bg, c, nil, buf, counts, Sum); err != nil {
+					return err
+				}
+				expect(t, what(fmt.Sprintf("reduce_scatter in place %v", counts)), buf[off:off+counts[r]], all[off:off+counts[r]])
 			}
+			if runs(CollAllgatherv) {
+				agv := make([]int32, d)
+				if err := Allgatherv(bg, c, vec(r, counts[r]), agv, counts, displs); err != nil {
+					return err
+				}
+				expectBlocks(t, what(fmt.Sprintf("allgatherv %v", counts)), agv, counts, displs, func(j int) []int32 { return vec(j, counts[j]) })
+			}
+		}
 
-			for _, root := range []int{0, p - 1, p / 2} {
-				// bcast
+		for _, root := range []int{0, p - 1, p / 2} {
+			if runs(CollBcast) {
 				b := make([]int32, n)
 				if r == root {
 					copy(b, vec(root, n))
@@ -162,8 +174,8 @@ func matrixCalls(t *testing.T, c *Comm, alg Algorithm, barrierCount *atomic.Int6
 					return err
 				}
 				expect(t, what(fmt.Sprintf("bcast root %d", root)), b, vec(root, n))
-
-				// reduce
+			}
+			if runs(CollReduce) {
 				var out []int32
 				if r == root {
 					out = make([]int32, n)
@@ -174,8 +186,18 @@ func matrixCalls(t *testing.T, c *Comm, alg Algorithm, barrierCount *atomic.Int6
 				if r == root {
 					expect(t, what(fmt.Sprintf("reduce root %d", root)), out, total)
 				}
-
-				// scatter and gather
+				send, out := vec(r, n), []int32(nil)
+				if r == root {
+					send, out = nil, vec(r, n)
+				}
+				if err := Reduce(bg, c, send, out, Sum, root); err != nil {
+					return err
+				}
+				if r == root {
+					expect(t, what(fmt.Sprintf("reduce in place root %d", root)), out, total)
+				}
+			}
+			if runs(CollScatter) {
 				var sc []int32
 				if r == root {
 					sc = vec(100, p*n)
@@ -185,6 +207,8 @@ func matrixCalls(t *testing.T, c *Comm, alg Algorithm, barrierCount *atomic.Int6
 					return err
 				}
 				expect(t, what(fmt.Sprintf("scatter root %d", root)), got, vec(100, p*n)[r*n:(r+1)*n])
+			}
+			if runs(CollGather) {
 				var g []int32
 				if r == root {
 					g = make([]int32, p*n)
@@ -193,20 +217,19 @@ func matrixCalls(t *testing.T, c *Comm, alg Algorithm, barrierCount *atomic.Int6
 					return err
 				}
 				if r == root {
-					for j := range p {
-						if !expect(t, what(fmt.Sprintf("gather root %d block %d", root, j)), g[j*n:(j+1)*n], vec(j, n)) {
-							break
-						}
-					}
+					expectBlocks(t, what(fmt.Sprintf("gather root %d", root)), g, regular, packed, func(j int) []int32 { return vec(j, n) })
 				}
 			}
+		}
 
-			// scan and exscan
+		if runs(CollScan) {
 			sc := make([]int32, n)
 			if err := Scan(bg, c, vec(r, n), sc, Sum); err != nil {
 				return err
 			}
 			expect(t, what("scan"), sc, sumAll(r+1, n))
+		}
+		if runs(CollExscan) {
 			ex := make([]int32, n)
 			for i := range ex {
 				ex[i] = -7
@@ -219,8 +242,11 @@ func matrixCalls(t *testing.T, c *Comm, alg Algorithm, barrierCount *atomic.Int6
 			} else if n > 0 && ex[0] != -7 {
 				t.Errorf("%s: exscan wrote rank 0's recv", what("exscan"))
 			}
+		}
 
-			// alltoall: block j of rank r is vec(r*p+j, n)
+		// alltoall: block j of rank r is vec(r*p+j, n)
+		fromJ := func(j int) []int32 { return vec(j*p+r, n) }
+		if runs(CollAlltoall) {
 			a2a := make([]int32, 0, p*n)
 			for j := range p {
 				a2a = append(a2a, vec(r*p+j, n)...)
@@ -229,67 +255,66 @@ func matrixCalls(t *testing.T, c *Comm, alg Algorithm, barrierCount *atomic.Int6
 			if err := Alltoall(bg, c, a2a, a2r); err != nil {
 				return err
 			}
-			for j := range p {
-				if !expect(t, what(fmt.Sprintf("alltoall block %d", j)), a2r[j*n:(j+1)*n], vec(j*p+r, n)) {
-					break
-				}
-			}
+			expectBlocks(t, what("alltoall"), a2r, regular, packed, fromJ)
 			if err := Alltoall(bg, c, nil, a2a); err != nil {
 				return err
 			}
-			for j := range p {
-				if !expect(t, what(fmt.Sprintf("alltoall in place block %d", j)), a2a[j*n:(j+1)*n], vec(j*p+r, n)) {
-					break
-				}
-			}
-
-			// alltoallv: rank r sends (r+2j) % (n+1) elements to rank j
+			expectBlocks(t, what("alltoall in place"), a2a, regular, packed, fromJ)
+		}
+		if runs(CollAlltoallv) {
+			// rank r sends (r+2j) % (n+1) elements to rank j
 			cnt := func(from, to int) int { return (from + 2*to) % (n + 1) }
-			sc2, rc2 := make([]int, p), make([]int, p)
+			sc, rc, rd := make([]int, p), make([]int, p), make([]int, p)
 			var sbuf []int32
-			for j := range p {
-				sc2[j], rc2[j] = cnt(r, j), cnt(j, r)
-				sbuf = append(sbuf, vec(r*p+j, sc2[j])...)
-			}
 			rtot := 0
-			for _, k := range rc2 {
-				rtot += k
+			for j := range p {
+				sc[j], rc[j], rd[j] = cnt(r, j), cnt(j, r), rtot
+				sbuf = append(sbuf, vec(r*p+j, sc[j])...)
+				rtot += rc[j]
 			}
 			rbuf := make([]int32, rtot)
-			if err := Alltoallv(bg, c, sbuf, sc2, nil, rbuf, rc2, nil); err != nil {
+			if err := Alltoallv(bg, c, sbuf, sc, nil, rbuf, rc, nil); err != nil {
 				return err
 			}
-			o := 0
-			for j := range p {
-				if !expect(t, what(fmt.Sprintf("alltoallv block %d", j)), rbuf[o:o+rc2[j]], vec(j*p+r, rc2[j])) {
-					break
-				}
-				o += rc2[j]
-			}
-
-			// barrier: everybody has arrived when anybody leaves
-			if barrierCount == nil {
-				if err := Barrier(bg, c); err != nil {
-					return err
-				}
-				continue
-			}
-			barrierCount.Add(1)
-			if err := Barrier(bg, c); err != nil {
-				return err
-			}
-			if got, want := barrierCount.Load(), int64(p); got < want {
-				t.Errorf("%s: left the barrier after %d of %d arrived", what("barrier"), got, want)
-			}
-			if err := Barrier(bg, c); err != nil {
-				return err
-			}
-			barrierCount.Add(-1)
-			if err := Barrier(bg, c); err != nil {
-				return err
-			}
+			expectBlocks(t, what("alltoallv"), rbuf, rc, rd, func(j int) []int32 { return vec(j*p+r, rc[j]) })
 		}
-		return nil
+
+		if !runs(CollBarrier) {
+			continue
+		}
+		// barrier: everybody has arrived when anybody leaves
+		if barrierCount == nil {
+			if err := Barrier(bg, c); err != nil {
+				return err
+			}
+			continue
+		}
+		barrierCount.Add(1)
+		if err := Barrier(bg, c); err != nil {
+			return err
+		}
+		if got, want := barrierCount.Load(), int64(p); got < want {
+			t.Errorf("%s: left the barrier after %d of %d arrived", what("barrier"), got, want)
+		}
+		if err := Barrier(bg, c); err != nil {
+			return err
+		}
+		barrierCount.Add(-1)
+		if err := Barrier(bg, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expectBlocks reports the first block j of got, counts[j] elements at
+// displs[j], that differs from want(j).
+func expectBlocks(t *testing.T, what string, got []int32, counts, displs []int, want func(j int) []int32) {
+	t.Helper()
+	for j := range counts {
+		if !expect(t, fmt.Sprintf("%s block %d", what, j), got[displs[j]:displs[j]+counts[j]], want(j)) {
+			return
+		}
 	}
 }
 

@@ -24,7 +24,7 @@ func TestNblockMatrix(t *testing.T) {
 		for _, p := range testSizes() {
 			t.Run(fmt.Sprintf("blocks=%d/p=%d", n, p), func(t *testing.T) {
 				defer setTestBlocks(n)()
-				if err := runRanks(p, pinAll(Nblock), func(c *Comm) error { return nblockCalls(t, c) }); err != nil {
+				if err := runRanks(p, pinAll(Nblock), func(c *Comm) error { return matrixCalls(t, c, Nblock, true, nil) }); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -33,126 +33,6 @@ func TestNblockMatrix(t *testing.T) {
 	for _, p := range testSizes() {
 		t.Run(fmt.Sprintf("all/p=%d", p), func(t *testing.T) { runMatrix(t, p, Nblock) })
 	}
-}
-
-// nblockCalls makes the calls of the matrix that nblock serves on c and
-// checks them exactly.
-func nblockCalls(t *testing.T, c *Comm) error {
-	p, r := c.Size(), c.Rank()
-	for _, n := range testCounts(p) {
-		what := func(coll string) string { return fmt.Sprintf("nblock p=%d n=%d rank %d %s", p, n, r, coll) }
-		recv := make([]int32, n)
-		if err := Allreduce(bg, c, vec(r, n), recv, Sum); err != nil {
-			return err
-		}
-		expect(t, what("allreduce"), recv, sumAll(p, n))
-		buf := vec(r, n)
-		if err := Allreduce(bg, c, nil, buf, Sum); err != nil {
-			return err
-		}
-		expect(t, what("allreduce in place"), buf, sumAll(p, n))
-		for _, root := range []int{0, p - 1, p / 2} {
-			b := make([]int32, n)
-			if r == root {
-				copy(b, vec(root, n))
-			}
-			if err := Bcast(bg, c, b, root); err != nil {
-				return err
-			}
-			expect(t, what(fmt.Sprintf("bcast root %d", root)), b, vec(root, n))
-			var out []int32
-			if r == root {
-				out = make([]int32, n)
-			}
-			if err := Reduce(bg, c, vec(r, n), out, Sum, root); err != nil {
-				return err
-			}
-			if r == root {
-				expect(t, what(fmt.Sprintf("reduce root %d", root)), out, sumAll(p, n))
-			}
-			// in place at the root
-			var send []int32
-			if r == root {
-				out = vec(r, n)
-			} else {
-				send, out = vec(r, n), nil
-			}
-			if err := Reduce(bg, c, send, out, Sum, root); err != nil {
-				return err
-			}
-			if r == root {
-				expect(t, what(fmt.Sprintf("reduce in place root %d", root)), out, sumAll(p, n))
-			}
-		}
-		// allgather, out of place and in place
-		ag := make([]int32, p*n)
-		if err := Allgather(bg, c, vec(r, n), ag); err != nil {
-			return err
-		}
-		ip := make([]int32, p*n)
-		copy(ip[r*n:], vec(r, n))
-		if err := Allgather(bg, c, nil, ip); err != nil {
-			return err
-		}
-		for j := range p {
-			if !expect(t, what(fmt.Sprintf("allgather block %d", j)), ag[j*n:(j+1)*n], vec(j, n)) ||
-				!expect(t, what(fmt.Sprintf("allgather in place block %d", j)), ip[j*n:(j+1)*n], vec(j, n)) {
-				break
-			}
-		}
-		// allgatherv and reduce_scatter: irregular, and degenerate (one
-		// rank has everything)
-		deg := make([]int, p)
-		deg[p/2] = n
-		for _, counts := range [][]int{irregularCounts(p, n), deg} {
-			displs := make([]int, p)
-			d := 0
-			for j, k := range counts {
-				displs[j] = d
-				d += k + 1 // gaps between the blocks
-			}
-			agv := make([]int32, d)
-			if err := Allgatherv(bg, c, vec(r, counts[r]), agv, counts, displs); err != nil {
-				return err
-			}
-			for j := range p {
-				if !expect(t, what(fmt.Sprintf("allgatherv %v block %d", counts, j)), agv[displs[j]:displs[j]+counts[j]], vec(j, counts[j])) {
-					break
-				}
-			}
-			off, tot := 0, 0
-			for j, k := range counts {
-				if j < r {
-					off += k
-				}
-				tot += k
-			}
-			all := sumAll(p, tot)
-			recv := make([]int32, counts[r])
-			if err := ReduceScatter(bg, c, vec(r, tot), recv, counts, Sum); err != nil {
-				return err
-			}
-			expect(t, what(fmt.Sprintf("reduce_scatter %v", counts)), recv, all[off:off+counts[r]])
-			buf := vec(r, tot)
-			if err := ReduceScatter(bg, c, nil, buf, counts, Sum); err != nil {
-				return err
-			}
-			expect(t, what(fmt.Sprintf("reduce_scatter in place %v", counts)), buf[off:off+counts[r]], all[off:off+counts[r]])
-		}
-		// reduce_scatter_block, out of place and in place
-		big := sumAll(p, p*n)
-		recv = make([]int32, n)
-		if err := ReduceScatterBlock(bg, c, vec(r, p*n), recv, Sum); err != nil {
-			return err
-		}
-		expect(t, what("reduce_scatter_block"), recv, big[r*n:(r+1)*n])
-		buf = vec(r, p*n)
-		if err := ReduceScatterBlock(bg, c, nil, buf, Sum); err != nil {
-			return err
-		}
-		expect(t, what("reduce_scatter_block in place"), buf[r*n:(r+1)*n], big[r*n:(r+1)*n])
-	}
-	return Barrier(bg, c)
 }
 
 // setTestBlocks fixes the block count (0: the cost model's) and returns

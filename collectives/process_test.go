@@ -95,7 +95,7 @@ func TestProcessChild(t *testing.T) {
 	if c.InProcess() {
 		t.Fatal("a process rank says it is in-process")
 	}
-	if err := matrixCalls(t, c, alg, nil); err != nil {
+	if err := matrixCalls(t, c, alg, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Split in two halves with their own arenas, used beside the parent.

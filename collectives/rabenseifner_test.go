@@ -24,151 +24,11 @@ import (
 
 var schedAlgs = []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd, Ring, BDE, MST, Bruck}
 
-func implements(alg Algorithm, coll Collective) bool { return algorithms[coll][alg] != nil }
-
-// algMatrix makes the matrix's calls of the collectives alg implements on c
-// and checks the results exactly.
-func algMatrix(t *testing.T, c *Comm, alg Algorithm) error {
-	p, r := c.Size(), c.Rank()
-	for _, n := range testCounts(p) {
-		what := func(coll string) string { return fmt.Sprintf("%v p=%d n=%d rank %d %s", alg, p, n, r, coll) }
-		total := sumAll(p, n)
-		if implements(alg, CollAllreduce) {
-			recv := make([]int32, n)
-			if err := Allreduce(bg, c, vec(r, n), recv, Sum); err != nil {
-				return err
-			}
-			expect(t, what("allreduce"), recv, total)
-			buf := vec(r, n)
-			if err := Allreduce(bg, c, nil, buf, Sum); err != nil {
-				return err
-			}
-			expect(t, what("allreduce in place"), buf, total)
-		}
-		counts := irregularCounts(p, n)
-		if implements(alg, CollReduceScatterBlock) {
-			big := sumAll(p, p*n)
-			recv := make([]int32, n)
-			if err := ReduceScatterBlock(bg, c, vec(r, p*n), recv, Sum); err != nil {
-				return err
-			}
-			expect(t, what("reduce_scatter_block"), recv, big[r*n:(r+1)*n])
-			buf := vec(r, p*n)
-			if err := ReduceScatterBlock(bg, c, nil, buf, Sum); err != nil {
-				return err
-			}
-			expect(t, what("reduce_scatter_block in place"), buf[r*n:(r+1)*n], big[r*n:(r+1)*n])
-
-			off, tot := 0, 0
-			for j, k := range counts {
-				if j < r {
-					off += k
-				}
-				tot += k
-			}
-			all := sumAll(p, tot)
-			recv = make([]int32, counts[r])
-			if err := ReduceScatter(bg, c, vec(r, tot), recv, counts, Sum); err != nil {
-				return err
-			}
-			expect(t, what("reduce_scatter"), recv, all[off:off+counts[r]])
-		}
-		if implements(alg, CollAllgather) {
-			ag := make([]int32, p*n)
-			if err := Allgather(bg, c, vec(r, n), ag); err != nil {
-				return err
-			}
-			for j := range p {
-				if !expect(t, what(fmt.Sprintf("allgather block %d", j)), ag[j*n:(j+1)*n], vec(j, n)) {
-					break
-				}
-			}
-			displs := make([]int, p)
-			d := 0
-			for j, k := range counts {
-				displs[j] = d
-				d += k + 1
-			}
-			agv := make([]int32, d)
-			if err := Allgatherv(bg, c, vec(r, counts[r]), agv, counts, displs); err != nil {
-				return err
-			}
-			for j := range p {
-				if !expect(t, what(fmt.Sprintf("allgatherv block %d", j)), agv[displs[j]:displs[j]+counts[j]], vec(j, counts[j])) {
-					break
-				}
-			}
-		}
-		for _, root := range []int{0, p - 1, p / 2} {
-			if implements(alg, CollBcast) {
-				b := make([]int32, n)
-				if r == root {
-					copy(b, vec(root, n))
-				}
-				if err := Bcast(bg, c, b, root); err != nil {
-					return err
-				}
-				expect(t, what(fmt.Sprintf("bcast root %d", root)), b, vec(root, n))
-			}
-			if implements(alg, CollReduce) {
-				var out []int32
-				if r == root {
-					out = make([]int32, n)
-				}
-				if err := Reduce(bg, c, vec(r, n), out, Sum, root); err != nil {
-					return err
-				}
-				if r == root {
-					expect(t, what(fmt.Sprintf("reduce root %d", root)), out, total)
-				}
-				send, out := vec(r, n), []int32(nil)
-				if r == root {
-					send, out = nil, vec(r, n)
-				}
-				if err := Reduce(bg, c, send, out, Sum, root); err != nil {
-					return err
-				}
-				if r == root {
-					expect(t, what(fmt.Sprintf("reduce in place root %d", root)), out, total)
-				}
-			}
-			if implements(alg, CollScatter) {
-				var sc []int32
-				if r == root {
-					sc = vec(100, p*n)
-				}
-				got := make([]int32, n)
-				if err := Scatter(bg, c, sc, got, root); err != nil {
-					return err
-				}
-				expect(t, what(fmt.Sprintf("scatter root %d", root)), got, vec(100, p*n)[r*n:(r+1)*n])
-			}
-			if implements(alg, CollGather) {
-				var g []int32
-				if r == root {
-					g = make([]int32, p*n)
-				}
-				if err := Gather(bg, c, vec(r, n), g, root); err != nil {
-					return err
-				}
-				if r == root {
-					for j := range p {
-						if !expect(t, what(fmt.Sprintf("gather root %d block %d", root, j)), g[j*n:(j+1)*n], vec(j, n)) {
-							break
-						}
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // testSchedMatrix runs the matrix of alg over the communicator sizes.
 func testSchedMatrix(t *testing.T, alg Algorithm) {
 	for _, p := range testSizes() {
 		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
-			if err := Run(p, pinAll(alg), func(c *Comm) error { return algMatrix(t, c, alg) }); err != nil {
+			if err := Run(p, pinAll(alg), func(c *Comm) error { return matrixCalls(t, c, alg, true, nil) }); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -503,7 +363,7 @@ func TestSchedProcessChild(t *testing.T) {
 		for coll, a := range pinAll(alg).Algorithms {
 			c.pinned[coll] = a
 		}
-		if err := algMatrix(t, c, alg); err != nil {
+		if err := matrixCalls(t, c, alg, true, nil); err != nil {
 			t.Fatalf("%v: %v", alg, err)
 		}
 	}

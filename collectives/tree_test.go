@@ -73,7 +73,7 @@ func TestTreeMatrix(t *testing.T) {
 			for _, p := range testSizes() {
 				t.Run(fmt.Sprintf("alg=%v/blocks=%d/p=%d", alg, nb, p), func(t *testing.T) {
 					defer setTestBlocks(nb)()
-					if err := runRanks(p, pinAll(alg), func(c *Comm) error { return algMatrix(t, c, alg) }); err != nil {
+					if err := runRanks(p, pinAll(alg), func(c *Comm) error { return matrixCalls(t, c, alg, true, nil) }); err != nil {
 						t.Fatal(err)
 					}
 				})
