@@ -20,6 +20,7 @@ type timing struct {
 	target   time.Duration // timed time per case when iters is 0
 	warmup   time.Duration // warm-up: doubling batches until one lasts this long
 	maxIters int           // bound on timed iterations
+	minIters int           // timed iterations at least, when iters is 0 (0: 5)
 	full     bool          // check every element of every result (-check)
 }
 
@@ -237,7 +238,12 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 	// reads; checks run after the second read.
 	k.prepare()
 	maxIters := len(b.t0)
+	minIters := b.tm.minIters
+	if minIters == 0 {
+		minIters = 5
+	}
 	iters := 0
+	var chosen collectives.Algorithm // what the call ran: auto's choice
 	start := nanotime()
 	for {
 		chunk := batch
@@ -255,6 +261,7 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 			}
 			t1 := nanotime()
 			b.t0[iters], b.t1[iters], b.dur[iters] = t0, t1, t1-t0
+			chosen = c.LastAlgorithm()
 			if iters == b.inject && b.rank == 0 {
 				for i := range k.recv { // the test hook: a wrong result
 					k.recv[i] = k.poison
@@ -274,14 +281,18 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 		if err != nil {
 			return benchfmt.Result{}, err
 		}
-		if el >= int64(b.tm.target) && iters >= 5 {
+		if el >= int64(b.tm.target) && iters >= minIters {
 			break
 		}
 	}
 	if !b.tm.full {
 		k.checkAll(iters - 1)
 	}
-	return b.collect(ctx, cs, iters, k.bad, k.badMsg)
+	res, err := b.collect(ctx, cs, iters, k.bad, k.badMsg)
+	if cs.algo == "auto" {
+		res.Chosen = chosen.String()
+	}
+	return res, err
 }
 
 // iterate is one untimed iteration: barrier, collective.

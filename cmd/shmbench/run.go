@@ -533,15 +533,7 @@ func pinnedComm(ctx context.Context, helper *collectives.Comm, coll, algo string
 	if err != nil {
 		return nil, err
 	}
-	name := make([]uint8, 128)
-	if helper.Rank() == 0 {
-		copy(name, arenaPrefix+shm.NewName())
-	}
-	if err := collectives.Bcast(ctx, helper, name, 0); err != nil {
-		return nil, err
-	}
-	opt := collectives.Options{Algorithms: map[collectives.Collective]collectives.Algorithm{cl: a}}
-	return collectives.Join(ctx, string(name[:clen(name)]), helper.Rank(), helper.Size(), opt)
+	return joinPinned(ctx, helper, map[collectives.Collective]collectives.Algorithm{cl: a})
 }
 
 // streamWriter sends results to the launcher as JSON lines.

@@ -39,6 +39,7 @@ type Result struct {
 	Type     string  `json:"type,omitempty"` // "result"
 	Coll     string  `json:"coll"`
 	Algo     string  `json:"algo"`
+	Chosen   string  `json:"chosen,omitempty"` // what auto chose (Algo "auto"); "algo:chosen" in table and CSV
 	NP       int     `json:"np"`
 	Dtype    string  `json:"dtype"`
 	Op       string  `json:"op"`

@@ -91,6 +91,8 @@ func sample() (Header, []Result) {
 			MinUS: 0.125, MedianUS: 0.25, MeanUS: 0.3, MaxUS: 9.5, P99US: 1.25, SpanUS: 0.375, AlgBW: 0.032, BusBW: 0.032, Check: "ok"},
 		{Type: "result", Coll: "reduce_scatter_block", Algo: "flat", NP: 2, Dtype: "float64", Op: "sum", Bytes: 64 << 20, Iters: 5,
 			MinUS: 1000, MedianUS: 2000.5, MeanUS: 2100, MaxUS: 3000, P99US: 3000, SpanUS: 2222.125, AlgBW: 33.554, BusBW: 16.777, Check: "rank 1: 3 wrong elements, e.g. index 7"},
+		{Type: "result", Coll: "allreduce", Algo: "auto", Chosen: "replicated", NP: 2, Dtype: "float64", Op: "sum", Bytes: 1024, Iters: 100,
+			MinUS: 1, MedianUS: 2, MeanUS: 2, MaxUS: 3, P99US: 3, SpanUS: 2.5, AlgBW: 0.512, BusBW: 0.512, Check: "ok"},
 	}
 	return h, rs
 }

@@ -42,7 +42,11 @@ var columns = []string{"coll", "algo", "np", "dtype", "op", "bytes", "iters",
 
 func (r *Result) fields(size func(int64) string) []string {
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
-	return []string{r.Coll, r.Algo, strconv.Itoa(r.NP), r.Dtype, r.Op, size(r.Bytes), strconv.Itoa(r.Iters),
+	algo := r.Algo
+	if r.Chosen != "" {
+		algo += ":" + r.Chosen
+	}
+	return []string{r.Coll, algo, strconv.Itoa(r.NP), r.Dtype, r.Op, size(r.Bytes), strconv.Itoa(r.Iters),
 		f(r.MinUS), f(r.MedianUS), f(r.MeanUS), f(r.MaxUS), f(r.P99US), f(r.SpanUS), f(r.AlgBW), f(r.BusBW), r.Check}
 }
 
@@ -51,6 +55,7 @@ func parseFields(rec []string, size func(string) (int64, error)) (Result, error)
 		return Result{}, fmt.Errorf("%d fields, want %d", len(rec), len(columns))
 	}
 	r := Result{Type: "result", Coll: rec[0], Algo: rec[1], Dtype: rec[3], Op: rec[4], Check: rec[15]}
+	r.Algo, r.Chosen, _ = strings.Cut(r.Algo, ":")
 	var err error
 	num := func(i int, dst *int) {
 		if err == nil {
@@ -101,7 +106,7 @@ type tableWriter struct {
 
 // widths of the table's columns; values wider than their column push the
 // rest of the line right but stay separated by a space.
-var widths = []int{-20, -9, 3, -8, -4, 6, 7, 10, 10, 10, 10, 10, 10, 8, 8, -5}
+var widths = []int{-20, -15, 3, -8, -4, 6, 7, 10, 10, 10, 10, 10, 10, 8, 8, -5}
 
 func (t *tableWriter) row(cells []string) {
 	var b strings.Builder

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shmcoll/shmcoll/collectives"
+	"github.com/shmcoll/shmcoll/internal/benchfmt"
+)
+
+func TestThreshold(t *testing.T) {
+	for _, c := range []struct{ a, b, want int64 }{
+		{8, 64, 32}, {8, 32, 16}, {16, 32, 32}, {64, 96, 79}, {4 << 10, 32 << 10, 16 << 10}, {4 << 10, 16 << 10, 8 << 10}, {0, 8, 8},
+	} {
+		if got := threshold(c.a, c.b); got != c.want {
+			t.Errorf("threshold(%d, %d) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+func TestTuneBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-np", "1"}, "-np \"1\""},
+		{[]string{"-np", "2,x"}, "-np \"x\""},
+		{[]string{"-rounds", "0"}, "-rounds 0"},
+		{[]string{"-coll", "bogus"}, `unknown collective "bogus"`},
+		{[]string{"-prune", "0.5"}, "-prune"},
+	} {
+		code, out, errOut := shmbench(t, append([]string{"tune"}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.want) || out != "" {
+			t.Errorf("tune %v: exit %d, stderr %q; want exit 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// lookup finds the entry of tab for (coll, p, fit, bytes).
+func lookup(tab *collectives.Table, coll collectives.Collective, p int, bytes int64) (collectives.TableEntry, bool) {
+	for _, e := range tab.Entries {
+		if e.Coll == coll && e.P == p && !e.Over && e.From <= bytes && bytes < e.To {
+			return e, true
+		}
+	}
+	return collectives.TableEntry{}, false
+}
+
+// runAuto runs allreduce with -algo auto on two processes and returns the
+// results, which name the algorithm auto chose.
+func runAuto(t *testing.T) []benchfmt.Result {
+	t.Helper()
+	code, out, errOut := shmbench(t, "run", "-np", "2", "-coll", "allreduce", "-algo", "auto", "-sizes", "8,64K",
+		"-iters", "5", "-warmup", "0s", "-format", "json")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	_, rs, err := benchfmt.Read("json", strings.NewReader(out))
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("run: %d results, %v\n%s", len(rs), err, out)
+	}
+	return rs
+}
+
+// TestTuneEndToEnd tunes two collectives on two processes with tiny sizes
+// and times, merges into a table that has another p, and runs auto with
+// the table.
+func TestTuneEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	file, rep := filepath.Join(dir, "table.txt"), filepath.Join(dir, "report.md")
+	old := "# made: long ago\n#\nallreduce 5 fit 0 inf flat flat\nallreduce 2 fit 0 inf flat flat\n"
+	if err := os.WriteFile(file, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := shmbench(t, "tune", "-np", "2", "-coll", "allreduce,barrier", "-sizes", "8,64K",
+		"-rounds", "2", "-time", "1ms", "-o", file, "-report", rep)
+	if code != 0 {
+		t.Fatalf("tune: exit %d\n%s\n%s", code, out, errOut)
+	}
+	tab, err := collectives.LoadTable(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := os.ReadFile(file)
+	for _, want := range []string{"# command: shmbench tune -np 2", "online CPUs:", "kept from the previous " + file + ": p=5 (made: long ago)"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("table lacks %q:\n%s", want, text)
+		}
+	}
+	if e, ok := lookup(tab, collectives.CollAllreduce, 5, 8); !ok || e.Alg != collectives.Flat {
+		t.Errorf("p=5 entry not kept:\n%s", text)
+	}
+	for _, b := range []int64{8, 64 << 10, 1 << 30} {
+		e, ok := lookup(tab, collectives.CollAllreduce, 2, b)
+		if !ok || !collectives.OrderPreserving(collectives.CollAllreduce, e.Ordered) {
+			t.Errorf("no allreduce entry with an ordered choice for p=2 at %d B:\n%s", b, text)
+		}
+	}
+	if _, ok := lookup(tab, collectives.CollBarrier, 2, 0); !ok {
+		t.Errorf("no barrier entry for p=2:\n%s", text)
+	}
+	report, _ := os.ReadFile(rep)
+	for _, want := range []string{"## allreduce, p=2 (fit)", "| 64K |", "replicated (o)", "**", "## barrier, p=2"} {
+		if !strings.Contains(string(report), want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+
+	// Auto follows the table: the one tuned, then one that sends every
+	// allreduce of two ranks to bde (which the heuristic never picks).
+	t.Setenv(collectives.TuneFileEnv, file)
+	for _, r := range runAuto(t) {
+		e, _ := lookup(tab, collectives.CollAllreduce, 2, r.Bytes)
+		if r.Algo != "auto" || r.Chosen != e.Alg.String() {
+			t.Errorf("%d B: auto chose %q, the table says %v", r.Bytes, r.Chosen, e.Alg)
+		}
+	}
+	if err := os.WriteFile(file, []byte("allreduce 2 fit 0 inf bde -\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runAuto(t) {
+		if r.Chosen != "bde" {
+			t.Errorf("%d B: auto chose %q, the table says bde", r.Bytes, r.Chosen)
+		}
+	}
+}
