@@ -63,6 +63,38 @@ func NewOp[T simd.Element](name string, fn func(dst, src []T), commutative bool)
 // Commutative reports whether the operator is commutative.
 func (o Op) Commutative() bool { return o.commutative }
 
+// Builtin reports the built-in operator o stands for, if it is one (false
+// for user-defined operators), for callers that hand reductions to another
+// library, such as collectives/hier to MPI.
+func (o Op) Builtin() (simd.Op, bool) { return o.builtin, o.user == nil && o.hash != 0 }
+
+// Check reports whether o applies to elements of type t.
+func (o Op) Check(t simd.Type) error {
+	_, err := o.bind(t)
+	return err
+}
+
+// Apply sets dst[i] = dst[i] op src[i] for the elements of type t in the
+// raw bytes dst and src (of equal length), dst as the left operand: the
+// building block of reductions done outside a [Comm]. A panic in a user
+// operator is returned as an error.
+func (o Op) Apply(t simd.Type, dst, src []byte) (err error) {
+	r, err := o.bind(t)
+	if err != nil {
+		return err
+	}
+	if len(dst) != len(src) || len(dst)%t.Size() != 0 {
+		return fmt.Errorf("%w: Apply on %d and %d bytes of %v", ErrInvalidArgument, len(dst), len(src), t)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: operator %q panicked: %v", ErrInvalidArgument, o.name, p)
+		}
+	}()
+	r.reduce(dst, src)
+	return nil
+}
+
 // String returns the operator's name.
 func (o Op) String() string { return o.name }
 

@@ -26,28 +26,65 @@ var mpiOps = map[simd.Op]mpi.Op{
 	simd.Band: mpi.BAnd, simd.Bor: mpi.BOr, simd.Bxor: mpi.BXor,
 }
 
-// byMPI returns the MPI datatype and operator for (t, op), if MPI has both.
-func byMPI(t simd.Type, op simd.Op) (mpi.Datatype, mpi.Op, bool) {
-	dt, ok1 := mpiTypes[t]
-	mop, ok2 := mpiOps[op]
+// operator is a call's operator bound to its element type.
+type operator struct {
+	op      collectives.Op
+	t       simd.Type
+	builtin simd.Op // when isBuiltin
+	// isBuiltin: a built-in operator, which MPI may apply; user operators
+	// always cross nodes as bytes.
+	isBuiltin bool
+}
+
+// bind checks op for elements of type t in collective coll. A
+// non-commutative operator needs node order to be rank order (see the
+// package documentation): with nodes that are not consecutive rank ranges
+// it is refused, on every rank alike.
+func (c *Comm) bind(coll string, t simd.Type, op collectives.Op) (operator, error) {
+	o := operator{op: op, t: t}
+	o.builtin, o.isBuiltin = op.Builtin()
+	if o.isBuiltin && !simd.Supports(t, o.builtin) {
+		return o, fmt.Errorf("hier: %s: %v does not apply to %v: %w", coll, o.builtin, t, simd.ErrUnsupported)
+	}
+	if err := op.Check(t); err != nil {
+		return o, fmt.Errorf("hier: %s: %w", coll, err)
+	}
+	if !op.Commutative() && !c.contiguous {
+		return o, fmt.Errorf("hier: %s: operator %q is not commutative, and the emulated nodes are not consecutive rank ranges (Options.NodeOf), so node order is not rank order: %w",
+			coll, op, collectives.ErrNotCommutative)
+	}
+	return o, nil
+}
+
+// byMPI returns the MPI datatype and operator for o, if MPI has both.
+func byMPI(o operator) (mpi.Datatype, mpi.Op, bool) {
+	if !o.isBuiltin {
+		return 0, 0, false
+	}
+	dt, ok1 := mpiTypes[o.t]
+	mop, ok2 := mpiOps[o.builtin]
 	return dt, mop, ok1 && ok2 && mop.Applies(dt)
 }
 
 // HasMPIType reports whether (t, op) crosses nodes as an MPI reduction; the
-// others are allgathered as bytes and reduced with shmcoll's kernels.
+// others (and every user operator) are allgathered as bytes and reduced
+// with shmcoll's kernels or the operator's function.
 func HasMPIType(t simd.Type, op simd.Op) bool {
-	_, _, ok := byMPI(t, op)
+	_, _, ok := byMPI(operator{t: t, builtin: op, isBuiltin: true})
 	return ok
 }
 
 // crossReduce reduces block in place across the ranks of comm (a lane).
-func (c *Comm) crossReduce(comm mpi.Comm, block []byte, t simd.Type, op simd.Op) error {
-	return c.crossReduceFrom(comm, nil, block, t, op)
+func (c *Comm) crossReduce(comm mpi.Comm, block []byte, o operator) error {
+	return c.crossReduceFrom(comm, nil, block, o)
 }
 
 // crossReduceFrom reduces src across the ranks of comm into block (src nil:
-// in place).
-func (c *Comm) crossReduceFrom(comm mpi.Comm, src, block []byte, t simd.Type, op simd.Op) error {
+// in place). Without an MPI reduction the lane's blocks are allgathered and
+// combined left to right in lane order, which is node order: every member
+// computes the same bits, and a non-commutative operator gets the node-order
+// product.
+func (c *Comm) crossReduceFrom(comm mpi.Comm, src, block []byte, o operator) error {
 	if len(block) == 0 {
 		return nil
 	}
@@ -57,15 +94,11 @@ func (c *Comm) crossReduceFrom(comm mpi.Comm, src, block []byte, t simd.Type, op
 		}
 		return nil
 	}
-	if dt, mop, ok := byMPI(t, op); ok {
+	if dt, mop, ok := byMPI(o); ok {
 		return comm.Allreduce(src, block, dt, mop)
 	}
 	if src != nil {
 		copy(block, src)
-	}
-	k, err := simd.Lookup(t, op)
-	if err != nil {
-		return err
 	}
 	n, nb := comm.Size(), len(block)
 	if cap(c.scratch) < n*nb {
@@ -79,7 +112,20 @@ func (c *Comm) crossReduceFrom(comm mpi.Comm, src, block []byte, t simd.Type, op
 	for j := range srcs {
 		srcs[j] = all[j*nb : (j+1)*nb]
 	}
-	k.ReduceK(block, srcs) // in node order on every member: the same bits everywhere
+	if o.isBuiltin {
+		k, err := simd.Lookup(o.t, o.builtin)
+		if err != nil {
+			return err
+		}
+		k.ReduceK(block, srcs)
+		return nil
+	}
+	copy(block, srcs[0])
+	for _, s := range srcs[1:] {
+		if err := o.op.Apply(o.t, block, s); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -130,16 +176,18 @@ func sameStart[T simd.Element](a, b []T) bool {
 }
 
 // Allreduce combines send of all ranks element-wise with op into recv on
-// every rank. send nil (or send == recv) means in place. The algorithm is
+// every rank: recv[i] = send_0[i] op send_1[i] op ... op send_{p-1}[i] in
+// rank order, so op may be non-commutative (with nodes of consecutive
+// ranks). send nil (or send == recv) means in place. The algorithm is
 // [Options].Algorithm, or by size (see the package documentation).
-func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op simd.Op) error {
+func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op collectives.Op) error {
 	return c.finish("allreduce", allreduce(ctx, c, send, recv, op))
 }
 
-func allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op simd.Op) error {
-	t := simd.TypeOf[T]()
-	if !simd.Supports(t, op) {
-		return fmt.Errorf("hier: allreduce: %v does not apply to %v: %w", op, t, simd.ErrUnsupported)
+func allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op collectives.Op) error {
+	o, err := c.bind("allreduce", simd.TypeOf[T](), op)
+	if err != nil {
+		return err
 	}
 	if send != nil && len(send) != len(recv) {
 		return fmt.Errorf("hier: allreduce: len(send) %d != len(recv) %d", len(send), len(recv))
@@ -147,59 +195,59 @@ func allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op 
 	if sameStart(send, recv) {
 		send = nil
 	}
-	cop := collectives.Builtin(op)
 	if len(c.nodeSizes) == 1 {
-		return collectives.Allreduce(ctx, c.local, send, recv, cop)
+		return collectives.Allreduce(ctx, c.local, send, recv, op)
 	}
-	if c.node.Size() == 1 && c.lanes == 1 {
-		// One rank per node: no shared-memory stage, straight into recv.
-		return c.crossReduceFrom(c.lane, simd.AsBytes(send), simd.AsBytes(recv), t, op)
+	if c.node.Size() == 1 {
+		// One rank on this node: no shared-memory stage, straight into recv
+		// (lane 0 is every node's leader, as the other nodes' stages use).
+		return c.crossReduceFrom(c.lane, simd.AsBytes(send), simd.AsBytes(recv), o)
 	}
-	switch c.choose(len(recv) * t.Size()) {
+	switch c.choose(len(recv) * o.t.Size()) {
 	case Leader:
-		return allreduceLeader(ctx, c, send, recv, t, op, cop)
+		return allreduceLeader(ctx, c, send, recv, o)
 	default:
-		return allreduceMultiLane(ctx, c, send, recv, t, op, cop)
+		return allreduceMultiLane(ctx, c, send, recv, o)
 	}
 }
 
-func allreduceLeader[T simd.Element](ctx context.Context, c *Comm, send, recv []T, t simd.Type, op simd.Op, cop collectives.Op) error {
+func allreduceLeader[T simd.Element](ctx context.Context, c *Comm, send, recv []T, o operator) error {
 	var err error
 	if c.node.Rank() == 0 {
-		err = collectives.Reduce(ctx, c.local, send, recv, cop, 0)
+		err = collectives.Reduce(ctx, c.local, send, recv, o.op, 0)
 	} else {
 		s := send
 		if s == nil {
 			s = recv
 		}
-		err = collectives.Reduce(ctx, c.local, s, nil, cop, 0)
+		err = collectives.Reduce(ctx, c.local, s, nil, o.op, 0)
 	}
 	if err != nil {
 		return err
 	}
 	if c.node.Rank() == 0 {
-		if err := c.crossReduce(c.lane, simd.AsBytes(recv), t, op); err != nil {
+		if err := c.crossReduce(c.lane, simd.AsBytes(recv), o); err != nil {
 			return err
 		}
 	}
 	return collectives.Bcast(ctx, c.local, recv, 0)
 }
 
-func allreduceMultiLane[T simd.Element](ctx context.Context, c *Comm, send, recv []T, t simd.Type, op simd.Op, cop collectives.Op) error {
+func allreduceMultiLane[T simd.Element](ctx context.Context, c *Comm, send, recv []T, o operator) error {
 	counts, d := c.blocks(len(recv))
 	me := c.node.Rank()
 	block := recv[d : d+counts[me]]
 	var err error
 	if send != nil {
-		err = collectives.ReduceScatter(ctx, c.local, send, block, counts, cop)
+		err = collectives.ReduceScatter(ctx, c.local, send, block, counts, o.op)
 	} else {
-		err = collectives.ReduceScatter(ctx, c.local, nil, recv, counts, cop)
+		err = collectives.ReduceScatter(ctx, c.local, nil, recv, counts, o.op)
 	}
 	if err != nil {
 		return err
 	}
 	if me < c.lanes {
-		if err := c.crossReduce(c.lane, simd.AsBytes(block), t, op); err != nil {
+		if err := c.crossReduce(c.lane, simd.AsBytes(block), o); err != nil {
 			return err
 		}
 	}

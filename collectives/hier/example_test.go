@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/collectives/hier"
 	"github.com/shmcoll/shmcoll/internal/mpi"
-	"github.com/shmcoll/shmcoll/simd"
 )
 
 // A program started by mpirun: shared memory inside each node, MPI between
@@ -31,7 +31,7 @@ func ExampleAllreduce() {
 	for i := range v {
 		v[i] = float32(c.Rank())
 	}
-	if err := hier.Allreduce(ctx, c, nil, v, simd.Sum); err != nil {
+	if err := hier.Allreduce(ctx, c, nil, v, collectives.Sum); err != nil {
 		log.Fatal(err)
 	}
 	node, nodes, local := c.Node()

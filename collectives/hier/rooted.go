@@ -78,13 +78,13 @@ func bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) erro
 
 // crossReduceTo reduces block across the lane onto the lane member of node
 // root (in place there); the other members' blocks are left undefined.
-func (c *Comm) crossReduceTo(block []byte, t simd.Type, op simd.Op, root int) error {
+func (c *Comm) crossReduceTo(block []byte, o operator, root int) error {
 	if c.lane.Size() <= 1 || len(block) == 0 {
 		return nil
 	}
-	dt, mop, ok := byMPI(t, op)
+	dt, mop, ok := byMPI(o)
 	if !ok {
-		return c.crossReduce(c.lane, block, t, op)
+		return c.crossReduce(c.lane, block, o)
 	}
 	if c.lane.Rank() == root {
 		return c.lane.Reduce(nil, block, dt, mop, root)
@@ -93,20 +93,22 @@ func (c *Comm) crossReduceTo(block []byte, t simd.Type, op simd.Op, root int) er
 }
 
 // Reduce combines send of all ranks element-wise with op into recv on rank
-// root; recv is not used elsewhere (it may be nil). send nil means in place
-// on the root. Leader: shared-memory reduce to each leader, MPI_Reduce among
+// root, in rank order (op may be non-commutative, with nodes of consecutive
+// ranks); recv is not used elsewhere (it may be nil). send nil means in
+// place on the root. Leader: shared-memory reduce to each leader, MPI_Reduce among
 // the leaders to the root's node, handed to the root in its node. MultiLane:
 // shared-memory reduce-scatter, MPI_Reduce of block i along lane i to the
 // root's node, gathered there in shared memory.
-func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op simd.Op, root int) error {
+func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op collectives.Op, root int) error {
 	return c.finish("reduce", reduce(ctx, c, send, recv, op, root))
 }
 
-func reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op simd.Op, root int) error {
-	t := simd.TypeOf[T]()
-	if !simd.Supports(t, op) {
-		return fmt.Errorf("hier: reduce: %v does not apply to %v: %w", op, t, simd.ErrUnsupported)
+func reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op collectives.Op, root int) error {
+	o, err := c.bind("reduce", simd.TypeOf[T](), op)
+	if err != nil {
+		return err
 	}
+	t := o.t
 	if err := c.checkRoot("reduce", root); err != nil {
 		return err
 	}
@@ -132,13 +134,12 @@ func reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op sim
 	}
 	w := c.where[root]
 	onRootNode := w.node == c.nodeIdx
-	cop := collectives.Builtin(op)
 	me := c.node.Rank()
 	if len(c.nodeSizes) == 1 {
 		if amRoot {
-			return collectives.Reduce(ctx, c.local, send, recv, cop, w.local)
+			return collectives.Reduce(ctx, c.local, send, recv, op, w.local)
 		}
-		return collectives.Reduce(ctx, c.local, in, nil, cop, w.local)
+		return collectives.Reduce(ctx, c.local, in, nil, op, w.local)
 	}
 
 	if c.choose(n*t.Size()) == Leader {
@@ -154,13 +155,13 @@ func reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op sim
 			if amRoot && send == nil {
 				src = nil // in place
 			}
-			if err := collectives.Reduce(ctx, c.local, src, acc, cop, 0); err != nil {
+			if err := collectives.Reduce(ctx, c.local, src, acc, op, 0); err != nil {
 				return err
 			}
-			if err := c.crossReduceTo(simd.AsBytes(acc), t, op, w.node); err != nil {
+			if err := c.crossReduceTo(simd.AsBytes(acc), o, w.node); err != nil {
 				return err
 			}
-		} else if err := collectives.Reduce(ctx, c.local, in, nil, cop, 0); err != nil {
+		} else if err := collectives.Reduce(ctx, c.local, in, nil, op, 0); err != nil {
 			return err
 		}
 		if !onRootNode || w.local == 0 {
@@ -180,17 +181,17 @@ func reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op sim
 	var block []T
 	if amRoot && send == nil {
 		block = recv[d : d+counts[me]]
-		if err := collectives.ReduceScatter(ctx, c.local, nil, recv, counts, cop); err != nil {
+		if err := collectives.ReduceScatter(ctx, c.local, nil, recv, counts, op); err != nil {
 			return err
 		}
 	} else {
 		block = work[T](c, n+counts[me])[n:]
-		if err := collectives.ReduceScatter(ctx, c.local, in, block, counts, cop); err != nil {
+		if err := collectives.ReduceScatter(ctx, c.local, in, block, counts, op); err != nil {
 			return err
 		}
 	}
 	if me < c.lanes {
-		if err := c.crossReduceTo(simd.AsBytes(block), t, op, w.node); err != nil {
+		if err := c.crossReduceTo(simd.AsBytes(block), o, w.node); err != nil {
 			return err
 		}
 	}

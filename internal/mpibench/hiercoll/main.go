@@ -28,9 +28,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/collectives/hier"
 	"github.com/shmcoll/shmcoll/internal/mpi"
-	"github.com/shmcoll/shmcoll/simd"
 )
 
 const (
@@ -309,9 +309,9 @@ func (c *kase[T]) call(h *hier.Comm) error {
 	n := c.count
 	switch c.coll {
 	case allreduce:
-		return hier.Allreduce(ctx, h, c.send[:n], c.recv[:n], simd.Sum)
+		return hier.Allreduce(ctx, h, c.send[:n], c.recv[:n], collectives.Sum)
 	case rsb:
-		return hier.ReduceScatterBlock(ctx, h, c.send[:n*c.np], c.recv[:n], simd.Sum)
+		return hier.ReduceScatterBlock(ctx, h, c.send[:n*c.np], c.recv[:n], collectives.Sum)
 	case allgather:
 		return hier.Allgather(ctx, h, c.send[:n], c.recv[:n*c.np])
 	case bcast:
@@ -321,7 +321,7 @@ func (c *kase[T]) call(h *hier.Comm) error {
 		if c.rank == 0 {
 			recv = c.recv[:n]
 		}
-		return hier.Reduce(ctx, h, c.send[:n], recv, simd.Sum, 0)
+		return hier.Reduce(ctx, h, c.send[:n], recv, collectives.Sum, 0)
 	}
 	return nil
 }
