@@ -2,6 +2,8 @@ package collectives
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -322,6 +324,51 @@ func TestMatrix(t *testing.T) {
 	for _, alg := range []Algorithm{Flat, Circulant, Replicated, Auto} {
 		for _, p := range testSizes() {
 			t.Run(fmt.Sprintf("alg=%v/p=%d", alg, p), func(t *testing.T) { runMatrix(t, p, alg) })
+		}
+	}
+}
+
+// TestFloatsBitwise: every allreduce algorithm combines each element on
+// one rank in a fixed order and copies it, so float64 sums of values that
+// round differently in every order are bitwise the same on every rank
+// (both dual roots compute the result) and in every run.
+func TestFloatsBitwise(t *testing.T) {
+	for alg := Flat; alg < numAlgorithms; alg++ {
+		if !implements(alg, CollAllreduce) {
+			continue
+		}
+		for _, p := range []int{2, 3, 5, 6, 8, 9, 16} {
+			n := 1000
+			rng := rand.New(rand.NewPCG(uint64(p), 7))
+			in := make([][]float64, p)
+			for r := range in {
+				in[r] = make([]float64, n)
+				for i := range in[r] {
+					in[r][i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(12)-6))
+				}
+			}
+			var first []uint64
+			for run := range 2 {
+				res := make([][]float64, p)
+				err := Run(p, pinAll(alg), func(c *Comm) error {
+					res[c.Rank()] = make([]float64, n)
+					return Allreduce(bg, c, in[c.Rank()], res[c.Rank()], Sum)
+				})
+				if err != nil {
+					t.Fatalf("%v p=%d: %v", alg, p, err)
+				}
+				for r, x := range res {
+					bits := make([]uint64, n)
+					for i, v := range x {
+						bits[i] = math.Float64bits(v)
+					}
+					if first == nil {
+						first = bits
+					} else if i, ok := equal(bits, first); !ok {
+						t.Fatalf("%v p=%d run %d: rank %d element %d = %v, rank 0 of run 0 has %v", alg, p, run, r, i, x[i], math.Float64frombits(first[i]))
+					}
+				}
+			}
 		}
 	}
 }

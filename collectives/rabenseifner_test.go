@@ -3,8 +3,6 @@ package collectives
 import (
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,46 +163,6 @@ func affineCalls(t *testing.T, c *Comm, alg Algorithm, in [][]simd.Int64Int64, w
 		}
 	}
 	return nil
-}
-
-// TestSchedFloatsBitwise: float64 sums of values that round differently in
-// different orders are bitwise identical on every rank and in every run.
-func TestSchedFloatsBitwise(t *testing.T) {
-	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd, Ring, BDE, Bruck} {
-		for _, p := range []int{3, 6, 8} {
-			n := 777
-			rng := rand.New(rand.NewPCG(uint64(p), 7))
-			in := make([][]float64, p)
-			for r := range in {
-				in[r] = make([]float64, n)
-				for i := range in[r] {
-					in[r][i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(12)))
-				}
-			}
-			var first [][]float64
-			for run := range 2 {
-				res := make([][]float64, p)
-				err := Run(p, pinAll(alg), func(c *Comm) error {
-					res[c.Rank()] = make([]float64, n)
-					return Allreduce(bg, c, in[c.Rank()], res[c.Rank()], Sum)
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for r := range p {
-					for i := range n {
-						if math.Float64bits(res[r][i]) != math.Float64bits(res[0][i]) {
-							t.Fatalf("%v p=%d: rank %d element %d = %v, rank 0 %v", alg, p, r, i, res[r][i], res[0][i])
-						}
-						if run == 1 && math.Float64bits(res[r][i]) != math.Float64bits(first[r][i]) {
-							t.Fatalf("%v p=%d: rank %d element %d differs between runs", alg, p, r, i)
-						}
-					}
-				}
-				first = res
-			}
-		}
-	}
 }
 
 // TestSchedCounts asserts the instrumented per-call counts of live calls:

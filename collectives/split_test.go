@@ -2,8 +2,6 @@ package collectives
 
 import (
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"testing"
 )
 
@@ -90,51 +88,6 @@ func TestSplitDup(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestFloatsBitwise reduces random floats: every rank must get the same
-// bits, and a second run the same bits again, for each algorithm.
-func TestFloatsBitwise(t *testing.T) {
-	for _, alg := range []Algorithm{Flat, Circulant, Replicated} {
-		for _, p := range []int{3, 5, 8} {
-			n := 1500
-			in := make([][]float64, p)
-			rng := rand.New(rand.NewPCG(uint64(p), 1))
-			for r := range in {
-				in[r] = make([]float64, n)
-				for i := range in[r] {
-					in[r][i] = (rng.Float64() - 0.5) * math.Pow(10, float64(rng.IntN(12)-6))
-				}
-			}
-			var first []uint64
-			for run := range 2 {
-				res := make([][]float64, p)
-				err := Run(p, pinAll(alg), func(c *Comm) error {
-					res[c.Rank()] = make([]float64, n)
-					return Allreduce(bg, c, in[c.Rank()], res[c.Rank()], Sum)
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for r := range p {
-					for i := range n {
-						if math.Float64bits(res[r][i]) != math.Float64bits(res[0][i]) {
-							t.Fatalf("%v p=%d: rank %d element %d = %v, rank 0 %v", alg, p, r, i, res[r][i], res[0][i])
-						}
-					}
-				}
-				bits := make([]uint64, n)
-				for i, x := range res[0] {
-					bits[i] = math.Float64bits(x)
-				}
-				if run == 0 {
-					first = bits
-				} else if i, ok := equal(bits, first); !ok {
-					t.Fatalf("%v p=%d: run 2 differs at %d", alg, p, i)
-				}
-			}
-		}
 	}
 }
 

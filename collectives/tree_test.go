@@ -1,11 +1,8 @@
 package collectives
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"math/bits"
-	"sync"
 	"testing"
 
 	"github.com/shmcoll/shmcoll/simd"
@@ -73,7 +70,7 @@ func TestTreeMatrix(t *testing.T) {
 			for _, p := range testSizes() {
 				t.Run(fmt.Sprintf("alg=%v/blocks=%d/p=%d", alg, nb, p), func(t *testing.T) {
 					defer setTestBlocks(nb)()
-					if err := runRanks(p, pinAll(alg), func(c *Comm) error { return matrixCalls(t, c, alg, true, nil) }); err != nil {
+					if err := Run(p, pinAll(alg), func(c *Comm) error { return matrixCalls(t, c, alg, true, nil) }); err != nil {
 						t.Fatal(err)
 					}
 				})
@@ -101,57 +98,10 @@ func TestTreeNonCommutative(t *testing.T) {
 				want := refReduce(t, affine, in)
 				func() {
 					defer setTestBlocks(nb)()
-					if err := runRanks(p, pinAll(alg), func(c *Comm) error { return affineCalls(t, c, alg, in, want) }); err != nil {
+					if err := Run(p, pinAll(alg), func(c *Comm) error { return affineCalls(t, c, alg, in, want) }); err != nil {
 						t.Fatalf("%v blocks=%d p=%d: %v", alg, nb, p, err)
 					}
 				}()
-			}
-		}
-	}
-}
-
-// TestTreeFloatsBitwise: float64 sums that round differently in every
-// order are bitwise the same on every rank (both dual roots compute the
-// result) and from run to run.
-func TestTreeFloatsBitwise(t *testing.T) {
-	for _, alg := range treeAlgs {
-		for _, p := range []int{2, 3, 6, 9, 16} {
-			n := 1000
-			in := func(r, i int) float64 { return math.Sin(float64(r*7919+i)) * math.Pow(10, float64((r+i)%7-3)) }
-			var first []uint64
-			for run := range 2 {
-				got := make([][]float64, p)
-				err := runRanks(p, pinAll(alg), func(c *Comm) error {
-					r := c.Rank()
-					x := make([]float64, n)
-					for i := range x {
-						x[i] = in(r, i)
-					}
-					got[r] = make([]float64, n)
-					if err := Allreduce(bg, c, x, got[r], Sum); err != nil {
-						return err
-					}
-					return Barrier(bg, c)
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				b0 := make([]uint64, n)
-				for i, v := range got[0] {
-					b0[i] = math.Float64bits(v)
-				}
-				for r := 1; r < p; r++ {
-					for i, v := range got[r] {
-						if math.Float64bits(v) != b0[i] {
-							t.Fatalf("%v p=%d: rank %d element %d = %v, rank 0 has %v", alg, p, r, i, v, got[0][i])
-						}
-					}
-				}
-				if run == 0 {
-					first = b0
-				} else if _, ok := equal(first, b0); !ok {
-					t.Errorf("%v p=%d: results differ between runs", alg, p)
-				}
 			}
 		}
 	}
@@ -178,12 +128,12 @@ func TestTreeCounts(t *testing.T) {
 				opt := pinAll(alg)
 				opt.SlotBytes = 1 << 20
 				stats := make([]Stats, p)
-				err := runRanks(p, opt, func(c *Comm) error {
+				err := Run(p, opt, func(c *Comm) error {
 					if err := Allreduce(bg, c, make([]float64, 8*nb), make([]float64, 8*nb), Sum); err != nil {
 						return err
 					}
 					stats[c.Rank()], _ = c.Stats()
-					return Barrier(bg, c)
+					return nil
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -313,7 +263,7 @@ func treeRootedStats(t *testing.T, p, root, nb, m int) [2][]Stats {
 	opt := pinAll(Tree)
 	opt.SlotBytes = max(1<<16, 16*m) // one segment
 	stats := [2][]Stats{make([]Stats, p), make([]Stats, p)}
-	err := runRanks(p, opt, func(c *Comm) error {
+	err := Run(p, opt, func(c *Comm) error {
 		var out []float64
 		if c.Rank() == root {
 			out = make([]float64, m)
@@ -417,30 +367,4 @@ func TestTreeTypes(t *testing.T) {
 			}
 		}
 	}
-}
-
-// runRanks is Run, except that the ranks are closed only when all have
-// returned: shm's liveness check takes a rank that closed while a slower
-// one still polls its last phase for a departed peer, even though it
-// posted that phase, which is not what these tests are about.
-func runRanks(p int, opt Options, f func(c *Comm) error) error {
-	cs, err := NewLocal(p, opt)
-	if err != nil {
-		return err
-	}
-	errs := make([]error, p)
-	var wg sync.WaitGroup
-	for i, c := range cs {
-		wg.Go(func() {
-			if err := f(c); err != nil {
-				errs[i] = fmt.Errorf("rank %d: %w", i, err)
-				c.Abort(errs[i])
-			}
-		})
-	}
-	wg.Wait()
-	for _, c := range cs {
-		c.Close()
-	}
-	return errors.Join(errs...)
 }
