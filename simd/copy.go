@@ -13,6 +13,18 @@ func Copy(dst, src []byte) {
 	copy(dst, src)
 }
 
+// CopyNT is [Copy] with non-temporal stores whatever the size, where the
+// vector path has them and the buffers do not overlap: for data that
+// another core reads next, which then comes from memory or the shared
+// cache instead of the writer's private cache.
+func CopyNT(dst, src []byte) {
+	n := min(len(dst), len(src))
+	if n > 0 && current != implGeneric && !overlap(dst[:n], src[:n]) && copyNonTemporal(dst[:n], src[:n]) {
+		return
+	}
+	copy(dst, src)
+}
+
 // NonTemporalThreshold is the size in bytes from which [Copy] and the kernels' vector
 // paths store around the caches (non-temporal stores, then SFENCE, so stores published
 // afterwards with a release still order after the data). They only pay when the
