@@ -329,8 +329,9 @@ func TestSchedProcessChild(t *testing.T) {
 	t.Logf("rank %d of %d (pid %d): %d calls, %d steps, %d rounds", c.Rank(), c.Size(), os.Getpid(), total.Calls, total.Steps, total.Rounds)
 }
 
-// TestSchedMismatch: ranks that pass different counts or choose different
-// algorithms of the family fail with the same ErrMismatch on every rank.
+// TestSchedMismatch: ranks that pass different counts or roots or choose
+// different algorithms of the family fail with the same ErrMismatch on
+// every rank.
 func TestSchedMismatch(t *testing.T) {
 	for _, p := range []int{4, 5, 7} {
 		for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd, Ring, BDE, Bruck} {
@@ -356,16 +357,25 @@ func TestSchedMismatch(t *testing.T) {
 			})
 			sameAbort(t, fmt.Sprintf("%v p=%d counts", alg, p), errs, ErrMismatch)
 		}
-		for _, alg := range []Algorithm{MST, Ring} {
+		for _, alg := range []Algorithm{MST, Ring, Tree, Nblock} {
+			root := func(c *Comm) int { return min(c.Rank()/2, 1) } // rank 2 and later: 1
 			errs := runAll(t, p, Options{}, func(c *Comm) error {
 				c.pinned[CollBcast] = alg
-				root := 0
-				if c.Rank() == 2 {
-					root = 1
-				}
-				return Bcast(bg, c, make([]float64, 64), root)
+				return Bcast(bg, c, make([]float64, 64), root(c))
 			})
 			sameAbort(t, fmt.Sprintf("%v p=%d bcast roots", alg, p), errs, ErrMismatch)
+			if !implements(alg, CollReduce) {
+				continue
+			}
+			errs = runAll(t, p, Options{}, func(c *Comm) error {
+				c.pinned[CollReduce] = alg
+				var out []float64
+				if c.Rank() == root(c) {
+					out = make([]float64, 64)
+				}
+				return Reduce(bg, c, make([]float64, 64), out, Sum, root(c))
+			})
+			sameAbort(t, fmt.Sprintf("%v p=%d reduce roots", alg, p), errs, ErrMismatch)
 		}
 	}
 }
