@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/internal/mpi"
@@ -205,7 +207,7 @@ func New(ctx context.Context, parent mpi.Comm, opt Options) (_ *Comm, err error)
 	if err = mpi.Bcast(c.node, name, 0); err != nil {
 		return nil, err
 	}
-	c.local, err = collectives.Join(ctx, string(bytes.TrimRight(name, "\x00")), c.node.Rank(), c.node.Size(), opt.Collectives)
+	c.local, err = collectives.Join(ctx, string(bytes.TrimRight(name, "\x00")), c.node.Rank(), c.node.Size(), localOptions(opt.Collectives, shared.Size()))
 	if agreeErr := agree(c.world, err); agreeErr != nil {
 		if c.local != nil {
 			c.local.Close()
@@ -214,6 +216,23 @@ func New(ctx context.Context, parent mpi.Comm, opt Options) (_ *Comm, err error)
 		return nil, agreeErr
 	}
 	return c, nil
+}
+
+// localOptions are the node-local communicator's options. The arena sees
+// only its emulated node's ranks, but every rank of the shared-memory
+// group competes for the machine's CPUs: when those outnumber the CPUs, a
+// rank waiting in shared memory must not spin (unless the caller set the
+// waits), since the rank it waits for is then likely waiting for a CPU,
+// often in the middle of its MPI stage. It yields at once, as
+// shm.Endpoint does for arenas whose own ranks outnumber the CPUs.
+func localOptions(o collectives.Options, sharedRanks int) collectives.Options {
+	if sharedRanks > runtime.NumCPU() && o.SpinFor == 0 {
+		o.SpinFor = -1 // no spin
+		if o.YieldFor == 0 {
+			o.YieldFor = time.Millisecond
+		}
+	}
+	return o
 }
 
 // agree returns an error on every rank when err is non-nil on any, so that
