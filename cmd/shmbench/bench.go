@@ -22,6 +22,7 @@ type timing struct {
 	maxIters int           // bound on timed iterations
 	minIters int           // timed iterations at least, when iters is 0 (0: 5)
 	full     bool          // check every element of every result (-check)
+	light    bool          // check only the changed elements, not all of the last result (tune)
 }
 
 // bench is one rank's side of a sweep.
@@ -42,6 +43,10 @@ type bench struct {
 
 	// per-iteration times of this rank, reused across cases
 	t0, t1, dur []int64
+	// spare holds the send and receive buffers of the last case, reused
+	// by the next one of the same type: a sweep does not fault in fresh
+	// memory for every case.
+	spare [2]any
 }
 
 func newBench(helper *collectives.Comm, dtype simd.Type, op simd.Op, tm timing) (*bench, error) {
@@ -186,6 +191,20 @@ func collCall[T simd.Element](coll string) func(context.Context, *typedCase[T]) 
 	return nil
 }
 
+// reuse returns n elements of the buffer in spare if it is a []T large
+// enough, else a new one that it keeps there.
+func reuse[T any](spare *any, n int) []T {
+	if n == 0 {
+		return nil
+	}
+	if s, ok := (*spare).([]T); ok && cap(s) >= n {
+		return s[:n]
+	}
+	s := make([]T, n)
+	*spare = s
+	return s
+}
+
 func alloc[T any](n int) []T {
 	if n == 0 {
 		return nil
@@ -200,7 +219,7 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 	}
 	k.poison = k.conv(-7)
 	r := b.rank
-	k.send, k.recv = alloc[T](k.lay.sendLen(r)), alloc[T](k.lay.recvLen(r))
+	k.send, k.recv = reuse[T](&b.spare[0], k.lay.sendLen(r)), reuse[T](&b.spare[1], k.lay.recvLen(r))
 	if k.lay.recvLen(r) == 0 && (cs.coll == "reduce_scatter") {
 		k.recv = []T{} // a zero-length block still takes part
 	}
@@ -285,7 +304,7 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 			break
 		}
 	}
-	if !b.tm.full {
+	if !b.tm.full && !b.tm.light {
 		k.checkAll(iters - 1)
 	}
 	res, err := b.collect(ctx, cs, iters, k.bad, k.badMsg)

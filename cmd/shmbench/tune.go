@@ -99,7 +99,7 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 		return nil, badUsage("unexpected arguments: %q", fs.Args())
 	}
 	c := &tuneConfig{rounds: *rounds, prune: *prune, out: *out, report: *report, timeout: *timeout, sizesFlag: *sizes,
-		tm: timing{target: *tsize, warmup: *tsize / 4, maxIters: 20000, minIters: 3}}
+		tm: timing{target: *tsize, warmup: *tsize / 4, maxIters: 20000, minIters: 3, light: true}}
 	for _, s := range strings.Split(*np, ",") {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 2 || n > launch.MaxRanks {
