@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
+	"time"
+	"unsafe"
 
+	"github.com/shmcoll/shmcoll/shm"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
@@ -200,7 +204,9 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 			n := a.counts[q]
 			lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
 			d := a.displs[q]
+			t0 := c.readStart((hi - lo) * esz)
 			copy(span(a.recv, esz, d+lo, d+hi), c.stepBuf(q, e, tiny))
+			c.readDone((hi-lo)*esz, t0)
 		}
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
@@ -232,7 +238,9 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 			if err := c.wait(ctx, a.root, e, 1); err != nil {
 				return err
 			}
+			t0 := c.readStart(len(seg))
 			copy(seg, c.stepBuf(a.root, e, tiny))
+			c.readDone(len(seg), t0)
 			c.last.Received++
 		}
 		c.last.Rounds++
@@ -416,7 +424,9 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 				}
 				c.sc.srcs[q] = c.stepBuf(q, e, tiny)[:m*esz]
 			}
+			t0 := c.readStart(m * esz)
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs)
+			c.readDone(m*esz, t0)
 			c.last.Received += uint64(p - 1)
 			c.last.Reduced += uint64(p - 1)
 			a.fully = true
@@ -426,18 +436,32 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 	return nil
 }
 
-// Pipelining and publishing. Data that another core reads next is written
-// with non-temporal stores once a segment is pipelineBytes/8 or more: on
-// the reference machine a core reading lines that sit modified in the
-// other core's private cache gets them several times slower than from
-// memory or the shared L3 (np=2 bcast at 1 MiB: 66 µs with the regular
-// copy, 44 µs with non-temporal stores and 256 KiB segments). Vectors of
-// more than pipelineBytes/2 are cut into segments of a quarter of the
-// vector, at least pipelineBytes/4 and at most pipelineBytes, so that the
-// writer fills one slot half while the readers empty the other. Ranks
-// that share CPUs (oversubscribed processes) keep the regular stores: the
-// reader most likely runs on the writer's CPU.
-const pipelineBytes = 256 << 10
+// Pipelining and publishing. Vectors of more than pipelineBytes/2 are cut
+// into segments of a quarter of the vector, at least pipelineBytes/4 and at
+// most pipelineBytes, so that the writer fills one slot half while the
+// readers empty the other (np=2, same-L3 placement: bcast at 1 MiB 66 ->
+// 33 µs, reduce 67 -> 38 µs, allgather at 4 MiB 396 -> 230 µs).
+//
+// How the writer should store depends on where the hypervisor put the
+// vCPUs. When the two share an L3, a reader gets lines that sit modified
+// in the writer's cache at 50-57 bytes/ns, and non-temporal stores (the
+// reader then reads memory) halve that. When they sit on different dies,
+// the same reads crawl (pipelined bcast at 1 MiB: 140 µs) and
+// non-temporal stores win (44 µs). So readers time their large reads of
+// regular stores, and writers time their regular stores; two copies in a
+// row slower than slowRead (7-9 bytes/ns against 25-57 when all is well;
+// the slow side need not be the same for both ranks) advise non-temporal
+// stores for the next ntCalls calls, through a word in the rank's
+// descriptor area that every writer checks before a large publish; then
+// regular stores are tried again. Ranks that share CPUs (oversubscribed processes) always
+// store regularly: the reader most likely runs on the writer's CPU.
+const (
+	pipelineBytes = 256 << 10
+	observeBytes  = 64 << 10 // reads timed from this size
+	slowRead      = 14       // bytes/ns: below, the peers are on another die
+	ntCalls       = 64
+	adviceOff     = shm.DescriptorBytes - 8
+)
 
 // pipeElems is the segment length in elements for a vector of N elements
 // of the current call that one rank publishes and the others read.
@@ -451,11 +475,64 @@ func (c *Comm) pipeElems(N int) int {
 	return M
 }
 
+// advice is rank q's non-temporal advice word: the call number up to
+// which it asks writers for non-temporal stores.
+func (c *Comm) advice(q int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&c.ep.Descriptor(q)[adviceOff]))
+}
+
+// advisedNT reports whether some rank (this one included) asks for
+// non-temporal stores in this call.
+func (c *Comm) advisedNT() bool {
+	for q := range c.size {
+		if c.advice(q).Load() >= c.seq {
+			return true
+		}
+	}
+	return false
+}
+
 // publish copies src into this rank's slot (dst) for other ranks to read.
 func (c *Comm) publish(dst, src []byte) {
-	if len(src) >= pipelineBytes/8 && !c.ep.Oversubscribed() {
+	if len(src) < pipelineBytes/8 || c.ep.Oversubscribed() {
+		copy(dst, src)
+		return
+	}
+	if c.advisedNT() {
 		simd.CopyNT(dst, src)
 		return
 	}
+	t0 := c.readStart(len(src))
 	copy(dst, src)
+	c.readDone(len(src), t0)
 }
+
+// readStart returns the time of a copy of n bytes to or from a slot that
+// readDone should judge, or 0.
+func (c *Comm) readStart(n int) int64 {
+	if n < observeBytes || c.ep.Oversubscribed() || c.advisedNT() {
+		return 0
+	}
+	return nanotime()
+}
+
+// readDone judges a copy of n bytes that began at t0 (readStart): two
+// slow ones in a row ask for non-temporal stores.
+func (c *Comm) readDone(n int, t0 int64) {
+	if t0 == 0 {
+		return
+	}
+	if d := nanotime() - t0; d <= 0 || int64(n) >= slowRead*d {
+		c.slow = 0
+		return
+	}
+	if c.slow++; c.slow >= 2 {
+		c.slow = 0
+		c.advice(c.rank).Store(c.seq + ntCalls)
+	}
+}
+
+var epoch = time.Now()
+
+// nanotime is a monotonic clock in nanoseconds.
+func nanotime() int64 { return int64(time.Since(epoch)) }
