@@ -50,11 +50,18 @@
 //   - Ring, MST, BDE, Bruck: the ring, binomial-tree, bidirectional
 //     exchange and concatenation algorithms of the lecture notes.
 //
-// The selection table maps (collective, bytes, p,
-// commutativity) to an algorithm; Options.Algorithms pins one per
-// collective, over SHMCOLL_ALGO_<COLL> (e.g. SHMCOLL_ALGO_ALLREDUCE=flat),
-// over the table. Every rank chooses from the same inputs, and the choice is
-// part of the call descriptor.
+// Auto selection follows a [Table] measured by shmbench tune: per
+// (collective, p, oversubscription, size range) the fastest algorithm and
+// the fastest order-preserving one, which a non-commutative operator
+// takes. The table is built in ([DefaultTable]), or read from the file
+// SHMCOLL_TUNE_FILE names, or given as Options.Table; where it has no
+// entry a built-in heuristic decides. Options.Algorithms pins one
+// algorithm per collective, over SHMCOLL_ALGO_<COLL> (e.g.
+// SHMCOLL_ALGO_ALLREDUCE=flat), over the table. The ranks compare the
+// table's hash when they join (a difference is [ErrTableMismatch] on
+// every rank), every rank chooses from the same inputs, and the choice is
+// part of the call descriptor ([Comm.LastAlgorithm] reports it).
+// docs/TUNING.md describes the table format and the method.
 //
 // # Reduction order and reproducibility
 //

@@ -205,13 +205,6 @@ func reuse[T any](spare *any, n int) []T {
 	return s
 }
 
-func alloc[T any](n int) []T {
-	if n == 0 {
-		return nil
-	}
-	return make([]T, n)
-}
-
 func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm, cs caseSpec) (benchfmt.Result, error) {
 	k := &typedCase[T]{b: b, c: c, lay: cs.lay, conv: converter[T](), call: collCall[T](cs.coll)}
 	if k.call == nil {

@@ -245,28 +245,13 @@ func parseAlgos(s string, colls []string, stderr io.Writer) (map[string][]string
 	return out, nil
 }
 
-// implements reports whether algorithm a implements coll, by trying one
-// call on two in-process ranks with a pinned: the library refuses an
-// algorithm that does not serve the collective before any rank
-// communicates.
+// implements reports whether algorithm a implements coll.
 func implements(coll string, a collectives.Algorithm) (bool, error) {
 	cl, err := collectives.ParseCollective(coll)
 	if err != nil {
 		return false, err
 	}
-	const p = 2
-	opt := collectives.Options{SlotBytes: 4096, Algorithms: map[collectives.Collective]collectives.Algorithm{cl: a}}
-	err = collectives.Run(p, opt, func(c *collectives.Comm) error {
-		b := &bench{rank: c.Rank(), p: p, cop: collectives.Sum}
-		lay := newLayout(coll, 64, 8, p)
-		k := &typedCase[float64]{b: b, c: c, lay: lay, call: collCall[float64](coll)}
-		k.send, k.recv = alloc[float64](lay.sendLen(b.rank)), alloc[float64](lay.recvLen(b.rank))
-		return k.call(context.Background(), k)
-	})
-	if err != nil && errors.Is(err, collectives.ErrInvalidArgument) && strings.Contains(err.Error(), "does not implement") {
-		return false, nil
-	}
-	return true, nil
+	return collectives.Implements(cl, a), nil
 }
 
 // runRun is shmbench run.
