@@ -208,9 +208,10 @@ func tuneRank(ctx context.Context, cfg *tuneConfig, env shm.EnvJoin, stdout, std
 		}
 	}
 	// One communicator per algorithm, pinned for every collective it
-	// implements; the timing loop's barrier uses the pin too where there
-	// is one.
-	comms := map[collectives.Algorithm]*collectives.Comm{}
+	// implements but the barrier, which every case runs before each
+	// iteration and which is the same (auto's) for all of them; the
+	// barrier's own cases have communicators of their own.
+	comms := map[string]*collectives.Comm{}
 	defer func() {
 		for _, c := range comms {
 			c.Close()
@@ -220,16 +221,17 @@ func tuneRank(ctx context.Context, cfg *tuneConfig, env shm.EnvJoin, stdout, std
 	for _, coll := range cfg.colls {
 		algs[coll] = tuneAlgorithms(coll)
 		for _, a := range algs[coll] {
-			if comms[a] != nil {
+			key := commKey(coll, a)
+			if comms[key] != nil {
 				continue
 			}
 			pins := map[collectives.Collective]collectives.Algorithm{}
 			for cl := range collectives.Collective(len(benchColls)) {
-				if collectives.Implements(cl, a) {
+				if collectives.Implements(cl, a) && (cl != collectives.CollBarrier) == (coll != "barrier") {
 					pins[cl] = a
 				}
 			}
-			if comms[a], err = joinPinned(ctx, helper, pins); err != nil {
+			if comms[key], err = joinPinned(ctx, helper, pins); err != nil {
 				helper.Abort(err)
 				return fail(err)
 			}
@@ -257,7 +259,7 @@ func tuneRank(ctx context.Context, cfg *tuneConfig, env shm.EnvJoin, stdout, std
 // order that rotates with the round; above 256 KiB an algorithm that
 // was -prune times slower than the best at the size below is skipped.
 // Rank 0 decides what to skip and tells the others.
-func tuneColl(ctx context.Context, b *bench, s *sink, comms map[collectives.Algorithm]*collectives.Comm,
+func tuneColl(ctx context.Context, b *bench, s *sink, comms map[string]*collectives.Comm,
 	coll string, algs []collectives.Algorithm, round int, cfg *tuneConfig, p int) error {
 	n := len(algs)
 	order := make([]collectives.Algorithm, n)
@@ -279,7 +281,7 @@ func tuneColl(ctx context.Context, b *bench, s *sink, comms map[collectives.Algo
 				continue
 			}
 			cs := caseSpec{coll: coll, algo: a.String(), bytes: size, lay: lay}
-			res, err := b.run(ctx, comms[a], cs)
+			res, err := b.run(ctx, comms[commKey(coll, a)], cs)
 			if err != nil {
 				return fmt.Errorf("%v: %w", cs, err)
 			}
@@ -313,6 +315,14 @@ func tuneColl(ctx context.Context, b *bench, s *sink, comms map[collectives.Algo
 		}
 	}
 	return nil
+}
+
+// commKey names the communicator that measures a for coll.
+func commKey(coll string, a collectives.Algorithm) string {
+	if coll == "barrier" {
+		return "barrier/" + a.String()
+	}
+	return a.String()
 }
 
 // joinPinned joins a new communicator of the helper's ranks with pins:
