@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/shmcoll/shmcoll/internal/mpi"
 )
@@ -27,11 +28,31 @@ const hierPkg = "./internal/mpibench/hiercoll"
 // into os.UserCacheDir()/shmcoll/mpibench, and returns the binary's path.
 // shmbench itself is built without MPI, so the MPI-tagged program is built
 // here, on demand; the go command's build cache makes a rebuild of
-// unchanged source quick. It needs the go command, a C compiler, impl's
+// unchanged source quick, and a process builds once per impl (compare
+// runs many blocks). It needs the go command, a C compiler, impl's
 // pkg-config module and the source tree (found from the working directory
 // up, else where this package was compiled); the error names what is
 // missing.
 func BuildHier(ctx context.Context, impl mpi.Impl) (string, error) {
+	hierBuilt.Lock()
+	defer hierBuilt.Unlock()
+	if bin, ok := hierBuilt.bins[impl]; ok {
+		return bin, nil
+	}
+	bin, err := buildHier(ctx, impl)
+	if err == nil {
+		hierBuilt.bins[impl] = bin
+	}
+	return bin, err
+}
+
+// hierBuilt remembers this process's builds.
+var hierBuilt = struct {
+	sync.Mutex
+	bins map[mpi.Impl]string
+}{bins: map[mpi.Impl]string{}}
+
+func buildHier(ctx context.Context, impl mpi.Impl) (string, error) {
 	in := mpi.Lookup(impl)
 	if err := in.Err(); err != nil {
 		return "", err

@@ -209,7 +209,7 @@ func TestRunHier(t *testing.T) {
 	for _, impl := range mpi.Impls {
 		t.Run(string(impl), func(t *testing.T) {
 			installed(t, impl)
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // the first build compiles cgo
 			defer cancel()
 			o := Options{NP: 4, Sizes: []int64{8, 1000}, Iters: 5, Warmup: -1, Dtype: "int32", Hier: true, NodeSize: "2"}
 			rep, err := Run(ctx, impl, o)
