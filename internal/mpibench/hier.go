@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -93,7 +95,10 @@ func buildHier(ctx context.Context, impl mpi.Impl) (string, error) {
 		return "", fmt.Errorf("mpibench: building the hierarchical benchmark for %s: %s (in %s) failed: %v\n%s",
 			impl, strings.Join(cmd.Args, " "), root, err, msg)
 	}
-	bin := filepath.Join(dir, "hiercoll."+string(impl))
+	// One binary per impl and source tree, so that checkouts do not
+	// replace each other's.
+	h := sha256.Sum256([]byte(root))
+	bin := filepath.Join(dir, fmt.Sprintf("hiercoll.%s.%s", impl, hex.EncodeToString(h[:])[:12]))
 	if err := os.Rename(out, bin); err != nil {
 		return "", fmt.Errorf("mpibench: %w", err)
 	}
