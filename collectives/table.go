@@ -113,6 +113,9 @@ func ParseTable(name string, text []byte) (*Table, error) {
 			}
 			continue
 		}
+		if i := strings.IndexByte(s, '#'); i > 0 {
+			s = strings.TrimSpace(s[:i]) // a comment after the entry
+		}
 		if s == "" {
 			continue
 		}
