@@ -580,9 +580,10 @@ func TestRankReduce(t *testing.T) {
 //	go test -c -tags mpi -o hier.test ./collectives/hier
 //	SHMCOLL_NODE_SIZE=2 mpirun -np 4 ./hier.test -test.run '^$' -test.bench Rank -test.benchtime 200x
 //
-// Each iteration is an MPI barrier, then the call; the reported median-us
-// and min-us are those of the slowest rank per iteration (DESIGN.md's
-// method), identical on every rank.
+// SHMCOLL_HIER_BENCH_SIZES=8,64,4096 (bytes) replaces the sizes. Each
+// iteration is an MPI barrier, then the call; the reported median-us and
+// min-us are those of the slowest rank per iteration (DESIGN.md's method),
+// identical on every rank.
 func BenchmarkRankAllreduce(b *testing.B) {
 	if !launched {
 		b.Skip("runs inside ranks started by mpirun")
@@ -597,7 +598,18 @@ func BenchmarkRankAllreduce(b *testing.B) {
 		defer c.Close()
 		comms[a.String()] = c
 	}
-	for _, bytes := range []int{8, 1 << 10, 64 << 10, 1 << 20, 16 << 20} {
+	sizes := []int{8, 1 << 10, 64 << 10, 1 << 20, 16 << 20}
+	if s := os.Getenv("SHMCOLL_HIER_BENCH_SIZES"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, bytes := range sizes {
 		n := bytes / 8
 		send, recv := make([]float64, n), make([]float64, n)
 		for i := range send {
