@@ -68,8 +68,9 @@ type Options struct {
 }
 
 // arenaPrefix starts the name of every node arena, so that leak checks can
-// tell ours from other shmcoll segments.
-const arenaPrefix = "hier-"
+// tell ours from other shmcoll segments (a variable only so that the tests'
+// ranks can tell theirs from those of other jobs running meanwhile).
+var arenaPrefix = "hier-"
 
 // ErrBadNodeSizes is returned by New when the emulated node sizes do not fit.
 var ErrBadNodeSizes = errors.New("hier: bad node sizes")

@@ -28,9 +28,17 @@ import (
 
 var launched = os.Getenv("OMPI_COMM_WORLD_SIZE") != "" || os.Getenv("PMI_SIZE") != ""
 
+// testPrefix names the node arenas of the ranks TestMPIRun starts, so that
+// its leak checks count only theirs (other packages' tests, such as
+// internal/mpibench's, may run hier jobs at the same time).
+var testPrefix = fmt.Sprintf("hier-test%d-", os.Getpid())
+
 func TestMain(m *testing.M) {
 	if !launched {
 		os.Exit(m.Run())
+	}
+	if p := os.Getenv("SHMCOLL_HIER_TEST_PREFIX"); p != "" {
+		arenaPrefix = p
 	}
 	if err := mpi.Init(mpi.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, "mpi.Init:", err)
@@ -90,7 +98,8 @@ func TestMPIRun(t *testing.T) {
 		t.Run(fmt.Sprintf("np=%d/nodes=%s", l.np, l.nodes), func(t *testing.T) {
 			before := segments(t)
 			dir := t.TempDir()
-			env := []string{"SHMCOLL_NODE_SIZE=" + l.nodes, "SHMCOLL_HIER_TEST_DIR=" + dir, "SHMCOLL_HIER_QUICK=" + b2s(l.quick)}
+			env := []string{"SHMCOLL_NODE_SIZE=" + l.nodes, "SHMCOLL_HIER_TEST_DIR=" + dir, "SHMCOLL_HIER_QUICK=" + b2s(l.quick),
+				"SHMCOLL_HIER_TEST_PREFIX=" + testPrefix}
 			run := l.run
 			if run == "" {
 				run = "^TestRank"
@@ -112,7 +121,7 @@ func TestMPIRun(t *testing.T) {
 	}
 	t.Run("abort", func(t *testing.T) {
 		before := segments(t)
-		out, err := launch(t, in, 4, []string{"SHMCOLL_NODE_SIZE=2", "SHMCOLL_HIER_TEST_ABORT=1"}, "^TestAbort$")
+		out, err := launch(t, in, 4, []string{"SHMCOLL_NODE_SIZE=2", "SHMCOLL_HIER_TEST_ABORT=1", "SHMCOLL_HIER_TEST_PREFIX=" + testPrefix}, "^TestAbort$")
 		// Both launchers exit with the code given to MPI_Abort.
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 7 {
@@ -124,8 +133,8 @@ func TestMPIRun(t *testing.T) {
 	})
 }
 
-// segments counts this user's node-arena segments in /dev/shm (other
-// packages' tests may create other shmcoll segments meanwhile).
+// segments counts the node-arena segments of this test's ranks in /dev/shm
+// (other packages' tests may create other shmcoll segments meanwhile).
 func segments(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/dev/shm")
@@ -133,7 +142,7 @@ func segments(t *testing.T) int {
 		t.Skipf("no /dev/shm: %v", err)
 	}
 	n := 0
-	prefix := "shmcoll." + strconv.Itoa(os.Getuid()) + "." + arenaPrefix
+	prefix := "shmcoll." + strconv.Itoa(os.Getuid()) + "." + testPrefix
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), prefix) {
 			n++
