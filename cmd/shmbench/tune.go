@@ -65,6 +65,7 @@ type tuneConfig struct {
 	rounds      int
 	tm          timing
 	prune       float64
+	tolerance   float64
 	out, report string
 	bind        launch.Bind
 	timeout     time.Duration
@@ -85,6 +86,7 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 	rounds := fs.Int("rounds", 3, "rounds: each measures every case once; the median over rounds counts")
 	tsize := fs.Duration("time", 10*time.Millisecond, "timed duration per case and round (at least 3 iterations)")
 	prune := fs.Float64("prune", 4, "above 256 KiB, skip for the rest of a round an algorithm this many times slower than the best at the size below (0: never)")
+	tolerance := fs.Float64("tolerance", 0.03, "keep the choice of the size below while it is at most this fraction slower than the fastest")
 	out := fs.String("o", "", "write the selection table to this file, keeping its entries for other p (default: stdout)")
 	report := fs.String("report", "", "write the markdown report to this file (default: stdout)")
 	bind := fs.String("bind", "auto", "binding of the ranks: core, socket, none or auto")
@@ -98,7 +100,7 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 	if fs.NArg() > 0 {
 		return nil, badUsage("unexpected arguments: %q", fs.Args())
 	}
-	c := &tuneConfig{rounds: *rounds, prune: *prune, out: *out, report: *report, timeout: *timeout, sizesFlag: *sizes,
+	c := &tuneConfig{rounds: *rounds, prune: *prune, tolerance: *tolerance, out: *out, report: *report, timeout: *timeout, sizesFlag: *sizes,
 		tm: timing{target: *tsize, warmup: *tsize / 4, maxIters: 20000, minIters: 3, light: true}}
 	for _, s := range strings.Split(*np, ",") {
 		n, err := strconv.Atoi(s)
@@ -117,6 +119,8 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 		return nil, badUsage("-time %v: must be positive", c.tm.target)
 	case c.prune != 0 && c.prune < 1:
 		return nil, badUsage("-prune %v: 0 or at least 1", c.prune)
+	case c.tolerance < 0 || c.tolerance >= 1:
+		return nil, badUsage("-tolerance %v: want 0 <= t < 1", c.tolerance)
 	case c.timeout <= 0:
 		return nil, badUsage("-timeout %v: must be positive", c.timeout)
 	}
@@ -503,8 +507,8 @@ func tuneHeader(cfg *tuneConfig, h benchfmt.Header, args []string, took time.Dur
 		fmt.Sprintf("cpu: %s; online CPUs: %d; simd: %s; %s", h.CPU, h.CPUs, h.SIMD, h.Go),
 		fmt.Sprintf("load at the start: %s", h.Load),
 		"command: shmbench tune " + strings.Join(args, " "),
-		fmt.Sprintf("measured: p=%s, %s %s, sizes %s, %d rounds, %v per case and round; the median over rounds of each case's median",
-			strings.Join(nps, ","), cfg.dtype, cfg.op, cfg.sizesFlag, cfg.rounds, cfg.tm.target),
+		fmt.Sprintf("measured: p=%s, %s %s, sizes %s, %d rounds, %v per case and round; the median over rounds of each case's median; tolerance %g, prune %g",
+			strings.Join(nps, ","), cfg.dtype, cfg.op, cfg.sizesFlag, cfg.rounds, cfg.tm.target, cfg.tolerance, cfg.prune),
 	}
 }
 
@@ -611,18 +615,32 @@ func tuneEntries(cfg *tuneConfig, job tuneJob, rep *bytes.Buffer) []collectives.
 		picks := make([]pick, len(sizes))
 		for i, s := range sizes {
 			best, bestOrd := math.Inf(1), math.Inf(1)
-			var pk pick
+			var pk, fastest pick
 			for _, a := range algs {
 				t, ok := med[coll][s][a.String()]
 				if !ok {
 					continue
 				}
 				if t < best {
-					best, pk.alg = t, a
+					best, fastest.alg = t, a
 				}
 				if reducing(coll) && collectives.OrderPreserving(cl, a) && t < bestOrd {
-					bestOrd, pk.ord = t, a
+					bestOrd, fastest.ord = t, a
 				}
+			}
+			// The choice of the size below stays while it is within
+			// -tolerance of the fastest: fewer ranges, none of them made
+			// by noise between close algorithms.
+			keep := func(prev collectives.Algorithm, best float64) bool {
+				t, ok := med[coll][s][prev.String()]
+				return i > 0 && prev != collectives.Auto && ok && t <= (1+cfg.tolerance)*best
+			}
+			pk = fastest
+			if keep(picks[max(i-1, 0)].alg, best) {
+				pk.alg = picks[i-1].alg
+			}
+			if keep(picks[max(i-1, 0)].ord, bestOrd) {
+				pk.ord = picks[i-1].ord
 			}
 			picks[i] = pk
 			fmt.Fprintf(rep, "| %s |", benchfmt.FormatSize(s))
@@ -631,7 +649,7 @@ func tuneEntries(cfg *tuneConfig, job tuneJob, rep *bytes.Buffer) []collectives.
 				switch {
 				case !ok:
 					fmt.Fprint(rep, " — |")
-				case a == pk.alg:
+				case a == fastest.alg:
 					fmt.Fprintf(rep, " **%s** |", usCell(t))
 				default:
 					fmt.Fprintf(rep, " %s |", usCell(t))
@@ -686,6 +704,7 @@ func writeReportHead(rep *bytes.Buffer, header []string) {
 	}
 	fmt.Fprintln(rep)
 	fmt.Fprintln(rep, "Median time in µs of the slowest rank (median over rounds of each case's median);")
-	fmt.Fprintln(rep, "**bold**: the fastest; (o): keeps rank order (the ordered column: fastest of those,")
-	fmt.Fprintln(rep, "taken for non-commutative operators); —: not measured (pruned: far behind at the size below).")
+	fmt.Fprintln(rep, "**bold**: the fastest; winner: the table's choice (the fastest, or the choice of the size")
+	fmt.Fprintln(rep, "below while within -tolerance of it); (o): keeps rank order; ordered: the choice among those,")
+	fmt.Fprintln(rep, "taken for non-commutative operators; —: not measured (pruned: far behind at the size below).")
 }

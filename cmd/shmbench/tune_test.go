@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,59 @@ func TestTuneEndToEnd(t *testing.T) {
 	for _, r := range runAuto(t) {
 		if r.Chosen != "bde" {
 			t.Errorf("%d B: auto chose %q, the table says bde", r.Bytes, r.Chosen)
+		}
+	}
+}
+
+// TestTuneEntries: medians over rounds, winners, the ordered choice,
+// thresholds, merging and the tolerance, on made-up results.
+func TestTuneEntries(t *testing.T) {
+	res := func(algo string, bytes int64, us ...float64) []benchfmt.Result {
+		var rs []benchfmt.Result
+		for _, u := range us {
+			rs = append(rs, benchfmt.Result{Coll: "allreduce", Algo: algo, NP: 2, Bytes: bytes, MedianUS: u, Check: "ok"})
+		}
+		return rs
+	}
+	var rs []benchfmt.Result
+	rs = append(rs, res("ring", 8, 0.9, 0.9)...)
+	rs = append(rs, res("replicated", 8, 1.0, 1.0)...)
+	rs = append(rs, res("flat", 8, 1.2, 1.2)...)
+	rs = append(rs, res("ring", 64, 0.96)...)
+	rs = append(rs, res("replicated", 64, 0.95)...)
+	rs = append(rs, res("flat", 512, 2.0, 9.0, 1.9)...) // median 2.0
+	rs = append(rs, res("ring", 512, 3.0)...)
+	rs = append(rs, res("replicated", 512, 2.5)...)
+	rs = append(rs, benchfmt.Result{Coll: "allreduce", Algo: "bde", NP: 2, Bytes: 512, MedianUS: 0.1, Check: "wrong"})
+	job := tuneJob{np: 2, over: true, results: rs}
+	show := func(es []collectives.TableEntry) string {
+		tab := &collectives.Table{Entries: es}
+		text, _ := tab.MarshalText()
+		return string(text)
+	}
+	for _, c := range []struct {
+		tol  float64
+		want []string
+	}{
+		{0.03, []string{"allreduce 2 over 0 256 ring replicated", "allreduce 2 over 256 inf flat flat"}},
+		{0, []string{"allreduce 2 over 0 32 ring replicated", "allreduce 2 over 32 256 replicated replicated", "allreduce 2 over 256 inf flat flat"}},
+	} {
+		cfg := &tuneConfig{colls: []string{"allreduce"}, tolerance: c.tol}
+		var rep bytes.Buffer
+		es := tuneEntries(cfg, job, &rep)
+		want := &collectives.Table{}
+		for _, w := range c.want {
+			tab, err := collectives.ParseTable("want", []byte(w))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want.Entries = append(want.Entries, tab.Entries...)
+		}
+		if got := show(es); got != show(want.Entries) {
+			t.Errorf("tolerance %g: entries\n%swant\n%s", c.tol, got, show(want.Entries))
+		}
+		if !strings.Contains(rep.String(), "| 512 | **2.00** |") || strings.Contains(rep.String(), "0.10") {
+			t.Errorf("report:\n%s", rep.String())
 		}
 	}
 }
