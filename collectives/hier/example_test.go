@@ -37,3 +37,41 @@ func ExampleAllreduce() {
 	node, nodes, local := c.Node()
 	fmt.Printf("rank %d (node %d of %d, local rank %d): v[0] = %v\n", c.Rank(), node, nodes, local, v[0])
 }
+
+// A user operator and irregular counts: rank q receives counts[q] elements
+// of the element-wise product over all ranks, combined in rank order (a
+// non-commutative operator, made with commutative false, gets the same
+// order when nodes are ranges of consecutive ranks).
+func ExampleReduceScatter() {
+	if err := mpi.Init(mpi.Options{}); err != nil {
+		log.Fatal(err)
+	}
+	defer mpi.Finalize()
+	ctx := context.Background()
+	c, err := hier.New(ctx, mpi.World(), hier.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	mul := collectives.NewOp("cmul", func(dst, src []complex128) {
+		for i := range dst {
+			dst[i] *= src[i]
+		}
+	}, true)
+	counts := make([]int, c.Size())
+	total := 0
+	for q := range counts {
+		counts[q] = q + 1
+		total += counts[q]
+	}
+	send := make([]complex128, total)
+	for i := range send {
+		send[i] = complex(1, float64(c.Rank()))
+	}
+	recv := make([]complex128, counts[c.Rank()])
+	if err := hier.ReduceScatter(ctx, c, send, recv, counts, mul); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("rank %d: %d elements, the first %v\n", c.Rank(), len(recv), recv[0])
+}

@@ -461,6 +461,22 @@ func TestRankArguments(t *testing.T) {
 	if n, err := emulatedNode([]int{3, 1, 2}, 4, 6); n != 2 || err != nil {
 		t.Errorf("rank 4 of 3,1,2: node %d, %v", n, err)
 	}
+	p := c.Size()
+	if err := Allgatherv(ctx, c, nil, make([]int32, 10), make([]int, p+1), nil); err == nil {
+		t.Error("allgatherv: p+1 counts accepted")
+	}
+	if err := Allgatherv(ctx, c, nil, make([]int32, 2), irregular(p, 5), nil); err == nil {
+		t.Error("allgatherv: counts beyond recv accepted")
+	}
+	neg := make([]int, p)
+	neg[p-1] = -1
+	if err := ReduceScatter(ctx, c, nil, make([]int32, 10), neg, collectives.Sum); err == nil {
+		t.Error("reduce_scatter: a negative count accepted")
+	}
+	wrong := collectives.NewOp("i64", func(dst, src []int64) {}, true)
+	if err := ReduceScatterBlock(ctx, c, nil, make([]int32, p), wrong); err == nil {
+		t.Error("reduce_scatter_block: an int64 operator on int32 accepted")
+	}
 }
 
 // TestAbort runs only when TestMPIRun asks: rank 1 aborts the job while
