@@ -15,6 +15,9 @@
 //	                  copy bandwidth per NUMA node, heatmap (-plot DIR)
 //	shmbench compare  Open MPI, MPICH and shmcoll interleaved in blocks with the
 //	                  placement probe; median of per-round ratios
+//	shmbench tune     every algorithm of each collective over sizes on -np
+//	                  processes (a list), in interleaved rounds; writes the
+//	                  selection table auto uses (-o) and a report (docs/TUNING.md)
 //
 // Timing follows DESIGN.md: each iteration is a barrier and then the
 // collective; its time is the slowest rank's; min, median, mean, max and
