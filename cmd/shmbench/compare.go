@@ -233,8 +233,12 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		built = append(built, p)
 	}
 	usable = built
-	if !slices.ContainsFunc(usable, compareImpl.library) || !slices.ContainsFunc(usable, func(p compareImpl) bool { return !p.library() }) {
+	if !slices.ContainsFunc(usable, compareImpl.library) {
 		fmt.Fprintf(stderr, "shmbench compare: no MPI to compare with (install nothing was tried; see the packages named above)\n")
+		return 1
+	}
+	if !slices.ContainsFunc(usable, func(p compareImpl) bool { return !p.library() }) {
+		fmt.Fprintf(stderr, "shmbench compare: nothing to compare with the MPI libraries (see the reasons above)\n")
 		return 1
 	}
 	exe, err := os.Executable()

@@ -117,13 +117,17 @@ func findGo() (string, error) {
 	return "", errors.New("mpibench: the hierarchical benchmark is built with -tags mpi on demand and needs the go command: not in PATH nor " + std + " (https://go.dev/dl)")
 }
 
+// devPackages provide the pkg-config modules.
+var devPackages = map[mpi.Impl]string{mpi.OpenMPI: "libopenmpi-dev", mpi.MPICH: "libmpich-dev"}
+
 // checkPkgConfig checks that cgo will find impl's headers and library.
 func checkPkgConfig(in mpi.Installation) error {
 	if _, err := exec.LookPath("pkg-config"); err != nil {
 		return fmt.Errorf("mpibench: the hierarchical benchmark for %s links MPI through pkg-config, which is missing (Debian package pkg-config)", in.Impl)
 	}
 	if err := exec.Command("pkg-config", "--exists", in.PkgConfig).Run(); err != nil {
-		return fmt.Errorf("mpibench: pkg-config finds no module %s for %s (is its -dev package installed? %v)", in.PkgConfig, in.Impl, in.Err())
+		return fmt.Errorf("mpibench: the hierarchical benchmark for %s links MPI through pkg-config, which finds no module %s (Debian package %s)",
+			in.Impl, in.PkgConfig, devPackages[in.Impl])
 	}
 	return nil
 }

@@ -243,3 +243,18 @@ func TestRunHier(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildHierMissing: without the MPI's pkg-config module, or outside any
+// source tree, the build fails with an error naming what is missing.
+func TestBuildHierMissing(t *testing.T) {
+	installed(t, mpi.OpenMPI)
+	t.Setenv("PKG_CONFIG_LIBDIR", t.TempDir())
+	t.Setenv("PKG_CONFIG_PATH", "")
+	_, err := buildHier(context.Background(), mpi.OpenMPI)
+	if err == nil || !strings.Contains(err.Error(), "ompi-c (Debian package libopenmpi-dev)") {
+		t.Errorf("no pkg-config module: %v", err)
+	}
+	if !isModuleRoot("../..") || isModuleRoot(".") || isModuleRoot(t.TempDir()) {
+		t.Error("isModuleRoot does not tell the module root")
+	}
+}
