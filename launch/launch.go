@@ -105,9 +105,13 @@ const (
 	// BindSocket binds each rank to all CPUs of the package (socket) of the
 	// CPU its plan gives it.
 	BindSocket
-	// BindAuto is BindCore while there are at least as many physical cores
-	// (in the plan's topology) and usable host CPUs as ranks, and BindNone
-	// beyond: oversubscribed ranks are better left to the scheduler.
+	// BindAuto is BindCore, oversubscribed ranks included: the plan deals
+	// the ranks out over the cores, so that each core keeps the same ranks
+	// and takes turns among them. Left to the scheduler, oversubscribed
+	// ranks start unevenly spread and are moved about: np=8 on 2 CPUs,
+	// allreduce 1 MiB in 100 ms runs, 470-690 µs unbound against 350-390
+	// µs bound; 8 B 11.6-13.7 µs against 9.2-9.4 µs, p99 37-41 against
+	// 32-35 µs.
 	BindAuto
 )
 
@@ -466,10 +470,6 @@ func bindings(cfg Config) ([][]int, []int, *numa.Topology, error) {
 	}
 	bind := cfg.Bind
 	if bind == BindAuto {
-		hostCPUs, err := numa.AllowedCPUs()
-		if err != nil || cfg.NP > top.Cores || cfg.NP > len(hostCPUs) {
-			return cpus, nil, nil, nil
-		}
 		bind = BindCore
 	}
 	policy := cfg.Map
