@@ -84,12 +84,15 @@ type Comm struct {
 	closed    bool
 }
 
-// newComm wraps a joined endpoint; tab is the selection table and src
-// where it came from.
-func newComm(ep *shm.Endpoint, opt Options, tab *Table, src string) (*Comm, error) {
+// newComm wraps a joined endpoint; tc is the selection table, whose hash
+// the ranks compare.
+func newComm(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
 	c := &Comm{ep: ep, rank: ep.Rank(), size: ep.Size(), opt: opt}
-	c.sel = tab.selection(c.size, ep.Oversubscribed())
-	c.sel.source = src
+	c.sel = tc.tab.selection(c.size, ep.Oversubscribed())
+	c.sel.source = tc.src
+	if err := c.checkTable(); err != nil {
+		return nil, err
+	}
 	if err := envPins(&c.pinned); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
@@ -115,21 +118,18 @@ func newComm(ep *shm.Endpoint, opt Options, tab *Table, src string) (*Comm, erro
 
 // NewLocal returns p communicators of one in-process arena, for p
 // goroutines: Comm i is rank i.
-//
-// The ranks share one selection table (resolved once here), so they need
-// not compare it.
 func NewLocal(p int, opt Options) ([]*Comm, error) {
-	tab, src, err := tableOf(opt)
+	tc, err := tableOf(opt)
 	if err != nil {
 		return nil, err
 	}
-	eps, err := shm.NewLocal(p, opt.shm())
+	eps, err := shm.NewLocal(p, tc.shm(opt))
 	if err != nil {
 		return nil, err
 	}
 	cs := make([]*Comm, p)
 	for i, ep := range eps {
-		if cs[i], err = newComm(ep, opt, tab, src); err != nil {
+		if cs[i], err = newComm(ep, opt, tc); err != nil {
 			for _, e := range eps {
 				e.Close()
 			}
@@ -174,15 +174,15 @@ func Run(p int, opt Options, f func(c *Comm) error) error {
 // Join joins the arena called name as rank of size ranks (every rank passes
 // the same name, size and options; the first to arrive creates it).
 func Join(ctx context.Context, name string, rank, size int, opt Options) (*Comm, error) {
-	tab, src, err := tableOf(opt)
+	tc, err := tableOf(opt)
 	if err != nil {
 		return nil, err
 	}
-	ep, err := shm.Join(ctx, name, rank, size, opt.shm())
+	ep, err := shm.Join(ctx, name, rank, size, tc.shm(opt))
 	if err != nil {
 		return nil, err
 	}
-	return wrap(ctx, ep, opt, tab, src)
+	return wrap(ep, opt, tc)
 }
 
 // JoinEnv joins the arena the environment names: the variables shmrun sets
@@ -190,24 +190,19 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Comm,
 // mpirun (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK/SIZE, MPICH's
 // PMI_RANK/PMI_SIZE) with an arena name derived from the job's id.
 func JoinEnv(ctx context.Context, opt Options) (*Comm, error) {
-	tab, src, err := tableOf(opt)
+	tc, err := tableOf(opt)
 	if err != nil {
 		return nil, err
 	}
-	ep, err := shm.JoinEnv(ctx, opt.shm())
+	ep, err := shm.JoinEnv(ctx, tc.shm(opt))
 	if err != nil {
 		return nil, err
 	}
-	return wrap(ctx, ep, opt, tab, src)
+	return wrap(ep, opt, tc)
 }
 
-// wrap makes the Comm of a joined endpoint whose ranks run concurrently,
-// and has them agree on the selection table.
-func wrap(ctx context.Context, ep *shm.Endpoint, opt Options, tab *Table, src string) (*Comm, error) {
-	c, err := newComm(ep, opt, tab, src)
-	if err == nil {
-		err = c.agreeTable(ctx)
-	}
+func wrap(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
+	c, err := newComm(ep, opt, tc)
 	if err != nil {
 		ep.Close()
 		return nil, err

@@ -28,7 +28,6 @@ const (
 	CollExscan
 	numColls
 	collSplit // internal: Split and Dup agreement
-	collJoin  // internal: the selection-table agreement of a new Comm
 )
 
 var collNames = [...]string{
@@ -48,7 +47,6 @@ var collNames = [...]string{
 	CollExscan:             "exscan",
 	numColls:               "",
 	collSplit:              "split",
-	collJoin:               "join",
 }
 
 func (c Collective) String() string {

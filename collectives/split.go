@@ -69,13 +69,13 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	leaderName = string(d[17 : 17+n])
 	opt := c.opt
 	opt.SlotBytes = c.ep.SlotBytes()
-	tab, src, err := tableOf(opt)
+	tc, err := tableOf(opt)
 	if err != nil {
 		return nil, c.fail(err)
 	}
 	// The join watches c's arena: a rank of the group that dies before it
 	// joins, or a failure anywhere in c, ends it within c's timeout.
-	so := opt.shm()
+	so := tc.shm(opt)
 	so.Parent = c.ep
 	so.ParentRanks = make([]int, len(group))
 	for i, m := range group {
@@ -90,7 +90,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if err != nil {
 		return nil, c.fail(fmt.Errorf("joining the new communicator: %w", err))
 	}
-	return wrap(ctx, ep, opt, tab, src)
+	return wrap(ep, opt, tc)
 }
 
 // Dup returns a new communicator with the same ranks in the same order and

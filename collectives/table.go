@@ -3,9 +3,7 @@ package collectives
 import (
 	"bufio"
 	"bytes"
-	"context"
 	_ "embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -15,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/shmcoll/shmcoll/shm"
 )
 
 // A Table is a selection table: for a collective, a number of ranks p,
@@ -375,12 +375,11 @@ type selRange struct {
 // ranges for its p and oversubscription, per collective.
 type selection struct {
 	ranges [numColls][]selRange
-	hash   uint64
 	source string // where the table came from, for the agreement error
 }
 
 func (t *Table) selection(p int, over bool) selection {
-	s := selection{hash: t.Hash()}
+	s := selection{}
 	for _, e := range t.Entries {
 		if e.P == p && e.Over == over {
 			s.ranges[e.Coll] = append(s.ranges[e.Coll], selRange{e.From, e.To, e.Alg, e.Ordered})
@@ -413,75 +412,63 @@ func (s *selection) lookup(coll Collective, bytes int, commutative bool) Algorit
 	return Auto
 }
 
-// tableOf resolves the table of a new communicator: Options.Table, else
-// the file SHMCOLL_TUNE_FILE names, else the default.
-func tableOf(opt Options) (*Table, string, error) {
-	if opt.Table != nil {
-		if err := opt.Table.Check(); err != nil {
-			return nil, "", err
-		}
-		return opt.Table, "Options.Table", nil
-	}
-	if f := os.Getenv(TuneFileEnv); f != "" {
-		t, err := LoadTable(f)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s: %w", TuneFileEnv, err)
-		}
-		return t, f, nil
-	}
-	t, err := DefaultTable()
-	return t, "the default", err
+// tableChoice is the selection table of a new communicator, where it came
+// from, and its hash as the ranks compare it (never 0, which means none).
+type tableChoice struct {
+	tab  *Table
+	src  string
+	hash uint64
 }
 
-// agreeTable has the ranks of a new communicator compare their selection
-// tables, in one step like Split's: each rank publishes the hash and the
-// source of its table in its descriptor area and reads everyone's. Every
-// rank sees every hash, so a difference fails the join on every rank with
-// the same error and nobody waits. The step is not counted as a call.
-func (c *Comm) agreeTable(ctx context.Context) error {
-	if c.size == 1 {
-		return nil
+// tableOf resolves the table of a new communicator: Options.Table, else
+// the file SHMCOLL_TUNE_FILE names, else the default.
+func tableOf(opt Options) (tableChoice, error) {
+	tc := tableChoice{tab: opt.Table, src: "Options.Table"}
+	var err error
+	switch f := os.Getenv(TuneFileEnv); {
+	case opt.Table != nil:
+		err = opt.Table.Check()
+	case f != "":
+		tc.src = f
+		if tc.tab, err = LoadTable(f); err != nil {
+			err = fmt.Errorf("%s: %w", TuneFileEnv, err)
+		}
+	default:
+		tc.src = "the default"
+		tc.tab, err = DefaultTable()
 	}
-	if err := c.start(collJoin, 0); err != nil {
-		return err
-	}
-	e, err := c.begin(ctx)
 	if err != nil {
-		return err
+		return tc, err
 	}
-	const entry = 128
-	le := binary.LittleEndian
-	area := func(q int) []byte { return c.ep.Descriptor(q)[int(e&1)*entry:][:entry] }
-	mine := area(c.rank)
-	le.PutUint64(mine, c.sel.hash)
-	src := c.sel.source
-	if len(src) > entry-9 {
-		src = "..." + src[len(src)-(entry-12):]
-	}
-	mine[8] = byte(len(src))
-	copy(mine[9:], src)
-	c.post(e, 1)
+	tc.hash = tc.tab.Hash() | 1
+	return tc, nil
+}
+
+// shm returns the arena options of opt with the table's hash as the value
+// every rank records when it joins.
+func (tc tableChoice) shm(opt Options) shm.Options {
+	so := opt.shm()
+	so.JoinValue = tc.hash
+	return so
+}
+
+// checkTable compares the table hashes the ranks recorded when they
+// joined (shm.Options.JoinValue). Every rank reads every hash once the
+// join is complete, so a difference fails the join on every rank with the
+// same error, and nobody waits; a rank that recorded none (a bare
+// shm.Endpoint) takes no part.
+func (c *Comm) checkTable() error {
+	ref := -1
 	for q := range c.size {
-		if q != c.rank {
-			if err := c.wait(ctx, q, e, 1); err != nil {
-				return err
-			}
+		h := c.ep.JoinValue(q)
+		switch {
+		case h == 0:
+		case ref < 0:
+			ref = q
+		case h != c.ep.JoinValue(ref):
+			return fmt.Errorf("%w: rank %d loaded a different selection table (hash %016x) than rank %d (hash %016x); rank %d's is %s",
+				ErrTableMismatch, q, h, ref, c.ep.JoinValue(ref), c.rank, c.sel.source)
 		}
 	}
-	c.last.Rounds++
-	c.cur.fully = true
-	c.end(e)
-	of := func(q int) (uint64, string) {
-		d := area(q)
-		return le.Uint64(d), string(d[9 : 9+min(int(d[8]), entry-9)])
-	}
-	h0, s0 := of(0)
-	for q := 1; q < c.size; q++ {
-		if h, s := of(q); h != h0 {
-			return fmt.Errorf("%w: rank %d loaded a different selection table (hash %016x, %s) than rank 0 (hash %016x, %s)",
-				ErrTableMismatch, q, h, s, h0, s0)
-		}
-	}
-	c.seq, c.last, c.total = 0, Stats{}, Stats{}
 	return nil
 }

@@ -96,6 +96,7 @@
 //	  +0     state (free, joined, left), pid, start time
 //	  +16    abort record: kind, dead peer, its pid, cause length, cause text
 //	  +384   call descriptor (384 bytes)
+//	  +768   join value (u64, Options.JoinValue)
 //	  +1024  counter 0 line (128 bytes: two cache lines, so that the
 //	         adjacent-line prefetcher does not couple counters)
 //	           +0 counter (u64; its low half is the futex word)

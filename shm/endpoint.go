@@ -44,6 +44,11 @@ type Options struct {
 	// rank in Parent; nil means the same rank.
 	Parent      *Endpoint
 	ParentRanks []int
+	// JoinValue is recorded in the rank's control block when it joins,
+	// for the other ranks to read with [Endpoint.JoinValue] once the join
+	// is complete: a value the ranks must agree on (collectives records
+	// the hash of its selection table). 0 means none.
+	JoinValue uint64
 
 	fixedSpin bool          // tests: keep the spin budget at SpinFor
 	sleepFor  time.Duration // tests: bound of one futex sleep
@@ -91,7 +96,8 @@ type Endpoint struct {
 	base       unsafe.Pointer // start of the arena; nil once closed
 	mem        []byte
 	inProcess  bool
-	joined     bool // this endpoint holds its rank (Close marks it left)
+	joined     bool   // this endpoint holds its rank (Close marks it left)
+	joinValue  uint64 // Options.JoinValue
 
 	spinFor, yieldFor time.Duration
 	oversub           bool          // process ranks outnumber the online CPUs
@@ -503,6 +509,7 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	e := &Endpoint{
 		rank: rank, size: lay.ranks, lay: lay,
 		base: unsafe.Pointer(&mem[0]), mem: mem, inProcess: inProcess,
+		joinValue: opt.JoinValue,
 	}
 	t := opt.timeout()
 	e.checkEvery = min(t/4, 20*time.Millisecond)
@@ -580,6 +587,7 @@ func (e *Endpoint) join(pid int, start uint64) (int, error) {
 	}
 	*(*uint32)(unsafe.Add(cb, cPID)) = uint32(pid)
 	*(*uint64)(unsafe.Add(cb, cStart)) = start
+	*(*uint64)(unsafe.Add(cb, cJoinValue)) = e.joinValue
 	st.Store(stateJoined)
 	e.joined = true
 	return int(e.attachedWord().Add(1)), nil
@@ -640,6 +648,14 @@ func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive fun
 		time.Sleep(sleep)
 		sleep = min(2*sleep, 2*time.Millisecond)
 	}
+}
+
+// JoinValue returns the Options.JoinValue rank r joined with (0: none).
+// It is valid once the join is complete, when Join or JoinLocal has
+// returned: every rank recorded it before it counted itself joined.
+func (e *Endpoint) JoinValue(r int) uint64 {
+	e.checkRank(r)
+	return *(*uint64)(unsafe.Add(e.ctrl(r), cJoinValue))
 }
 
 // peerPID returns the pid and start time rank r recorded when it joined.

@@ -73,10 +73,17 @@ const (
 	cAbortLen  = 28 // u32
 	cAbortText = 32 // abortText bytes
 	cDesc      = 384
+	cJoinValue = 768 // u64: Options.JoinValue, written before the rank counts itself joined
 	// counters from counterBase: counter u64 at +0, inline bytes at
 	// +8..+56, sleeper count u32 at +56.
 	kInline   = 8
 	kSleepers = 56
+)
+
+// The join value lies between the descriptor area and the counters.
+const (
+	_ = uint(cJoinValue - (cDesc + DescriptorBytes))
+	_ = uint(counterBase - (cJoinValue + 8))
 )
 
 const (
