@@ -46,7 +46,8 @@ algorithm) once, the algorithms of a size back to back and in an order
 that rotates with the round; a case is the shmbench run timing (barrier,
 then the collective; the slowest rank's time; median over the iterations
 of at least -time). An algorithm's time at a size is the median over the
-rounds. The winner of each measured size holds from the geometric middle
+rounds. The fastest at each measured size (or the choice of the size
+below, while within -tolerance of it) holds from the geometric middle
 between it and the size below to that between it and the size above; the
 table also records the fastest order-preserving algorithm, which auto
 takes for a non-commutative operator.
