@@ -268,6 +268,17 @@ func (c *Comm) Oversubscribed() bool { return c.ep.Oversubscribed() }
 //
 // over (shm.Endpoint.Oversubscribed) depends only on p and the machine's
 // online CPUs, so it is the same on every rank.
+// HeuristicAlgorithm is the fallback's choice (selectAlgorithm) for a call
+// of coll on bytes with p ranks: what auto picks where the selection table
+// says nothing. oversubscribed is [Comm.Oversubscribed]'s value. shmbench
+// tune keeps it unless another algorithm is clearly faster.
+func HeuristicAlgorithm(coll Collective, bytes, p int, commutative, oversubscribed bool) Algorithm {
+	if coll >= numColls || p < 1 {
+		return Auto
+	}
+	return selectAlgorithm(coll, bytes, p, commutative, oversubscribed)
+}
+
 func selectAlgorithm(coll Collective, bytes, p int, commutative, over bool) Algorithm {
 	switch coll {
 	case CollAllreduce:

@@ -27,8 +27,8 @@ func TestMembw(t *testing.T) {
 		if err1 != nil || err2 != nil || rate <= 0 {
 			t.Fatalf("row %q: rate %v %v, bound %v", lines[i+1], rate, err1, err2)
 		}
-		// The bound is printed to 0.1 µs.
-		if want := membwBound(n, rate*1e9); bound < want-0.1 || bound > want+0.1 {
+		// The rate is printed to 0.01 GB/s, the bound to 0.1 µs.
+		if want := membwBound(n, rate*1e9); bound < want*0.995-0.1 || bound > want*1.005+0.1 {
 			t.Errorf("size %d: bound %.1f, want 4n/rate = %.1f", n, bound, want)
 		}
 	}

@@ -46,8 +46,9 @@ algorithm) once, the algorithms of a size back to back and in an order
 that rotates with the round; a case is the shmbench run timing (barrier,
 then the collective; the slowest rank's time; median over the iterations
 of at least -time). An algorithm's time at a size is the median over the
-rounds. The fastest at each measured size (or the choice of the size
-below, while within -tolerance of it) holds from the geometric middle
+rounds. The fastest at each measured size (or the heuristic's choice,
+while within -margin of it, else the choice of the size below, while
+within -tolerance of it) holds from the geometric middle
 between it and the size below to that between it and the size above; the
 table also records the fastest order-preserving algorithm, which auto
 takes for a non-commutative operator.
@@ -67,6 +68,7 @@ type tuneConfig struct {
 	tm          timing
 	prune       float64
 	tolerance   float64
+	margin      float64
 	out, report string
 	bind        launch.Bind
 	timeout     time.Duration
@@ -88,6 +90,7 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 	tsize := fs.Duration("time", 10*time.Millisecond, "timed duration per case and round (at least 3 iterations)")
 	prune := fs.Float64("prune", 4, "above 256 KiB, skip for the rest of a round an algorithm this many times slower than the best at the size below (0: never)")
 	tolerance := fs.Float64("tolerance", 0.03, "keep the choice of the size below while it is at most this fraction slower than the fastest")
+	margin := fs.Float64("margin", 0.10, "keep the heuristic's choice (the fallback's) while it is at most this fraction slower than the fastest")
 	out := fs.String("o", "", "write the selection table to this file, keeping its entries for other p (default: stdout)")
 	report := fs.String("report", "", "write the markdown report to this file (default: stdout)")
 	bind := fs.String("bind", "auto", "binding of the ranks: core, socket, none or auto")
@@ -101,7 +104,7 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 	if fs.NArg() > 0 {
 		return nil, badUsage("unexpected arguments: %q", fs.Args())
 	}
-	c := &tuneConfig{rounds: *rounds, prune: *prune, tolerance: *tolerance, out: *out, report: *report, timeout: *timeout, sizesFlag: *sizes,
+	c := &tuneConfig{rounds: *rounds, prune: *prune, tolerance: *tolerance, margin: *margin, out: *out, report: *report, timeout: *timeout, sizesFlag: *sizes,
 		tm: timing{target: *tsize, warmup: *tsize / 4, maxIters: 20000, minIters: 3, light: true}}
 	for _, s := range strings.Split(*np, ",") {
 		n, err := strconv.Atoi(s)
@@ -122,6 +125,8 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 		return nil, badUsage("-prune %v: 0 or at least 1", c.prune)
 	case c.tolerance < 0 || c.tolerance >= 1:
 		return nil, badUsage("-tolerance %v: want 0 <= t < 1", c.tolerance)
+	case c.margin < 0 || c.margin >= 1:
+		return nil, badUsage("-margin %v: want 0 <= m < 1", c.margin)
 	case c.timeout <= 0:
 		return nil, badUsage("-timeout %v: must be positive", c.timeout)
 	}
@@ -508,8 +513,8 @@ func tuneHeader(cfg *tuneConfig, h benchfmt.Header, args []string, took time.Dur
 		fmt.Sprintf("cpu: %s; online CPUs: %d; simd: %s; %s", h.CPU, h.CPUs, h.SIMD, h.Go),
 		fmt.Sprintf("load at the start: %s", h.Load),
 		"command: shmbench tune " + strings.Join(args, " "),
-		fmt.Sprintf("measured: p=%s, %s %s, sizes %s, %d rounds, %v per case and round; the median over rounds of each case's median; tolerance %g, prune %g",
-			strings.Join(nps, ","), cfg.dtype, cfg.op, cfg.sizesFlag, cfg.rounds, cfg.tm.target, cfg.tolerance, cfg.prune),
+		fmt.Sprintf("measured: p=%s, %s %s, sizes %s, %d rounds, %v per case and round; the median over rounds of each case's median; margin %g, tolerance %g, prune %g",
+			strings.Join(nps, ","), cfg.dtype, cfg.op, cfg.sizesFlag, cfg.rounds, cfg.tm.target, cfg.margin, cfg.tolerance, cfg.prune),
 	}
 }
 
@@ -643,6 +648,19 @@ func tuneEntries(cfg *tuneConfig, job tuneJob, rep *bytes.Buffer) []collectives.
 			if keep(picks[max(i-1, 0)].ord, bestOrd) {
 				pk.ord = picks[i-1].ord
 			}
+			// The heuristic's choice stays while it is within -margin of
+			// the fastest: a table made on a noisy machine replaces it
+			// only where another algorithm is clearly faster.
+			incumbent := func(a collectives.Algorithm, best float64) bool {
+				t, ok := med[coll][s][a.String()]
+				return cfg.margin > 0 && a != collectives.Auto && ok && t <= (1+cfg.margin)*best
+			}
+			if h := collectives.HeuristicAlgorithm(cl, int(s), job.np, true, job.over); incumbent(h, best) {
+				pk.alg = h
+			}
+			if h := collectives.HeuristicAlgorithm(cl, int(s), job.np, false, job.over); reducing(coll) && incumbent(h, bestOrd) {
+				pk.ord = h
+			}
 			picks[i] = pk
 			fmt.Fprintf(rep, "| %s |", benchfmt.FormatSize(s))
 			for _, a := range algs {
@@ -705,7 +723,8 @@ func writeReportHead(rep *bytes.Buffer, header []string) {
 	}
 	fmt.Fprintln(rep)
 	fmt.Fprintln(rep, "Median time in µs of the slowest rank (median over rounds of each case's median);")
-	fmt.Fprintln(rep, "**bold**: the fastest; winner: the table's choice (the fastest, or the choice of the size")
-	fmt.Fprintln(rep, "below while within -tolerance of it); (o): keeps rank order; ordered: the choice among those,")
+	fmt.Fprintln(rep, "**bold**: the fastest; winner: the table's choice (the fastest, or the heuristic's choice while")
+	fmt.Fprintln(rep, "within -margin of it, else the choice of the size below while within -tolerance of it);")
+	fmt.Fprintln(rep, "(o): keeps rank order; ordered: the choice among those,")
 	fmt.Fprintln(rep, "taken for non-commutative operators; —: not measured (pruned: far behind at the size below).")
 }
