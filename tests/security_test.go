@@ -315,8 +315,12 @@ func TestSecurityHostilePeer(t *testing.T) {
 		// a hang or an access outside the mapping.
 		wrong bool
 	}{
-		{"call descriptors of rank 1", lines(1, 8, 56), false},
-		{"call descriptors of every rank", append(append(lines(0, 8, 56), lines(1, 8, 56)...), lines(2, 8, 56)...), false},
+		// The counter's line: the call descriptor's hash (bytes 8-16),
+		// then the tiny payload (16-56), data like a slot's.
+		{"call descriptors of rank 1", lines(1, 8, 16), false},
+		{"call descriptors of every rank", append(append(lines(0, 8, 16), lines(1, 8, 16)...), lines(2, 8, 16)...), false},
+		{"full call descriptors and store advice", []region{{ctrl(0) + lDescriptor + 256, ctrl(0) + lDescriptor + 384}, {ctrl(1) + lDescriptor + 256, ctrl(1) + lDescriptor + 384}}, false},
+		{"tiny payloads of every rank", append(append(lines(0, 16, 56), lines(1, 16, 56)...), lines(2, 16, 56)...), true},
 		// A split whose entries disagree fails on the rank that reads a
 		// bad name, and the others' joins, which watch the parent, with
 		// it; only valid but different names wait for the join timeout.
