@@ -1,0 +1,115 @@
+package collectives
+
+import (
+	"context"
+	"testing"
+)
+
+// TestPublishAdvice: the store advice of one rank reaches every writer
+// (advisedNT), a rank under advice does not time its copies, a slow copy
+// seen twice in a row advises non-temporal stores for ntCalls calls, and
+// the pipelined bcast, reduce and allgather give exact results with
+// non-temporal stores as with regular ones.
+func TestPublishAdvice(t *testing.T) {
+	const p, n = 2, 300_000 // 2.4 MB of float64: several segments
+	cs, err := NewLocal(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	check := func(advised bool) {
+		t.Helper()
+		err := runComms(cs, func(c *Comm) error {
+			buf := make([]float64, n)
+			out := make([]float64, n)
+			for i := range buf {
+				buf[i] = float64(i%1000 + c.Rank())
+			}
+			if err := Bcast(context.Background(), c, buf, 0); err != nil {
+				return err
+			}
+			for i, v := range buf {
+				if v != float64(i%1000) {
+					t.Errorf("advised %v: bcast element %d = %v", advised, i, v)
+					return nil
+				}
+			}
+			// Without forced advice a slow spell of the machine may
+			// advise too: only the forced case is certain.
+			if advised && !c.advisedNT() {
+				t.Errorf("rank %d: not advised", c.Rank())
+			}
+			if err := Reduce(context.Background(), c, buf, out, Sum, 1); err != nil {
+				return err
+			}
+			if c.Rank() == 1 {
+				for i, v := range out {
+					if v != 2*float64(i%1000) {
+						t.Errorf("advised %v: reduce element %d = %v", advised, i, v)
+						return nil
+					}
+				}
+			}
+			all := make([]float64, p*n)
+			if err := Allgather(context.Background(), c, buf, all); err != nil {
+				return err
+			}
+			for i, v := range all {
+				if v != float64(i%n%1000) {
+					t.Errorf("advised %v: allgather element %d = %v", advised, i, v)
+					return nil
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(false)
+	// Rank 1 advises non-temporal stores for the next 64 calls: every
+	// writer follows, and nobody times copies meanwhile.
+	cs[1].advice(1).Store(cs[1].seq + 1000)
+	if cs[0].readStart(1<<20) != 0 {
+		t.Error("a rank under advice times its copies")
+	}
+	check(true)
+	cs[0].advice(0).Store(0)
+	cs[1].advice(1).Store(0)
+	cs[0].slow = 0
+	// Two slow copies in a row (a zero start time is "not timed", so use
+	// a start long ago) advise; a fast one in between resets the count.
+	c := cs[0]
+	c.readDone(observeBytes, 1)
+	if c.advisedNT() {
+		t.Fatal("one slow copy advised")
+	}
+	c.readDone(observeBytes, nanotime())
+	c.readDone(observeBytes, 1)
+	if c.advisedNT() {
+		t.Fatal("a fast copy did not reset the count")
+	}
+	c.readDone(observeBytes, 1)
+	if !c.advisedNT() || c.advice(0).Load() != c.seq+ntCalls {
+		t.Fatalf("two slow copies in a row: advice %d at call %d", c.advice(0).Load(), c.seq)
+	}
+}
+
+// runComms runs f on every rank of cs at once and returns the first error.
+func runComms(cs []*Comm, f func(c *Comm) error) error {
+	errs := make(chan error, len(cs))
+	for _, c := range cs {
+		go func() { errs <- f(c) }()
+	}
+	var first error
+	for range cs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
