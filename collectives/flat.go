@@ -204,9 +204,9 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 			n := a.counts[q]
 			lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
 			d := a.displs[q]
-			t0 := c.readStart((hi - lo) * esz)
+			t0 := c.copyStart((hi - lo) * esz)
 			copy(span(a.recv, esz, d+lo, d+hi), c.stepBuf(q, e, tiny))
-			c.readDone((hi-lo)*esz, t0)
+			c.copyDone((hi-lo)*esz, t0)
 		}
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
@@ -221,6 +221,7 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 	a := &c.cur
 	esz, N := a.esz, a.count
 	M := c.pipeElems(N)
+	tiny := N*esz <= tinyBytes
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)
 		e, err := c.begin(ctx)
@@ -228,7 +229,6 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 			return err
 		}
 		seg := span(a.recv, esz, base, base+m)
-		tiny := N*esz <= tinyBytes
 		if c.rank == a.root {
 			c.publish(c.stepBuf(c.rank, e, tiny), seg)
 			c.post(e, 1)
@@ -238,9 +238,9 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 			if err := c.wait(ctx, a.root, e, 1); err != nil {
 				return err
 			}
-			t0 := c.readStart(len(seg))
+			t0 := c.copyStart(len(seg))
 			copy(seg, c.stepBuf(a.root, e, tiny))
-			c.readDone(len(seg), t0)
+			c.copyDone(len(seg), t0)
 			c.last.Received++
 		}
 		c.last.Rounds++
@@ -394,13 +394,13 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 	// A reduce root reads its own input where it is (unless in place,
 	// where recv is both the input and the result) and publishes nothing.
 	direct := a.coll == CollReduce && reads && a.send != nil
+	tiny := N*esz <= tinyBytes
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)
 		e, err := c.begin(ctx)
 		if err != nil {
 			return err
 		}
-		tiny := N*esz <= tinyBytes
 		if direct {
 			c.sc.srcs[c.rank] = span(in, esz, base, base+m)
 		} else {
@@ -424,9 +424,9 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 				}
 				c.sc.srcs[q] = c.stepBuf(q, e, tiny)[:m*esz]
 			}
-			t0 := c.readStart(m * esz)
+			t0 := c.copyStart(m * esz)
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs)
-			c.readDone(m*esz, t0)
+			c.copyDone(m*esz, t0)
 			c.last.Received += uint64(p - 1)
 			c.last.Reduced += uint64(p - 1)
 			a.fully = true
@@ -502,23 +502,27 @@ func (c *Comm) publish(dst, src []byte) {
 		simd.CopyNT(dst, src)
 		return
 	}
-	t0 := c.readStart(len(src))
+	var t0 int64
+	if len(src) >= observeBytes {
+		t0 = nanotime()
+	}
 	copy(dst, src)
-	c.readDone(len(src), t0)
+	c.copyDone(len(src), t0)
 }
 
-// readStart returns the time of a copy of n bytes to or from a slot that
-// readDone should judge, or 0.
-func (c *Comm) readStart(n int) int64 {
+// copyStart returns the time of a copy of n bytes out of a peer's slot
+// that copyDone should judge, or 0.
+func (c *Comm) copyStart(n int) int64 {
 	if n < observeBytes || c.ep.Oversubscribed() || c.advisedNT() {
 		return 0
 	}
 	return nanotime()
 }
 
-// readDone judges a copy of n bytes that began at t0 (readStart): two
+// copyDone judges a copy of n bytes to or from a slot that began at t0
+// (0: not timed): two
 // slow ones in a row ask for non-temporal stores.
-func (c *Comm) readDone(n int, t0 int64) {
+func (c *Comm) copyDone(n int, t0 int64) {
 	if t0 == 0 {
 		return
 	}

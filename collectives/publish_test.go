@@ -74,7 +74,7 @@ func TestPublishAdvice(t *testing.T) {
 	// Rank 1 advises non-temporal stores for the next 64 calls: every
 	// writer follows, and nobody times copies meanwhile.
 	cs[1].advice(1).Store(cs[1].seq + 1000)
-	if cs[0].readStart(1<<20) != 0 {
+	if cs[0].copyStart(1<<20) != 0 {
 		t.Error("a rank under advice times its copies")
 	}
 	check(true)
@@ -84,16 +84,16 @@ func TestPublishAdvice(t *testing.T) {
 	// Two slow copies in a row (a zero start time is "not timed", so use
 	// a start long ago) advise; a fast one in between resets the count.
 	c := cs[0]
-	c.readDone(observeBytes, 1)
+	c.copyDone(observeBytes, 1)
 	if c.advisedNT() {
 		t.Fatal("one slow copy advised")
 	}
-	c.readDone(observeBytes, nanotime())
-	c.readDone(observeBytes, 1)
+	c.copyDone(observeBytes, nanotime())
+	c.copyDone(observeBytes, 1)
 	if c.advisedNT() {
 		t.Fatal("a fast copy did not reset the count")
 	}
-	c.readDone(observeBytes, 1)
+	c.copyDone(observeBytes, 1)
 	if !c.advisedNT() || c.advice(0).Load() != c.seq+ntCalls {
 		t.Fatalf("two slow copies in a row: advice %d at call %d", c.advice(0).Load(), c.seq)
 	}
