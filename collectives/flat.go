@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
+	"github.com/shmcoll/shmcoll/internal/clock"
 	"github.com/shmcoll/shmcoll/shm"
 	"github.com/shmcoll/shmcoll/simd"
 )
@@ -504,7 +504,7 @@ func (c *Comm) publish(dst, src []byte) {
 	}
 	var t0 int64
 	if len(src) >= observeBytes {
-		t0 = nanotime()
+		t0 = clock.Nanotime()
 	}
 	copy(dst, src)
 	c.copyDone(len(src), t0)
@@ -516,7 +516,7 @@ func (c *Comm) copyStart(n int) int64 {
 	if n < observeBytes || c.ep.Oversubscribed() || c.advisedNT() {
 		return 0
 	}
-	return nanotime()
+	return clock.Nanotime()
 }
 
 // copyDone judges a copy of n bytes to or from a slot that began at t0
@@ -526,7 +526,7 @@ func (c *Comm) copyDone(n int, t0 int64) {
 	if t0 == 0 {
 		return
 	}
-	if d := nanotime() - t0; d <= 0 || int64(n) >= slowRead*d {
+	if d := clock.Nanotime() - t0; d <= 0 || int64(n) >= slowRead*d {
 		c.slow = 0
 		return
 	}
@@ -535,8 +535,3 @@ func (c *Comm) copyDone(n int, t0 int64) {
 		c.advice(c.rank).Store(c.seq + ntCalls)
 	}
 }
-
-var epoch = time.Now()
-
-// nanotime is a monotonic clock in nanoseconds.
-func nanotime() int64 { return int64(time.Since(epoch)) }

@@ -3,6 +3,8 @@ package collectives
 import (
 	"context"
 	"testing"
+
+	"github.com/shmcoll/shmcoll/internal/clock"
 )
 
 // TestPublishAdvice: the store advice of one rank reaches every writer
@@ -88,7 +90,7 @@ func TestPublishAdvice(t *testing.T) {
 	if c.advisedNT() {
 		t.Fatal("one slow copy advised")
 	}
-	c.copyDone(observeBytes, nanotime())
+	c.copyDone(observeBytes, clock.Nanotime())
 	c.copyDone(observeBytes, 1)
 	if c.advisedNT() {
 		t.Fatal("a fast copy did not reset the count")

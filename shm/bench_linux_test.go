@@ -20,12 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// monoNano is CLOCK_MONOTONIC in nanoseconds, comparable across processes
-// (time.Now's monotonic reading is relative to the process start).
-//
-//go:linkname monoNano runtime.nanotime
-func monoNano() int64
-
 // pinTo locks the goroutine to its thread and binds the thread to cpu; it
 // returns false if that is not possible. The thread stays locked: when the
 // goroutine ends, the runtime ends the thread with it, so no thread bound
@@ -115,7 +109,7 @@ func ringHops(e *Endpoint) error {
 			return nil
 		}
 		if int(k) < len(times) {
-			times[k] = monoNano()
+			times[k] = nanotime()
 		}
 		e.Post(0, k)
 	}
@@ -319,7 +313,7 @@ func ringBench(b *testing.B, e *Endpoint) {
 	b.ResetTimer()
 	start := time.Now()
 	for k := uint64(1); k <= uint64(n); k++ {
-		times[k] = monoNano()
+		times[k] = nanotime()
 		e.Post(0, k)
 		if err := e.Wait(ctx, p-1, 0, k); err != nil {
 			b.Fatal(err)

@@ -1,14 +1,14 @@
 package shm
 
 import (
-	"time"
 	"unsafe"
+
+	"github.com/shmcoll/shmcoll/internal/clock"
 )
 
-var epoch = time.Now()
-
-// nanotime is a monotonic clock in nanoseconds.
-func nanotime() int64 { return int64(time.Since(epoch)) }
+// nanotime is the module's monotonic clock in nanoseconds (CLOCK_MONOTONIC,
+// node-wide: comparable across processes).
+func nanotime() int64 { return clock.Nanotime() }
 
 // lowHalf is the offset of the low 32 bits within a 64-bit word: the futex
 // word of a counter.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
+	"github.com/shmcoll/shmcoll/internal/clock"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
@@ -226,7 +227,7 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 	k.prepare()
 	batch, it := 1, 0
 	for {
-		a := nanotime()
+		a := clock.Nanotime()
 		for range batch {
 			k.touch(it)
 			if err := k.iterate(ctx); err != nil {
@@ -234,7 +235,7 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 			}
 			it++
 		}
-		el, err := b.maxOver(ctx, nanotime()-a)
+		el, err := b.maxOver(ctx, clock.Nanotime()-a)
 		if err != nil {
 			return benchfmt.Result{}, err
 		}
@@ -256,7 +257,7 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 	}
 	iters := 0
 	var chosen collectives.Algorithm // what the call ran: auto's choice
-	start := nanotime()
+	start := clock.Nanotime()
 	for {
 		chunk := batch
 		if b.tm.iters > 0 {
@@ -267,11 +268,11 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 			if err := collectives.Barrier(ctx, c); err != nil {
 				return benchfmt.Result{}, err
 			}
-			t0 := nanotime()
+			t0 := clock.Nanotime()
 			if err := k.call(ctx, k); err != nil {
 				return benchfmt.Result{}, err
 			}
-			t1 := nanotime()
+			t1 := clock.Nanotime()
 			b.t0[iters], b.t1[iters], b.dur[iters] = t0, t1, t1-t0
 			chosen = c.LastAlgorithm()
 			if iters == b.inject && b.rank == 0 {
@@ -289,7 +290,7 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 		if b.tm.iters > 0 || iters >= maxIters {
 			break
 		}
-		el, err := b.maxOver(ctx, nanotime()-start)
+		el, err := b.maxOver(ctx, clock.Nanotime()-start)
 		if err != nil {
 			return benchfmt.Result{}, err
 		}
