@@ -212,12 +212,20 @@ func TestImplFromEnvironment(t *testing.T) {
 	}
 }
 
+// TestCopy: Copy (non-temporal from threshold 0, and from the default
+// threshold) and CopyNT copy exactly at every length and alignment, leave
+// the guard bands alone, copy the shorter length, and move overlapping
+// buffers like memmove.
 func TestCopy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	old := NonTemporalThreshold
 	defer func() { NonTemporalThreshold = old }()
-	for _, thr := range []int{0, old} {
-		NonTemporalThreshold = thr
+	for _, c := range []struct {
+		name string
+		thr  int
+		copy func(dst, src []byte)
+	}{{"Copy, threshold 0", 0, Copy}, {"Copy", old, Copy}, {"CopyNT", old, CopyNT}} {
+		NonTemporalThreshold = c.thr
 		for _, n := range []int{0, 1, 63, 64, 255, 256, 257, 1000, 4096 + 17, 100000} {
 			for range 4 {
 				src := make([]byte, n)
@@ -227,23 +235,27 @@ func TestCopy(t *testing.T) {
 				d := newBuffer(n, rng.IntN(64))
 				s := newBuffer(n, rng.IntN(64))
 				copy(s.bytes(), src)
-				Copy(d.bytes(), s.bytes())
+				c.copy(d.bytes(), s.bytes())
 				if !bytes.Equal(d.bytes(), src) {
-					t.Fatalf("threshold %d, n %d: copy differs", thr, n)
+					t.Fatalf("%s, n %d: copy differs", c.name, n)
 				}
 				d.checkGuard(t, "dst")
 			}
 		}
-		// shorter of the two, and overlapping in both directions
+		short := make([]byte, 4)
+		c.copy(short, []byte("abcdefgh"))
+		if string(short) != "abcd" {
+			t.Fatalf("%s, shorter destination: %q", c.name, short)
+		}
 		buf := []byte("0123456789")
-		Copy(buf[2:], buf)
+		c.copy(buf[2:], buf)
 		if string(buf) != "0101234567" {
-			t.Fatalf("overlapping Copy: %q", buf)
+			t.Fatalf("%s, overlapping forward: %q", c.name, buf)
 		}
 		buf = []byte("0123456789")
-		Copy(buf, buf[3:])
+		c.copy(buf, buf[3:])
 		if string(buf) != "3456789789" {
-			t.Fatalf("overlapping Copy: %q", buf)
+			t.Fatalf("%s, overlapping backward: %q", c.name, buf)
 		}
 	}
 }

@@ -634,32 +634,37 @@ func tuneEntries(cfg *tuneConfig, job tuneJob, rep *bytes.Buffer) []collectives.
 					bestOrd, fastest.ord = t, a
 				}
 			}
-			// The choice of the size below stays while it is within
-			// -tolerance of the fastest: fewer ranges, none of them made
-			// by noise between close algorithms.
-			keep := func(prev collectives.Algorithm, best float64) bool {
-				t, ok := med[coll][s][prev.String()]
-				return i > 0 && prev != collectives.Auto && ok && t <= (1+cfg.tolerance)*best
-			}
-			pk = fastest
-			if keep(picks[max(i-1, 0)].alg, best) {
-				pk.alg = picks[i-1].alg
-			}
-			if keep(picks[max(i-1, 0)].ord, bestOrd) {
-				pk.ord = picks[i-1].ord
+			// within: a was measured at s and is at most frac slower than
+			// best.
+			within := func(a collectives.Algorithm, best, frac float64) bool {
+				t, ok := med[coll][s][a.String()]
+				return a != collectives.Auto && ok && t <= (1+frac)*best
 			}
 			// The heuristic's choice stays while it is within -margin of
-			// the fastest: a table made on a noisy machine replaces it
-			// only where another algorithm is clearly faster.
-			incumbent := func(a collectives.Algorithm, best float64) bool {
-				t, ok := med[coll][s][a.String()]
-				return cfg.margin > 0 && a != collectives.Auto && ok && t <= (1+cfg.margin)*best
+			// the fastest, so that a table made on a noisy machine replaces
+			// it only where another algorithm is clearly faster; else the
+			// choice of the size below stays while within -tolerance:
+			// fewer ranges, none of them made by noise between close
+			// algorithms.
+			choose := func(fastest collectives.Algorithm, commutative bool, best float64) collectives.Algorithm {
+				if h := collectives.HeuristicAlgorithm(cl, int(s), job.np, commutative, job.over); cfg.margin > 0 && within(h, best, cfg.margin) {
+					return h
+				}
+				if i > 0 {
+					prev := picks[i-1].alg
+					if !commutative {
+						prev = picks[i-1].ord
+					}
+					if within(prev, best, cfg.tolerance) {
+						return prev
+					}
+				}
+				return fastest
 			}
-			if h := collectives.HeuristicAlgorithm(cl, int(s), job.np, true, job.over); incumbent(h, best) {
-				pk.alg = h
-			}
-			if h := collectives.HeuristicAlgorithm(cl, int(s), job.np, false, job.over); reducing(coll) && incumbent(h, bestOrd) {
-				pk.ord = h
+			pk.alg = choose(fastest.alg, true, best)
+			pk.ord = fastest.ord
+			if reducing(coll) {
+				pk.ord = choose(fastest.ord, false, bestOrd)
 			}
 			picks[i] = pk
 			fmt.Fprintf(rep, "| %s |", benchfmt.FormatSize(s))
