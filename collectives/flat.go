@@ -181,12 +181,13 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 	a := &c.cur
 	esz, p := a.esz, c.size
 	S := 1
-	cap := c.pipeElems(slices.Max(a.counts))
+	widest := slices.Max(a.counts)
+	cap := c.pipeElems(widest)
 	for _, n := range a.counts {
 		S = max(S, (n+cap-1)/cap)
 	}
 	own := a.displs[c.rank]
-	tiny := S == 1 && slices.Max(a.counts)*esz <= tinyBytes
+	tiny := S == 1 && widest*esz <= tinyBytes
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {
