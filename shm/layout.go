@@ -28,7 +28,7 @@ const (
 // Format constants, recorded in the header and checked on attach.
 const (
 	magic        = 0x316c6c6f636d6873 // "shmcoll1", little-endian
-	version      = 1
+	version      = 2
 	headerBytes  = 4096
 	ctrlStride   = 2048
 	counterLine  = 128 // bytes per counter (two cache lines: the adjacent-line prefetcher pairs lines)
@@ -75,9 +75,10 @@ const (
 	cDesc      = 384
 	cJoinValue = 768 // u64: Options.JoinValue, written before the rank counts itself joined
 	// counters from counterBase: counter u64 at +0, inline bytes at
-	// +8..+56, sleeper count u32 at +56.
+	// +8..+56; the sleeper count u32 at +64, in the second line, so that a
+	// poster reads it without waiting for the counter's line (see Post).
 	kInline   = 8
-	kSleepers = 56
+	kSleepers = 64
 )
 
 // The join value lies between the descriptor area and the counters.

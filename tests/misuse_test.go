@@ -549,7 +549,7 @@ func TestMisuseSegments(t *testing.T) {
 		{"corrupted header", mod(func(b []byte) []byte { b[40] ^= 0x10; return b }), 0o600, 1, shm.ErrBadHeader, "checksum mismatch"},
 		{"truncated header", ok[:4000], 0o600, 1, shm.ErrJoinTimeout, "segment"},
 		{"truncated arena", ok[:len(ok)-4096], 0o600, 1, shm.ErrBadHeader, "truncated"},
-		{"version mismatch", mod(func(b []byte) []byte { binary.NativeEndian.PutUint32(b[8:], 2); resum(b); return b }), 0o600, 1, shm.ErrBadHeader, "format version 2, this library reads 1"},
+		{"version mismatch", mod(func(b []byte) []byte { binary.NativeEndian.PutUint32(b[8:], 3); resum(b); return b }), 0o600, 1, shm.ErrBadHeader, "format version 3, this library reads 2"},
 		{"slot size mismatch", realSegment(t, 2*slot), 0o600, 1, shm.ErrBadHeader, "slots are 8192 bytes, caller expects 4096"},
 		{"rank count mismatch", mod(func(b []byte) []byte { binary.NativeEndian.PutUint32(b[16:], 3); resum(b); return b }), 0o600, 1, shm.ErrBadHeader, ""},
 		{"readable by others", ok, 0o644, 1, shm.ErrBadHeader, "gives others access"},
