@@ -50,6 +50,9 @@ func (c *Comm) pick(ctx context.Context, bytes int) error {
 		return c.fail(err)
 	}
 	c.cur.alg = a
+	if (c.cur.coll == CollAllgather || c.cur.coll == CollAllgatherv) && a != Flat {
+		c.ownBlock()
+	}
 	if err := c.run(ctx); err != nil {
 		return err
 	}
@@ -276,14 +279,23 @@ func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, co
 // gatherv runs an allgather(v) of total elements.
 func (c *Comm) gatherv(ctx context.Context, total int) error {
 	a := &c.cur
+	if c.size == 1 {
+		c.ownBlock()
+		return nil
+	}
+	return c.pick(ctx, total*a.esz)
+}
+
+// ownBlock copies the own block of an allgather(v) from send into recv
+// (nothing in place). Every algorithm but flat finds it there when it
+// starts (pick); flat copies it piece by piece after publishing the
+// piece, while the piece is in cache.
+func (c *Comm) ownBlock() {
+	a := &c.cur
 	if a.send != nil {
 		d := a.displs[c.rank] * a.esz
 		copy(a.recv[d:d+a.counts[c.rank]*a.esz], a.send)
 	}
-	if c.size == 1 {
-		return nil
-	}
-	return c.pick(ctx, total*a.esz)
 }
 
 // regular fills the block counts and displacements of p blocks of n.
