@@ -104,7 +104,9 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 			a.red.reduce(span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
 		case k == last && out != nil:
 			c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
+				t0 := c.copyStart(n * esz)
 				copy(span(out, esz, user, user+n), peer(rot, n))
+				c.copyDone(n*esz, t0)
 			})
 		default:
 			copy(span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
@@ -113,11 +115,12 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 	return nil
 }
 
-// copyIn copies R[i..i2) of the calling rank from the user buffer u.
+// copyIn copies R[i..i2) of the calling rank from the user buffer u,
+// for the peers to read (publish: non-temporally when they ask for it).
 func (c *Comm) copyIn(h, u []byte, i, i2 int) {
 	esz := c.cur.esz
 	c.eachRun(i, i2, func(rot, user, n int) {
-		copy(span(h, esz, rot, rot+n), span(u, esz, user, user+n))
+		c.publish(span(h, esz, rot, rot+n), span(u, esz, user, user+n))
 	})
 }
 
