@@ -154,12 +154,12 @@ func (c *Comm) flatReduceScatter(ctx context.Context) error {
 		}
 		c.post(e, 1)
 		for q := range p {
+			c.sc.srcs[q] = span(c.stepBuf(q, e, tiny), esz, pre[c.rank], pre[c.rank+1])
 			if q != c.rank {
-				if err := c.wait(ctx, q, e, 1); err != nil {
+				if err := c.waitData(ctx, q, e, 1, c.sc.srcs[q]); err != nil {
 					return err
 				}
 			}
-			c.sc.srcs[q] = span(c.stepBuf(q, e, tiny), esz, pre[c.rank], pre[c.rank+1])
 		}
 		lo := pieceLo(k, S, a.counts[c.rank])
 		n := pre[c.rank+1] - pre[c.rank]
@@ -213,14 +213,15 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 		}
 		for i := 1; i < p; i++ {
 			q := (c.rank + i) % p
-			if err := c.wait(ctx, q, e, 1); err != nil {
-				return err
-			}
 			n := a.counts[q]
 			lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
+			src := c.stepBuf(q, e, tiny)[:(hi-lo)*esz]
+			if err := c.waitData(ctx, q, e, 1, src); err != nil {
+				return err
+			}
 			d := a.displs[q]
 			t0 := c.copyStart((hi - lo) * esz)
-			copy(span(a.recv, esz, d+lo, d+hi), c.stepBuf(q, e, tiny))
+			copy(span(a.recv, esz, d+lo, d+hi), src)
 			c.copyDone((hi-lo)*esz, t0)
 		}
 		c.last.Rounds++
@@ -250,11 +251,12 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 			c.last.Sent += uint64(c.size - 1)
 		} else {
 			c.post(e, 1)
-			if err := c.wait(ctx, a.root, e, 1); err != nil {
+			src := c.stepBuf(a.root, e, tiny)[:len(seg)]
+			if err := c.waitData(ctx, a.root, e, 1, src); err != nil {
 				return err
 			}
 			t0 := c.copyStart(len(seg))
-			copy(seg, c.stepBuf(a.root, e, tiny))
+			copy(seg, src)
 			c.copyDone(len(seg), t0)
 			c.last.Received++
 		}
@@ -434,10 +436,11 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 					c.sc.srcs[q] = c.stepBuf(q, e, tiny)[:m*esz]
 					continue
 				}
-				if err := c.wait(ctx, q, e, 1); err != nil {
+				src := c.stepBuf(q, e, tiny)[:m*esz]
+				if err := c.waitData(ctx, q, e, 1, src); err != nil {
 					return err
 				}
-				c.sc.srcs[q] = c.stepBuf(q, e, tiny)[:m*esz]
+				c.sc.srcs[q] = src
 			}
 			t0 := c.copyStart(m * esz)
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs)

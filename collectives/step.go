@@ -184,7 +184,16 @@ func (c *Comm) post(e uint64, phase int) { c.ep.Post(ctr(e), stepVal(e, phase)) 
 // wait waits until peer q has posted phase of step e, and checks q's
 // descriptor the first time in the step.
 func (c *Comm) wait(ctx context.Context, q int, e uint64, phase int) error {
-	if err := c.ep.Wait(ctx, q, ctr(e), stepVal(e, phase)); err != nil {
+	return c.waitData(ctx, q, e, phase, nil)
+}
+
+// waitData is wait before reading data, q's bytes of the phase: a small
+// range (at most shm.TouchBytes) travels with the counter (WaitData).
+func (c *Comm) waitData(ctx context.Context, q int, e uint64, phase int, data []byte) error {
+	if len(data) > shm.TouchBytes {
+		data = nil
+	}
+	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, phase), data); err != nil {
 		return c.fail(err)
 	}
 	if c.checked[q] != e {

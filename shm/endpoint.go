@@ -106,6 +106,7 @@ type Endpoint struct {
 	minSpin           int64               // floor of spinBudget
 	sleepFor          time.Duration       // bound of one futex sleep (checkEvery)
 	sleepTimeouts     atomic.Int64        // futex sleeps that timed out (tests: lost wakeups)
+	touched           byte                // WaitData's sum of touched bytes
 	posts             [NumCounters]uint32 // posts per counter (checkPosts)
 	checkEvery        time.Duration
 	yield             func()
@@ -284,10 +285,47 @@ func (e *Endpoint) Wait(ctx context.Context, peer, c int, v uint64) error {
 	if w.Load() >= v && e.abortWord().Load() == 0 {
 		return nil
 	}
-	return e.waitSlow(ctx, peer, c, w, v)
+	return e.waitSlow(ctx, peer, c, w, v, nil)
 }
 
-func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, v uint64) error {
+// WaitData is Wait for a post after which the caller reads data, a small
+// range of peer's memory (at most TouchBytes are used). While it spins it
+// keeps loading data's cache lines, so that when peer writes them and
+// posts, they travel together with the counter's line instead of after it
+// (np=2, vCPUs on different dies, allreduce of 256 B: 0.63 -> 0.57 µs).
+// The loads only move lines; the caller reads data after WaitData returns.
+// Between processes only: goroutine ranks wait as Wait does.
+func (e *Endpoint) WaitData(ctx context.Context, peer, c int, v uint64, data []byte) error {
+	if e.base == nil {
+		return ErrClosed
+	}
+	w := e.counter(peer, c)
+	if w.Load() >= v && e.abortWord().Load() == 0 {
+		return nil
+	}
+	if e.park != nil {
+		// Goroutine ranks: the arena is Go memory, where loads before the
+		// acquire would be data races.
+		data = nil
+	}
+	return e.waitSlow(ctx, peer, c, w, v, data[:min(len(data), TouchBytes)])
+}
+
+// TouchBytes is the most of its data that WaitData keeps in flight: more
+// lines held by the waiter slow down the poster's stores to them.
+const TouchBytes = 256
+
+// touch loads one byte of every cache line of b and keeps their sum, so
+// that the loads are not optimized away.
+func (e *Endpoint) touch(b []byte) {
+	s := e.touched
+	for i := 0; i < len(b); i += 64 {
+		s += b[i]
+	}
+	e.touched = s
+}
+
+func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, v uint64, data []byte) error {
 	aw := e.abortWord()
 	if aw.Load() != 0 {
 		return e.Err()
@@ -300,6 +338,7 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 			if w.Load() >= v {
 				return e.doneErr()
 			}
+			e.touch(data)
 		}
 	}
 	done := ctx.Done()
@@ -334,6 +373,7 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 	if budget > 0 {
 		for i := 1; ; i++ {
 			pause()
+			e.touch(data)
 			if w.Load() >= v {
 				if !e.fixedSpin {
 					if t := nanotime() - start; t > budget/2 && budget < int64(e.spinFor) {
