@@ -42,8 +42,13 @@ func (c *Comm) bindOp(op Op) error {
 
 // pick chooses the algorithm for the current call and runs it.
 func (c *Comm) pick(ctx context.Context, bytes int) error {
-	if err := ctx.Err(); err != nil {
-		return c.fail(err)
+	if done := ctx.Done(); done != nil {
+		// Not ctx.Err(), which takes a lock in a cancelable context.
+		select {
+		case <-done:
+			return c.fail(ctx.Err())
+		default:
+		}
 	}
 	a, err := c.choose(c.cur.coll, bytes, c.cur.red.user == nil || c.cur.red.comm)
 	if err != nil {

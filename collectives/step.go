@@ -103,29 +103,39 @@ const (
 	tinyBytes = shm.InlineBytes - 8
 )
 
+// encodeDesc writes the descriptor of step e into c.desc. The call's
+// fields and its hash are written once per call, and the hash of the
+// fields other than the call number once per change of them: a run of
+// like calls pays one multiply for its hash.
 func (c *Comm) encodeDesc(e uint64) {
-	a := &c.cur
 	d := c.desc[:]
 	le := binary.LittleEndian
-	le.PutUint64(d[dSeq:], c.seq)
-	le.PutUint64(d[dStep:], e)
-	d[dColl], d[dAlg], d[dType], d[dType+1] = byte(a.coll), byte(a.alg), byte(a.typ), 0
-	le.PutUint32(d[dRoot:], uint32(int32(a.root)))
-	le.PutUint64(d[dCount:], uint64(a.count))
-	le.PutUint64(d[dOp:], a.opID)
-	le.PutUint64(d[dAux:], a.aux)
 	if c.hashSeq != c.seq {
+		a := &c.cur
+		le.PutUint64(d[dSeq:], c.seq)
+		d[dColl], d[dAlg], d[dType], d[dType+1] = byte(a.coll), byte(a.alg), byte(a.typ), 0
+		le.PutUint32(d[dRoot:], uint32(int32(a.root)))
+		le.PutUint64(d[dCount:], uint64(a.count))
+		le.PutUint64(d[dOp:], a.opID)
+		le.PutUint64(d[dAux:], a.aux)
 		// The hash covers everything but the step, which the counter's
 		// value carries: a peer whose counter reached step e on this
 		// counter is at step e (it cannot begin e+2 before this rank
 		// begins e+1).
-		h := uint64(0x9e3779b97f4a7c15)
-		for _, o := range [...]int{dSeq, dColl, dCount, dOp, dAux} {
-			h = (h ^ le.Uint64(d[o:])) * 0xff51afd7ed558ccd
-			h ^= h >> 29
+		sig := [4]uint64{le.Uint64(d[dColl:]), le.Uint64(d[dCount:]), le.Uint64(d[dOp:]), le.Uint64(d[dAux:])}
+		if sig != c.sig {
+			h := uint64(0x9e3779b97f4a7c15)
+			for _, w := range sig {
+				h = (h ^ w) * 0xff51afd7ed558ccd
+				h ^= h >> 29
+			}
+			c.sig, c.sigHash = sig, h
 		}
+		h := (c.sigHash ^ c.seq) * 0xff51afd7ed558ccd
+		h ^= h >> 29
 		c.hashSeq, c.dhash = c.seq, h|1 // never 0: a zeroed line is no call
 	}
+	le.PutUint64(d[dStep:], e)
 }
 
 // begin starts the next step of the current call: it waits until every
