@@ -66,9 +66,7 @@ type Comm struct {
 	desc    [descBytes]byte
 	dhash   uint64 // hash of desc without the step, for call hashSeq
 	hashSeq uint64
-	sig     [4]uint64 // the descriptor's words other than call and step, and
-	sigHash uint64    // their hash (encodeDesc)
-	slow    int       // slow large copies in a row (copyDone)
+	slow    int // slow large copies in a row (copyDone)
 
 	half  int // bytes of a slot half
 	cur   call

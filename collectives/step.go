@@ -104,34 +104,30 @@ const (
 )
 
 // encodeDesc writes the descriptor of step e into c.desc. The call's
-// fields and its hash are written once per call, and the hash of the
-// fields other than the call number once per change of them: a run of
-// like calls pays one multiply for its hash.
+// fields and their hash are written once per call (the hash: four
+// independent multiplies and one mix with the call number).
 func (c *Comm) encodeDesc(e uint64) {
 	d := c.desc[:]
 	le := binary.LittleEndian
 	if c.hashSeq != c.seq {
 		a := &c.cur
+		// Words built from the fields, not read back from d (a load of
+		// bytes just stored piecewise waits for the stores).
+		w := [4]uint64{
+			uint64(a.coll) | uint64(a.alg)<<8 | uint64(a.typ)<<16 | uint64(uint32(int32(a.root)))<<32,
+			uint64(a.count), a.opID, a.aux,
+		}
 		le.PutUint64(d[dSeq:], c.seq)
-		d[dColl], d[dAlg], d[dType], d[dType+1] = byte(a.coll), byte(a.alg), byte(a.typ), 0
-		le.PutUint32(d[dRoot:], uint32(int32(a.root)))
-		le.PutUint64(d[dCount:], uint64(a.count))
-		le.PutUint64(d[dOp:], a.opID)
-		le.PutUint64(d[dAux:], a.aux)
+		le.PutUint64(d[dColl:], w[0])
+		le.PutUint64(d[dCount:], w[1])
+		le.PutUint64(d[dOp:], w[2])
+		le.PutUint64(d[dAux:], w[3])
 		// The hash covers everything but the step, which the counter's
 		// value carries: a peer whose counter reached step e on this
 		// counter is at step e (it cannot begin e+2 before this rank
 		// begins e+1).
-		sig := [4]uint64{le.Uint64(d[dColl:]), le.Uint64(d[dCount:]), le.Uint64(d[dOp:]), le.Uint64(d[dAux:])}
-		if sig != c.sig {
-			h := uint64(0x9e3779b97f4a7c15)
-			for _, w := range sig {
-				h = (h ^ w) * 0xff51afd7ed558ccd
-				h ^= h >> 29
-			}
-			c.sig, c.sigHash = sig, h
-		}
-		h := (c.sigHash ^ c.seq) * 0xff51afd7ed558ccd
+		h := w[0]*0x9e3779b97f4a7c15 + w[1]*0xc2b2ae3d27d4eb4f + w[2]*0x165667b19e3779f9 + w[3]*0xd6e8feb86659fd93
+		h = (h ^ c.seq) * 0xff51afd7ed558ccd
 		h ^= h >> 29
 		c.hashSeq, c.dhash = c.seq, h|1 // never 0: a zeroed line is no call
 	}
