@@ -21,6 +21,7 @@ import (
 	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
 	"github.com/shmcoll/shmcoll/launch"
+	"github.com/shmcoll/shmcoll/numa"
 	"github.com/shmcoll/shmcoll/shm"
 	"github.com/shmcoll/shmcoll/simd"
 )
@@ -354,6 +355,10 @@ type tuneJob struct {
 	np      int
 	over    bool
 	results []benchfmt.Result
+	// probes: the placement probe (one-way cache-line handoff between
+	// the first two CPUs, ns; 0: not measured) before and after the job.
+	// The best algorithm can depend on it: vCPUs that share an L3 or not.
+	probes [2]float64
 }
 
 // tuneLauncher runs one job per p, then writes the table and the report.
@@ -367,12 +372,16 @@ func tuneLauncher(ctx context.Context, cfg *tuneConfig, args []string, stdout, s
 	start := time.Now()
 	var jobs []tuneJob
 	code := 0
+	topo, _ := numa.Detect()
 	for _, np := range cfg.nps {
+		before, _ := placementNS(topo)
 		job, err := tuneLaunch(ctx, cfg, exe, args, np, stderr, start)
 		if err != nil {
 			fmt.Fprintf(stderr, "shmbench tune: np=%d: %v\n", np, err)
 			return 1
 		}
+		job.probes[0] = before
+		job.probes[1], _ = placementNS(topo)
 		for _, r := range job.results {
 			if r.Check != "ok" {
 				fmt.Fprintf(stderr, "shmbench tune: CHECK FAILED: np=%d %s/%s at %d B: %s (left out of the table)\n", np, r.Coll, r.Algo, r.Bytes, r.Check)
@@ -382,7 +391,7 @@ func tuneLauncher(ctx context.Context, cfg *tuneConfig, args []string, stdout, s
 		jobs = append(jobs, job)
 	}
 	fmt.Fprintf(stderr, "shmbench tune: measured in %v\n", time.Since(start).Round(time.Second))
-	tab := &collectives.Table{Header: tuneHeader(cfg, h, args, time.Since(start))}
+	tab := &collectives.Table{Header: append(tuneHeader(cfg, h, args, time.Since(start)), probeLine(jobs))}
 	var rep bytes.Buffer
 	writeReportHead(&rep, tab.Header)
 	for _, job := range jobs {
@@ -516,6 +525,15 @@ func tuneHeader(cfg *tuneConfig, h benchfmt.Header, args []string, took time.Dur
 		fmt.Sprintf("measured: p=%s, %s %s, sizes %s, %d rounds, %v per case and round; the median over rounds of each case's median; margin %g, tolerance %g, prune %g",
 			strings.Join(nps, ","), cfg.dtype, cfg.op, cfg.sizesFlag, cfg.rounds, cfg.tm.target, cfg.margin, cfg.tolerance, cfg.prune),
 	}
+}
+
+// probeLine reports the placement probes around each p's job.
+func probeLine(jobs []tuneJob) string {
+	var ps []string
+	for _, j := range jobs {
+		ps = append(ps, fmt.Sprintf("p=%d %.0f/%.0f", j.np, j.probes[0], j.probes[1]))
+	}
+	return "placement probe (one-way cache-line handoff in ns before/after; 0: not measured): " + strings.Join(ps, ", ")
 }
 
 func madeLine(t *collectives.Table) string {
