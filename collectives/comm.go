@@ -66,7 +66,7 @@ type Comm struct {
 	desc    [descBytes]byte
 	dhash   uint64 // hash of desc without the step, for call hashSeq
 	hashSeq uint64
-	slow    int // slow large copies in a row (copyDone)
+	slow    [2]int // slow large reads and writes in a row (judge)
 
 	half  int // bytes of a slot half
 	cur   call

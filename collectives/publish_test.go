@@ -82,7 +82,7 @@ func TestPublishAdvice(t *testing.T) {
 	check(true)
 	cs[0].advice(0).Store(0)
 	cs[1].advice(1).Store(0)
-	cs[0].slow = 0
+	cs[0].slow = [2]int{}
 	// Two slow copies in a row (a zero start time is "not timed", so use
 	// a start long ago) advise; a fast one in between resets the count.
 	c := cs[0]
@@ -98,6 +98,15 @@ func TestPublishAdvice(t *testing.T) {
 	c.copyDone(observeBytes, 1)
 	if !c.advisedNT() || c.advice(0).Load() != c.seq+ntCalls {
 		t.Fatalf("two slow copies in a row: advice %d at call %d", c.advice(0).Load(), c.seq)
+	}
+	// Reads and writes are counted apart: a fast write between two slow
+	// reads does not reset the reads' count.
+	c.advice(0).Store(0)
+	c.copyDone(observeBytes, 1)
+	c.judge(&c.slow[1], observeBytes, clock.Nanotime())
+	c.copyDone(observeBytes, 1)
+	if !c.advisedNT() {
+		t.Fatal("a fast write reset the count of slow reads")
 	}
 }
 
