@@ -93,8 +93,15 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 				a.red.reduce3(out, span(in, esz, c.sc.uoff[c.rank], c.sc.uoff[c.rank]+rhi), peer(0, rhi))
 				break
 			}
+			// The peers read these blocks next: non-temporally when they
+			// ask for it, as publish does.
+			stream := (rhi-rlo)*esz >= pipelineBytes/8 && c.advisedNT()
 			c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
-				a.red.reduce3(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
+				if stream {
+					a.red.reduce3Stream(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
+				} else {
+					a.red.reduce3(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
+				}
 			})
 		case rd.Op == circulant.OpReduce:
 			if k == last && out != nil {

@@ -150,6 +150,19 @@ func (r *reducer) reduce3(dst, a, b []byte) {
 	r.user(dst, b)
 }
 
+// reduce3Stream is reduce3 storing dst non-temporally (simd's
+// Reduce3Stream), for a result that other ranks read next.
+func (r *reducer) reduce3Stream(dst, a, b []byte) {
+	if len(dst) == 0 {
+		return
+	}
+	if r.k != nil {
+		r.k.Reduce3Stream(dst, a, b)
+		return
+	}
+	r.reduce3(dst, a, b)
+}
+
 // reduceK computes dst = ((s0 op s1) op s2) ... left to right; dst must not
 // overlap srcs[1:].
 func (r *reducer) reduceK(dst []byte, srcs [][]byte) {

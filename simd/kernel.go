@@ -163,7 +163,7 @@ func (k *Kernel) Reduce(dst, src []byte) {
 	k.checkSize("Reduce", len(dst))
 	var p [maxK][]byte
 	p[0], p[1] = dst, src
-	k.pass(dst, &p, 2)
+	k.pass(dst, &p, 2, NonTemporalThreshold)
 }
 
 // Reduce3 computes dst = a op b, element by element. dst may be a or b exactly (the
@@ -174,7 +174,20 @@ func (k *Kernel) Reduce3(dst, a, b []byte) {
 	k.checkSize("Reduce3", len(dst))
 	var p [maxK][]byte
 	p[0], p[1] = a, b
-	k.pass(dst, &p, 2)
+	k.pass(dst, &p, 2, NonTemporalThreshold)
+}
+
+// Reduce3Stream is Reduce3 with non-temporal stores to dst at any size
+// (where the kernel has them and dst is neither a nor b): for a result
+// that another core reads next, from a core whose modified lines that
+// core reads slowly (vCPUs on different dies).
+func (k *Kernel) Reduce3Stream(dst, a, b []byte) {
+	k.check("Reduce3Stream", len(dst), len(a))
+	k.check("Reduce3Stream", len(dst), len(b))
+	k.checkSize("Reduce3Stream", len(dst))
+	var p [maxK][]byte
+	p[0], p[1] = a, b
+	k.pass(dst, &p, 2, 0)
 }
 
 // ReduceK computes dst = ((s0 op s1) op s2) ... op s(k-1), k = len(srcs) >= 1, left to
@@ -195,11 +208,11 @@ func (k *Kernel) ReduceK(dst []byte, srcs [][]byte) {
 	}
 	var p [maxK][]byte
 	m := copy(p[:], srcs)
-	k.pass(dst, &p, m)
+	k.pass(dst, &p, m, NonTemporalThreshold)
 	for rest := srcs[m:]; len(rest) > 0; {
 		p[0] = dst
 		c := copy(p[1:], rest)
-		k.pass(dst, &p, c+1)
+		k.pass(dst, &p, c+1, NonTemporalThreshold)
 		rest = rest[c:]
 	}
 }
@@ -216,8 +229,9 @@ type asmKernel struct {
 	gran int
 }
 
-// pass computes dst = p[0] op ... op p[m-1], all of len(dst) bytes, 1 <= m <= maxK.
-func (k *Kernel) pass(dst []byte, p *[maxK][]byte, m int) {
+// pass computes dst = p[0] op ... op p[m-1], all of len(dst) bytes, 1 <= m <= maxK,
+// with non-temporal stores from nt bytes.
+func (k *Kernel) pass(dst []byte, p *[maxK][]byte, m, nt int) {
 	if m == 1 {
 		copy(dst, p[0])
 		return
@@ -226,7 +240,7 @@ func (k *Kernel) pass(dst []byte, p *[maxK][]byte, m int) {
 	lo, hi := 0, 0 // the part the vector function does
 	if k.asm != 0 && n >= k.gran {
 		id := k.asm
-		if k.nt != 0 && n >= NonTemporalThreshold && !aliased(dst, p, m) {
+		if k.nt != 0 && n >= nt && !aliased(dst, p, m) {
 			// align dst for the streaming stores; the head goes to the pure-Go loop
 			if head := int(-uintptrOf(dst)) & (k.gran - 1); head%k.t.Size() == 0 {
 				lo, id = head, k.nt
