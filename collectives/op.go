@@ -153,10 +153,7 @@ func (r *reducer) reduce3(dst, a, b []byte) {
 // reduce3Stream is reduce3 storing dst non-temporally (simd's
 // Reduce3Stream), for a result that other ranks read next.
 func (r *reducer) reduce3Stream(dst, a, b []byte) {
-	if len(dst) == 0 {
-		return
-	}
-	if r.k != nil {
+	if r.k != nil && len(dst) > 0 {
 		r.k.Reduce3Stream(dst, a, b)
 		return
 	}

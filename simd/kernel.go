@@ -168,26 +168,22 @@ func (k *Kernel) Reduce(dst, src []byte) {
 
 // Reduce3 computes dst = a op b, element by element. dst may be a or b exactly (the
 // same memory), but must not overlap them otherwise.
-func (k *Kernel) Reduce3(dst, a, b []byte) {
-	k.check("Reduce3", len(dst), len(a))
-	k.check("Reduce3", len(dst), len(b))
-	k.checkSize("Reduce3", len(dst))
-	var p [maxK][]byte
-	p[0], p[1] = a, b
-	k.pass(dst, &p, 2, NonTemporalThreshold)
-}
+func (k *Kernel) Reduce3(dst, a, b []byte) { k.reduce3("Reduce3", dst, a, b, NonTemporalThreshold) }
 
 // Reduce3Stream is Reduce3 with non-temporal stores to dst at any size
 // (where the kernel has them and dst is neither a nor b): for a result
 // that another core reads next, from a core whose modified lines that
 // core reads slowly (vCPUs on different dies).
-func (k *Kernel) Reduce3Stream(dst, a, b []byte) {
-	k.check("Reduce3Stream", len(dst), len(a))
-	k.check("Reduce3Stream", len(dst), len(b))
-	k.checkSize("Reduce3Stream", len(dst))
+func (k *Kernel) Reduce3Stream(dst, a, b []byte) { k.reduce3("Reduce3Stream", dst, a, b, 0) }
+
+// reduce3 is Reduce3 with non-temporal stores from nt bytes.
+func (k *Kernel) reduce3(what string, dst, a, b []byte, nt int) {
+	k.check(what, len(dst), len(a))
+	k.check(what, len(dst), len(b))
+	k.checkSize(what, len(dst))
 	var p [maxK][]byte
 	p[0], p[1] = a, b
-	k.pass(dst, &p, 2, 0)
+	k.pass(dst, &p, 2, nt)
 }
 
 // ReduceK computes dst = ((s0 op s1) op s2) ... op s(k-1), k = len(srcs) >= 1, left to
