@@ -201,15 +201,14 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 		n := a.counts[c.rank]
 		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
 		mine := span(a.recv, esz, own+lo, own+hi)
+		src := mine
 		if a.send != nil {
-			src := span(a.send, esz, lo, hi)
-			c.publish(c.stepBuf(c.rank, e, tiny), src)
-			c.post(e, 1)
-			// The own piece, while it is in cache and the peers read.
-			copy(mine, src)
-		} else {
-			c.publish(c.stepBuf(c.rank, e, tiny), mine)
-			c.post(e, 1)
+			src = span(a.send, esz, lo, hi)
+		}
+		c.publish(c.stepBuf(c.rank, e, tiny), src)
+		c.post(e, 1)
+		if a.send != nil {
+			copy(mine, src) // the own piece, while it is in cache and the peers read
 		}
 		for i := 1; i < p; i++ {
 			q := (c.rank + i) % p
@@ -466,13 +465,15 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 // reader then reads memory) halve that. When they sit on different dies,
 // the same reads crawl (pipelined bcast at 1 MiB: 140 µs) and
 // non-temporal stores win (44 µs). So readers time their large reads of
-// regular stores, and writers time their regular stores; two copies in a
-// row slower than slowRead (7-9 bytes/ns against 25-57 when all is well;
-// the slow side need not be the same for both ranks) advise non-temporal
-// stores for the next ntCalls calls, through a word in the rank's
-// descriptor area that every writer checks before a large publish; then
-// regular stores are tried again. Ranks that share CPUs (oversubscribed processes) always
-// store regularly: the reader most likely runs on the writer's CPU.
+// regular stores, and writers time their regular stores; two reads or two
+// writes in a row (counted apart, see judge) slower than slowRead (7-9
+// bytes/ns against 25-57 when all is well; the slow side need not be the
+// same for both ranks) advise non-temporal stores for the next ntCalls
+// calls, through a word in the rank's descriptor area that every writer
+// checks before a large publish (and the circulant allreduce before the
+// reduction its peers read next); then regular stores are tried again.
+// Ranks that share CPUs (oversubscribed processes) always store regularly:
+// the reader most likely runs on the writer's CPU.
 const (
 	pipelineBytes     = 256 << 10
 	allgatherSegBytes = 512 << 10

@@ -279,14 +279,7 @@ func (e *Endpoint) wake(r, c int, w *atomic.Uint64) {
 // aborted), or when ctx ends (ctx's error, wrapped; the arena is not
 // aborted: the caller decides).
 func (e *Endpoint) Wait(ctx context.Context, peer, c int, v uint64) error {
-	if e.base == nil {
-		return ErrClosed
-	}
-	w := e.counter(peer, c)
-	if w.Load() >= v && e.abortWord().Load() == 0 {
-		return nil
-	}
-	return e.waitSlow(ctx, peer, c, w, v, nil)
+	return e.WaitData(ctx, peer, c, v, nil)
 }
 
 // WaitData is Wait for a post after which the caller reads data, a small
