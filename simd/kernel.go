@@ -43,6 +43,7 @@ type Kernel struct {
 	asm  int  // vector function id (see callAsm), 0 for none
 	nt   int  // its variant with non-temporal stores (dst aligned to gran), 0 for none
 	gran int  // bytes the vector function handles per step (a power of two)
+	mask int  // element size - 1 when it is a power of two (checkSize), else -1
 }
 
 const (
@@ -104,7 +105,10 @@ func chooseImpl(s string) impl {
 func Impl() string { return implNames[current] }
 
 func newKernel(i impl, t Type, op Op) Kernel {
-	k := Kernel{t: t, op: op, impl: i}
+	k := Kernel{t: t, op: op, impl: i, mask: -1}
+	if sz := t.Size(); sz&(sz-1) == 0 {
+		k.mask = sz - 1
+	}
 	switch t {
 	case BFloat16T:
 		k.half = halfBF16
@@ -152,6 +156,9 @@ func (k *Kernel) check(what string, n int, other int) {
 }
 
 func (k *Kernel) checkSize(what string, n int) {
+	if k.mask >= 0 && n&k.mask == 0 {
+		return // no division for the power-of-two sizes
+	}
 	if n%k.t.Size() != 0 {
 		panic(fmt.Sprintf("simd: %v %v %s: %d bytes is not a multiple of the element size %d", k.op, k.t, what, n, k.t.Size()))
 	}
@@ -161,6 +168,10 @@ func (k *Kernel) checkSize(what string, n int) {
 func (k *Kernel) Reduce(dst, src []byte) {
 	k.check("Reduce", len(dst), len(src))
 	k.checkSize("Reduce", len(dst))
+	if len(dst) < k.gran && k.half == 0 {
+		k.gen(dst, dst, src) // shorter than one vector step (see ReduceK)
+		return
+	}
 	var p [maxK][]byte
 	p[0], p[1] = dst, src
 	k.pass(dst, &p, 2, NonTemporalThreshold)
@@ -181,6 +192,10 @@ func (k *Kernel) reduce3(what string, dst, a, b []byte, nt int) {
 	k.check(what, len(dst), len(a))
 	k.check(what, len(dst), len(b))
 	k.checkSize(what, len(dst))
+	if len(dst) < k.gran && k.half == 0 {
+		k.gen(dst, a, b) // shorter than one vector step (see ReduceK)
+		return
+	}
 	var p [maxK][]byte
 	p[0], p[1] = a, b
 	k.pass(dst, &p, 2, nt)
@@ -202,8 +217,20 @@ func (k *Kernel) ReduceK(dst []byte, srcs [][]byte) {
 	for _, s := range srcs {
 		k.check("ReduceK", len(dst), len(s))
 	}
+	if len(dst) < k.gran && k.half == 0 && len(srcs) > 1 {
+		// Shorter than one vector step: the pure-Go loop straight away,
+		// without the sources' array (float64 sum of 8 B: 14.7 -> 7.7 ns).
+		k.gen(dst, srcs[0], srcs[1])
+		for _, s := range srcs[2:] {
+			k.gen(dst, dst, s)
+		}
+		return
+	}
 	var p [maxK][]byte
-	m := copy(p[:], srcs)
+	m := min(len(srcs), maxK)
+	for j, s := range srcs[:m] {
+		p[j] = s
+	}
 	k.pass(dst, &p, m, NonTemporalThreshold)
 	for rest := srcs[m:]; len(rest) > 0; {
 		p[0] = dst
