@@ -227,10 +227,7 @@ func (k *Kernel) ReduceK(dst []byte, srcs [][]byte) {
 		return
 	}
 	var p [maxK][]byte
-	m := min(len(srcs), maxK)
-	for j, s := range srcs[:m] {
-		p[j] = s
-	}
+	m := copy(p[:], srcs)
 	k.pass(dst, &p, m, NonTemporalThreshold)
 	for rest := srcs[m:]; len(rest) > 0; {
 		p[0] = dst
