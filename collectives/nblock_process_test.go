@@ -3,10 +3,6 @@ package collectives
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/shmcoll/shmcoll/shm"
@@ -30,35 +26,7 @@ func TestPipelinedProcesses(t *testing.T) {
 	}
 	for _, alg := range algs {
 		for _, p := range ps {
-			t.Run(fmt.Sprintf("alg=%v/p=%d", alg, p), func(t *testing.T) { runProcesses(t, alg, p) })
+			t.Run(fmt.Sprintf("alg=%v/p=%d", alg, p), func(t *testing.T) { runChildren(t, p, alg.String()) })
 		}
-	}
-}
-
-// runProcesses runs TestProcessChild as p processes of one arena with
-// alg pinned.
-func runProcesses(t *testing.T, alg Algorithm, p int) {
-	name := shm.NewName()
-	out := make([][]byte, p)
-	errs := make([]error, p)
-	var wg sync.WaitGroup
-	for r := range p {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestProcessChild$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(),
-			shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p),
-			shm.EnvArena+"="+name, "SHMCOLL_TEST_ALG="+alg.String())
-		wg.Go(func() { out[r], errs[r] = cmd.CombinedOutput() })
-	}
-	wg.Wait()
-	for r := range p {
-		if errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: TestProcessChild") {
-			t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
-		}
-	}
-	// The arena is unlinked once every rank attached (other jobs' segments
-	// may be in /dev/shm meanwhile: look for this one only).
-	seg := fmt.Sprintf("/dev/shm/shmcoll.%d.%s", os.Getuid(), name)
-	if _, err := os.Stat(seg); err == nil {
-		t.Errorf("%s left in /dev/shm", seg)
 	}
 }

@@ -36,20 +36,28 @@ func TestProcesses(t *testing.T) {
 }
 
 // runChildren runs p ranks of TestProcessChild with the given algorithm
-// (or "stress") and environment, and fails if one fails or the arena's
-// segment is left behind.
+// (or "stress") and environment.
 func runChildren(t *testing.T, p int, alg string, env ...string) {
+	t.Helper()
+	runRanks(t, "TestProcessChild", p, func(int) []string {
+		return append([]string{"SHMCOLL_TEST_ALG=" + alg}, env...)
+	})
+}
+
+// runRanks runs p ranks of the test function child as processes of one
+// arena, rank r with env(r) added to the environment, and fails if one
+// fails or the arena's segment is left behind.
+func runRanks(t *testing.T, child string, p int, env func(r int) []string) {
 	t.Helper()
 	name := shm.NewName()
 	out := make([][]byte, p)
 	errs := make([]error, p)
 	var wg sync.WaitGroup
 	for r := range p {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestProcessChild$", "-test.count=1", "-test.v")
+		cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1", "-test.v")
 		cmd.Env = append(os.Environ(),
-			shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p),
-			shm.EnvArena+"="+name, "SHMCOLL_TEST_ALG="+alg)
-		cmd.Env = append(cmd.Env, env...)
+			shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p), shm.EnvArena+"="+name)
+		cmd.Env = append(cmd.Env, env(r)...)
 		wg.Go(func() { out[r], errs[r] = cmd.CombinedOutput() })
 	}
 	wg.Wait()
@@ -59,7 +67,7 @@ func runChildren(t *testing.T, p int, alg string, env ...string) {
 		}
 	}
 	for r := range p {
-		if errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: TestProcessChild") {
+		if errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: "+child) {
 			t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
 		}
 	}

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/shmcoll/shmcoll/shm"
@@ -29,31 +26,12 @@ func TestTableMismatchProcesses(t *testing.T) {
 		}
 	}
 	const p = 3
-	name := shm.NewName()
-	out := make([][]byte, p)
-	errs := make([]error, p)
-	var wg sync.WaitGroup
-	for r := range p {
-		file := a
+	runRanks(t, "TestTableMismatchChild", p, func(r int) []string {
 		if r == p-1 {
-			file = b
+			return []string{TuneFileEnv + "=" + b}
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestTableMismatchChild$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p),
-			shm.EnvArena+"="+name, TuneFileEnv+"="+file)
-		wg.Go(func() { out[r], errs[r] = cmd.CombinedOutput() })
-	}
-	wg.Wait()
-	for r := range p {
-		if errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: TestTableMismatchChild") {
-			t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
-		}
-	}
-	if path, _ := shm.SegmentPath(name); path != "" {
-		if _, err := os.Stat(path); err == nil {
-			t.Errorf("segment %s left behind", path)
-		}
-	}
+		return []string{TuneFileEnv + "=" + a}
+	})
 }
 
 // TestTableMismatchChild is one rank of TestTableMismatchProcesses.
