@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/shmcoll/shmcoll/simd"
 )
 
 // flatAlltoall (alltoall and alltoallv): in each step every rank writes
@@ -70,7 +72,7 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 			le.PutUint64(h[16*j:], uint64(pre[j]))
 			le.PutUint64(h[16*j+8:], uint64(n))
 			if j != c.rank {
-				copy(h[hdr+pre[j]*esz:], span(in, esz, uoff[j], uoff[j]+n))
+				simd.Copy(h[hdr+pre[j]*esz:], span(in, esz, uoff[j], uoff[j]+n))
 			}
 		}
 		// Own block: straight from the input (the same memory in place).
@@ -86,7 +88,7 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 				if myN != hi-lo {
 					return c.mismatch(fmt.Sprintf("rank %d sends %d elements to itself but receives %d", c.rank, a.counts[c.rank], rn))
 				}
-				copy(dst, span(in, esz, myLo, myLo+myN))
+				simd.Copy(dst, span(in, esz, myLo, myLo+myN))
 				continue
 			}
 			if err := c.wait(ctx, q, e, 1); err != nil {
@@ -97,7 +99,7 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 			if n != hi-lo || hdr+(off+n)*esz > len(qh) {
 				return c.mismatch(fmt.Sprintf("rank %d expects %d elements from rank %d, which sends a different number", c.rank, rn, q))
 			}
-			copy(dst, qh[hdr+off*esz:hdr+(off+n)*esz])
+			simd.Copy(dst, qh[hdr+off*esz:hdr+(off+n)*esz])
 		}
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)

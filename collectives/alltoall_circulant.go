@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/shmcoll/shmcoll/circulant"
+	"github.com/shmcoll/shmcoll/simd"
 )
 
 // circAlltoall is Träff's alltoall by concatenation (000, section 4): the
@@ -55,11 +56,11 @@ func (c *Comm) circAlltoall(ctx context.Context) error {
 		}
 		for j := 1; j < p; j++ {
 			dst := (c.rank + j) % p
-			copy(buf(c.rank, 0, j), span(in, esz, dst*n+lo, dst*n+hi))
+			simd.Copy(buf(c.rank, 0, j), span(in, esz, dst*n+lo, dst*n+hi))
 			c.where[j] = 0
 		}
 		// Own block: straight to recv (the same memory in place).
-		copy(span(a.recv, esz, c.rank*n+lo, c.rank*n+hi), span(in, esz, c.rank*n+lo, c.rank*n+hi))
+		simd.Copy(span(a.recv, esz, c.rank*n+lo, c.rank*n+hi), span(in, esz, c.rank*n+lo, c.rank*n+hi))
 		for r := range pl.Rounds {
 			rd := &pl.Rounds[r]
 			c.post(e, 2*r+1)
@@ -73,7 +74,7 @@ func (c *Comm) circAlltoall(ctx context.Context) error {
 			}
 			for _, j := range rd.Positions {
 				b := c.where[j]
-				copy(buf(c.rank, 1-b, j), buf(rd.From, b, j))
+				simd.Copy(buf(c.rank, 1-b, j), buf(rd.From, b, j))
 				c.where[j] = 1 - b
 			}
 			c.post(e, 2*r+2)
@@ -83,7 +84,7 @@ func (c *Comm) circAlltoall(ctx context.Context) error {
 		}
 		for j := 1; j < p; j++ {
 			src := (c.rank - j + p) % p
-			copy(span(a.recv, esz, src*n+lo, src*n+hi), buf(c.rank, c.where[j], j))
+			simd.Copy(span(a.recv, esz, src*n+lo, src*n+hi), buf(c.rank, c.where[j], j))
 		}
 		a.fully = true
 		c.end(e)

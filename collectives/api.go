@@ -174,7 +174,7 @@ func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv
 	c.cur.send, c.cur.recv, c.cur.count = s, r, n
 	c.regular(n)
 	if c.size == 1 {
-		copy(r, s)
+		simd.Copy(r, s)
 		return nil
 	}
 	return c.pick(ctx, len(s))
@@ -211,7 +211,7 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 	}
 	c.cur.send, c.cur.recv, c.cur.count = s, r, total
 	if c.size == 1 {
-		copy(r, s)
+		simd.Copy(r, s)
 		return nil
 	}
 	return c.pick(ctx, len(s))
@@ -299,7 +299,7 @@ func (c *Comm) ownBlock() {
 	a := &c.cur
 	if a.send != nil {
 		d := a.displs[c.rank] * a.esz
-		copy(a.recv[d:d+a.counts[c.rank]*a.esz], a.send)
+		simd.Copy(a.recv[d:d+a.counts[c.rank]*a.esz], a.send)
 	}
 }
 
@@ -380,7 +380,7 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
 	if c.size == 1 {
 		if s != nil {
-			copy(r, s)
+			simd.Copy(r, s)
 		}
 		return nil
 	}
@@ -411,7 +411,7 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 			return c.bad("send and receive buffers overlap")
 		}
 		if r != nil {
-			copy(r, s[root*n*c.cur.esz:(root+1)*n*c.cur.esz])
+			simd.Copy(r, s[root*n*c.cur.esz:(root+1)*n*c.cur.esz])
 		}
 	} else {
 		s = nil
@@ -447,7 +447,7 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 			return c.bad("send and receive buffers overlap")
 		}
 		if s != nil {
-			copy(r[root*n*c.cur.esz:], s)
+			simd.Copy(r[root*n*c.cur.esz:], s)
 		}
 	} else {
 		if s == nil {
@@ -497,7 +497,7 @@ func elementwise[T simd.Element](ctx context.Context, c *Comm, coll Collective, 
 	c.cur.send, c.cur.recv, c.cur.count = s, r, len(recv)
 	if c.size == 1 {
 		if s != nil && coll != CollExscan {
-			copy(r, s)
+			simd.Copy(r, s)
 		}
 		return nil
 	}
@@ -540,7 +540,7 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 	a.rcounts, a.rdispls = a.counts, a.displs
 	if c.size == 1 {
 		if s != nil {
-			copy(r, s)
+			simd.Copy(r, s)
 		}
 		return nil
 	}
@@ -571,7 +571,7 @@ func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, 
 		if a.counts[0] != a.rcounts[0] {
 			return c.bad("sends %d elements to itself, receives %d", a.counts[0], a.rcounts[0])
 		}
-		copy(r[a.rdispls[0]*a.esz:(a.rdispls[0]+a.rcounts[0])*a.esz], s[a.displs[0]*a.esz:])
+		simd.Copy(r[a.rdispls[0]*a.esz:(a.rdispls[0]+a.rcounts[0])*a.esz], s[a.displs[0]*a.esz:])
 		return nil
 	}
 	return c.pick(ctx, len(r))

@@ -1,6 +1,10 @@
 package collectives
 
-import "context"
+import (
+	"context"
+
+	"github.com/shmcoll/shmcoll/simd"
+)
 
 // Bruck's concatenation allgather (the latency-optimized allgather of 001
 // for any p), on read schedules (see rabenseifner_schedule.go). Rank r's
@@ -66,7 +70,7 @@ func (c *Comm) bruckAllreduce(ctx context.Context) error {
 			return err
 		}
 		h := c.slotHalf(r, e)
-		copy(h[:m*esz], span(in, esz, base, base+m))
+		simd.Copy(h[:m*esz], span(in, esz, base, base+m))
 		c.post(e, 1)
 		pre := c.sc.pre
 		evenSplit(pre, p, m)
@@ -91,7 +95,7 @@ func (c *Comm) bruckAllreduce(ctx context.Context) error {
 			c.sc.uoff[j] = base + pre[j]
 		}
 		c.eachRun(0, p, func(rot, user, n int) {
-			copy(span(a.recv, esz, user, user+n), span(h, esz, M+rot, M+rot+n))
+			simd.Copy(span(a.recv, esz, user, user+n), span(h, esz, M+rot, M+rot+n))
 		})
 		c.end(e)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/shmcoll/shmcoll/circulant"
+	"github.com/shmcoll/shmcoll/simd"
 )
 
 // The circulant algorithms of Träff (000): reduce-scatter (Algorithm 1),
@@ -96,6 +97,9 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 			// The peers read these blocks next: non-temporally when they
 			// ask for it, as publish does.
 			stream := (rhi-rlo)*esz >= pipelineBytes/8 && c.advisedNT()
+			// This reduction reads what the peer just wrote: it is what
+			// crawls when the vCPUs sit on different dies, so it is timed.
+			t0 := c.copyStart((rhi - rlo) * esz)
 			c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
 				if stream {
 					a.red.reduce3Stream(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
@@ -103,6 +107,7 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 					a.red.reduce3(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
 				}
 			})
+			c.reduceDone((rhi-rlo)*esz, t0)
 		case rd.Op == circulant.OpReduce:
 			if k == last && out != nil {
 				a.red.reduce3(out, span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
@@ -111,12 +116,10 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 			a.red.reduce(span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
 		case k == last && out != nil:
 			c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
-				t0 := c.copyStart(n * esz)
-				copy(span(out, esz, user, user+n), peer(rot, n))
-				c.copyDone(n*esz, t0)
+				simd.Copy(span(out, esz, user, user+n), peer(rot, n))
 			})
 		default:
-			copy(span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
+			simd.Copy(span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
 		}
 	}
 	return nil
@@ -135,7 +138,7 @@ func (c *Comm) copyIn(h, u []byte, i, i2 int) {
 func (c *Comm) copyOut(u, h []byte, i, i2 int) {
 	esz := c.cur.esz
 	c.eachRun(i, i2, func(rot, user, n int) {
-		copy(span(u, esz, user, user+n), span(h, esz, rot, rot+n))
+		simd.Copy(span(u, esz, user, user+n), span(h, esz, rot, rot+n))
 	})
 }
 
@@ -309,7 +312,7 @@ func (c *Comm) circBcast(ctx context.Context) error {
 		seg := span(a.recv, esz, base, base+m)
 		h := c.slotHalf(c.rank, e)
 		if i == 0 {
-			copy(h, seg)
+			simd.Copy(h, seg)
 			c.post(e, 2)
 		} else {
 			c.post(e, 1)
@@ -319,11 +322,11 @@ func (c *Comm) circBcast(ctx context.Context) error {
 				return err
 			}
 			src := c.slotHalf(q, e)[:m*esz]
-			copy(seg, src)
+			simd.Copy(seg, src)
 			c.last.Received++
 			c.last.Rounds++
 			if forwards {
-				copy(h, src)
+				simd.Copy(h, src)
 				c.post(e, 2)
 			}
 		}
@@ -382,7 +385,7 @@ func (c *Comm) circReduce(ctx context.Context) error {
 		}
 		if i != 0 {
 			if nchild == 0 {
-				copy(h, x)
+				simd.Copy(h, x)
 			}
 			c.post(e, 2)
 			c.last.Sent++

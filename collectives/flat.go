@@ -94,7 +94,7 @@ func (c *Comm) flatAllreduce(ctx context.Context) error {
 			return err
 		}
 		h := c.slotHalf(c.rank, e)
-		copy(h, span(in, esz, base, base+m))
+		simd.Copy(h, span(in, esz, base, base+m))
 		c.post(e, 1)
 		pre := c.sc.pre
 		evenSplit(pre, p, m)
@@ -123,7 +123,7 @@ func (c *Comm) flatAllreduce(ctx context.Context) error {
 					}
 				}
 				n := pre[q+1] - pre[q]
-				copy(span(a.recv, esz, base+pre[q], base+pre[q]+n), c.slotHalf(q, e)[res:res+n*esz])
+				simd.Copy(span(a.recv, esz, base+pre[q], base+pre[q]+n), c.slotHalf(q, e)[res:res+n*esz])
 			}
 			c.last.Received += uint64(p - 1)
 			a.fully = true
@@ -150,7 +150,7 @@ func (c *Comm) flatReduceScatter(ctx context.Context) error {
 		tiny := S == 1 && pre[p]*esz <= tinyBytes
 		h := c.stepBuf(c.rank, e, tiny)
 		for j := range p {
-			copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+			simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
 		}
 		c.post(e, 1)
 		for q := range p {
@@ -208,7 +208,7 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 		c.publish(c.stepBuf(c.rank, e, tiny), src)
 		c.post(e, 1)
 		if a.send != nil {
-			copy(mine, src) // the own piece, while it is in cache and the peers read
+			simd.Copy(mine, src) // the own piece, while it is in cache and the peers read
 		}
 		for i := 1; i < p; i++ {
 			q := (c.rank + i) % p
@@ -220,7 +220,7 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 			}
 			d := a.displs[q]
 			t0 := c.copyStart((hi - lo) * esz)
-			copy(span(a.recv, esz, d+lo, d+hi), src)
+			simd.Copy(span(a.recv, esz, d+lo, d+hi), src)
 			c.copyDone((hi-lo)*esz, t0)
 		}
 		c.last.Rounds++
@@ -255,7 +255,7 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 				return err
 			}
 			t0 := c.copyStart(len(seg))
-			copy(seg, src)
+			simd.Copy(seg, src)
 			c.copyDone(len(seg), t0)
 			c.last.Received++
 		}
@@ -277,7 +277,7 @@ func (c *Comm) flatGather(ctx context.Context) error {
 			return err
 		}
 		if c.rank != a.root {
-			copy(c.slotHalf(c.rank, e), span(a.send, esz, lo, hi))
+			simd.Copy(c.slotHalf(c.rank, e), span(a.send, esz, lo, hi))
 			c.post(e, 1)
 			c.last.Sent++
 		} else {
@@ -287,7 +287,7 @@ func (c *Comm) flatGather(ctx context.Context) error {
 				if err := c.wait(ctx, q, e, 1); err != nil {
 					return err
 				}
-				copy(span(a.recv, esz, q*n+lo, q*n+hi), c.slotHalf(q, e))
+				simd.Copy(span(a.recv, esz, q*n+lo, q*n+hi), c.slotHalf(q, e))
 			}
 			c.last.Received += uint64(p - 1)
 			a.fully = true
@@ -320,7 +320,7 @@ func (c *Comm) flatScatter(ctx context.Context) error {
 			h := c.slotHalf(c.rank, e)
 			for j := range p {
 				if j != c.rank {
-					copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+					simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
 				}
 			}
 			c.post(e, 1)
@@ -331,7 +331,7 @@ func (c *Comm) flatScatter(ctx context.Context) error {
 				return err
 			}
 			lo := pieceLo(k, S, n)
-			copy(span(a.recv, esz, lo, lo+pre[c.rank+1]-pre[c.rank]), span(c.slotHalf(a.root, e), esz, pre[c.rank], pre[c.rank+1]))
+			simd.Copy(span(a.recv, esz, lo, lo+pre[c.rank+1]-pre[c.rank]), span(c.slotHalf(a.root, e), esz, pre[c.rank], pre[c.rank+1]))
 			c.last.Received++
 		}
 		c.last.Rounds++
@@ -357,7 +357,7 @@ func (c *Comm) flatScan(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		copy(c.slotHalf(c.rank, e), span(in, esz, base, base+m))
+		simd.Copy(c.slotHalf(c.rank, e), span(in, esz, base, base+m))
 		c.post(e, 1)
 		for q := 0; q <= last; q++ {
 			if q != c.rank {
@@ -443,7 +443,7 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 			}
 			t0 := c.copyStart(m * esz)
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs)
-			c.copyDone(m*esz, t0)
+			c.reduceDone(m*esz, t0)
 			c.last.Received += uint64(p - 1)
 			c.last.Reduced += uint64(p - 1)
 			a.fully = true
@@ -461,25 +461,29 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 //
 // How the writer should store depends on where the hypervisor put the
 // vCPUs. When the two share an L3, a reader gets lines that sit modified
-// in the writer's cache at 50-57 bytes/ns, and non-temporal stores (the
+// in the writer's cache at 50-60 bytes/ns, and non-temporal stores (the
 // reader then reads memory) halve that. When they sit on different dies,
-// the same reads crawl (pipelined bcast at 1 MiB: 140 µs) and
-// non-temporal stores win (44 µs). So readers time their large reads of
-// regular stores, and writers time their regular stores; two reads or two
-// writes in a row (counted apart, see judge) slower than slowRead (7-9
-// bytes/ns against 25-57 when all is well; the slow side need not be the
-// same for both ranks) advise non-temporal stores for the next ntCalls
-// calls, through a word in the rank's descriptor area that every writer
-// checks before a large publish (and the circulant allreduce before the
-// reduction its peers read next); then regular stores are tried again.
-// Ranks that share CPUs (oversubscribed processes) always store regularly:
-// the reader most likely runs on the writer's CPU.
+// vector loads of those lines crawl (a memmove bcast at 1 MiB: 140 µs,
+// 44 µs with non-temporal stores). Copies use the string copy
+// (simd.Copy), which reads them at 25-36 bytes/ns even there, so what
+// still crawls are the reductions that read a peer's slot (5-7 bytes/ns
+// of result against about 20 on one L3). So readers time their large
+// reads (copies and those reductions), and writers time their regular
+// stores; two reads or two writes in a row (counted apart, see judge)
+// slower than slowRead (copies) or slowReduce (reductions) advise
+// non-temporal stores for the next ntCalls calls, through a word in the
+// rank's descriptor area that every writer checks before a large publish
+// (and the circulant allreduce before the reduction its peers read next);
+// then regular stores are tried again. The slow side need not be the same
+// for both ranks. Ranks that share CPUs (oversubscribed processes) always
+// store regularly: the reader most likely runs on the writer's CPU.
 const (
 	pipelineBytes     = 256 << 10
 	allgatherSegBytes = 512 << 10
 	observeBytes      = 64 << 10 // copies timed from this size
 	sampleEvery       = 8        // and smaller ones in one call out of this many
 	slowRead          = 14       // bytes/ns: below, the peers are on another die
+	slowReduce        = 10       // bytes/ns of result, for a reduction reading a peer's slot
 	ntCalls           = 64
 	adviceOff         = shm.DescriptorBytes - 8
 )
@@ -516,7 +520,7 @@ func (c *Comm) advisedNT() bool {
 // publish copies src into this rank's slot (dst) for other ranks to read.
 func (c *Comm) publish(dst, src []byte) {
 	if len(src) < pipelineBytes/8 || c.ep.Oversubscribed() {
-		copy(dst, src)
+		simd.Copy(dst, src)
 		return
 	}
 	if c.advisedNT() {
@@ -527,8 +531,8 @@ func (c *Comm) publish(dst, src []byte) {
 	if c.observed(len(src)) {
 		t0 = clock.Nanotime()
 	}
-	copy(dst, src)
-	c.judge(&c.slow[1], len(src), t0)
+	simd.Copy(dst, src)
+	c.judge(&c.slow[1], len(src), t0, slowRead)
 }
 
 // observed reports whether a copy of n bytes is timed: from observeBytes
@@ -551,7 +555,11 @@ func (c *Comm) copyStart(n int) int64 {
 
 // copyDone judges a copy of n bytes out of a peer's slot that began at
 // t0 (0: not timed).
-func (c *Comm) copyDone(n int, t0 int64) { c.judge(&c.slow[0], n, t0) }
+func (c *Comm) copyDone(n int, t0 int64) { c.judge(&c.slow[0], n, t0, slowRead) }
+
+// reduceDone is copyDone for a reduction of n bytes (the result) that
+// read a peer's slot.
+func (c *Comm) reduceDone(n int, t0 int64) { c.judge(&c.slow[0], n, t0, slowReduce) }
 
 // judge judges a timed copy: two slow ones of a kind in a row (reads, or
 // publishing writes) ask for non-temporal stores. The kinds are counted
@@ -559,11 +567,11 @@ func (c *Comm) copyDone(n int, t0 int64) { c.judge(&c.slow[0], n, t0) }
 // crawl while the writes need not, and one count that each fast write
 // reset never reached two for an allreduce that alternates them (np=2,
 // 1 MiB: 159 µs, against 107 with non-temporal stores).
-func (c *Comm) judge(slow *int, n int, t0 int64) {
+func (c *Comm) judge(slow *int, n int, t0 int64, rate int64) {
 	if t0 == 0 {
 		return
 	}
-	if d := clock.Nanotime() - t0; d <= 0 || int64(n) >= slowRead*d {
+	if d := clock.Nanotime() - t0; d <= 0 || int64(n) >= rate*d {
 		*slow = 0
 		return
 	}

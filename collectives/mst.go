@@ -1,6 +1,10 @@
 package collectives
 
-import "context"
+import (
+	"context"
+
+	"github.com/shmcoll/shmcoll/simd"
+)
 
 // The minimum-spanning-tree (MST) algorithms of the lecture notes (003),
 // on read schedules (see rabenseifner_schedule.go): the rank range is
@@ -157,7 +161,7 @@ func (c *Comm) mstScatter(ctx context.Context) error {
 		if r == a.root {
 			for j := range p {
 				if j != r {
-					copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+					simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
 				}
 			}
 		}
@@ -167,7 +171,7 @@ func (c *Comm) mstScatter(ctx context.Context) error {
 		}
 		if r != a.root {
 			lo := pieceLo(k, S, a.count)
-			copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
+			simd.Copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
 		}
 		c.end(e)
 	}
@@ -193,7 +197,7 @@ func (c *Comm) mstGather(ctx context.Context) error {
 		h := c.slotHalf(r, e)
 		if r != a.root {
 			lo := pieceLo(k, S, a.count)
-			copy(span(h, esz, pre[r], pre[r+1]), span(a.send, esz, lo, lo+pre[r+1]-pre[r]))
+			simd.Copy(span(h, esz, pre[r], pre[r+1]), span(a.send, esz, lo, lo+pre[r+1]-pre[r]))
 		}
 		c.post(e, 1)
 		var out schedOut

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/shmcoll/shmcoll/circulant"
+	"github.com/shmcoll/shmcoll/simd"
 )
 
 // The n-block algorithms of Träff (004) on the circulant graph of p ranks,
@@ -202,7 +203,7 @@ func (c *Comm) nblockBcast(ctx context.Context) error {
 		seg := span(a.recv, esz, base, base+m)
 		h := c.slotHalf(c.rank, e)
 		if c.rank == a.root {
-			copy(h, seg)
+			simd.Copy(h, seg)
 			c.post(e, R+1) // every block is there
 		} else {
 			c.post(e, 1)
@@ -224,8 +225,8 @@ func (c *Comm) nblockBcast(ctx context.Context) error {
 			}
 			lo, hi := blockSpan(0, m, n, b)
 			src := span(c.slotHalf(rd.from, e), esz, lo, hi)
-			copy(span(h, esz, lo, hi), src)
-			copy(span(seg, esz, lo, hi), src)
+			simd.Copy(span(h, esz, lo, hi), src)
+			simd.Copy(span(seg, esz, lo, hi), src)
 			c.last.Rounds++
 			c.last.Received++
 		}
@@ -275,7 +276,7 @@ func (c *Comm) nblockReduce(ctx context.Context) error {
 		// its reader in: a block nothing was reduced into is the input.
 		expose := func(b int) {
 			if !ready.has(b) {
-				copy(block(acc, b), block(x, b))
+				simd.Copy(block(acc, b), block(x, b))
 				ready.add(b)
 			}
 			c.last.Sent++
@@ -315,7 +316,7 @@ func (c *Comm) nblockReduce(ctx context.Context) error {
 		if isRoot {
 			for b := range n {
 				if !ready.has(b) {
-					copy(block(acc, b), block(x, b))
+					simd.Copy(block(acc, b), block(x, b))
 				}
 			}
 			a.fully = true
@@ -357,7 +358,7 @@ func (c *Comm) nblockAllgatherv(ctx context.Context) error {
 			return err
 		}
 		h := c.slotHalf(c.rank, e)
-		copy(span(h, esz, pre[c.rank], pre[c.rank+1]), span(a.recv, esz, uoff[c.rank], uoff[c.rank]+pre[c.rank+1]-pre[c.rank]))
+		simd.Copy(span(h, esz, pre[c.rank], pre[c.rank+1]), span(a.recv, esz, uoff[c.rank], uoff[c.rank]+pre[c.rank+1]-pre[c.rank]))
 		c.post(e, 1)
 		for i := range R {
 			rd := nblockRound(s, c.rank, n, i)
@@ -390,9 +391,9 @@ func (c *Comm) nblockAllgatherv(ctx context.Context) error {
 				}
 				lo, hi := blockSpan(pre[j], L, n, b)
 				src := span(c.slotHalf(rd.from, e), esz, lo, hi)
-				copy(span(h, esz, lo, hi), src)
+				simd.Copy(span(h, esz, lo, hi), src)
 				u := uoff[j] + lo - pre[j]
-				copy(span(a.recv, esz, u, u+hi-lo), src)
+				simd.Copy(span(a.recv, esz, u, u+hi-lo), src)
 				c.last.Received++
 			}
 		}
@@ -441,13 +442,13 @@ func (c *Comm) nblockReduceScatter(ctx context.Context) error {
 		// into recv (in place, recv is that block of the input).
 		for j := range p {
 			if j != me {
-				copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+				simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
 			}
 		}
 		L := pre[me+1] - pre[me]
 		lo := pieceLo(seg, S, a.counts[me])
 		out := span(a.recv, esz, lo, lo+L)
-		copy(out, span(a.send, esz, uoff[me], uoff[me]+L))
+		simd.Copy(out, span(a.send, esz, uoff[me], uoff[me]+L))
 		c.post(e, 1)
 		for i := range R {
 			rd := nblockRound(s, me, n, R-1-i) // reversed: read from rd.to

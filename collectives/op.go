@@ -146,7 +146,7 @@ func (r *reducer) reduce3(dst, a, b []byte) {
 		r.k.Reduce3(dst, a, b)
 		return
 	}
-	copy(dst, a)
+	simd.Copy(dst, a)
 	r.user(dst, b)
 }
 
@@ -170,7 +170,7 @@ func (r *reducer) reduceK(dst []byte, srcs [][]byte) {
 		r.k.ReduceK(dst, srcs)
 		return
 	}
-	copy(dst, srcs[0])
+	simd.Copy(dst, srcs[0])
 	for _, s := range srcs[1:] {
 		r.user(dst, s)
 	}

@@ -103,7 +103,7 @@ func TestPublishAdvice(t *testing.T) {
 	// reads does not reset the reads' count.
 	c.advice(0).Store(0)
 	c.copyDone(observeBytes, 1)
-	c.judge(&c.slow[1], observeBytes, clock.Nanotime())
+	c.judge(&c.slow[1], observeBytes, clock.Nanotime(), slowRead)
 	c.copyDone(observeBytes, 1)
 	if !c.advisedNT() {
 		t.Fatal("a fast write reset the count of slow reads")

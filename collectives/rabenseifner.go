@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+
+	"github.com/shmcoll/shmcoll/simd"
 )
 
 // Rabenseifner's reduction algorithms (001), on read schedules (see
@@ -291,7 +293,7 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 			}
 			b.endRound()
 		}
-		copy(out, buf)
+		simd.Copy(out, buf)
 		last := false
 		if kind == rabKindAllreduce {
 			for e := range p {
@@ -381,7 +383,7 @@ func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule)
 		// fused reductions read the rest from the input.
 		for _, rg := range s.ranks[c.rank].slotIn {
 			lo, hi := off[rg[0]], off[rg[1]]
-			copy(span(h, esz, lo, hi), span(in, esz, base+lo, base+hi))
+			simd.Copy(span(h, esz, lo, hi), span(in, esz, base+lo, base+hi))
 		}
 		c.post(e, 1)
 		out := schedOut{buf: a.recv, base: base, in: in}
@@ -432,14 +434,14 @@ func (c *Comm) rabScatter(ctx context.Context, s *schedule) error {
 		h := c.slotHalf(c.rank, e)
 		for j := range p {
 			lo, hi := pieceLo(k, S, a.counts[j]), pieceLo(k+1, S, a.counts[j])
-			copy(span(h, esz, boff[j], boff[j]+hi-lo), span(a.send, esz, a.displs[j]+lo, a.displs[j]+hi))
+			simd.Copy(span(h, esz, boff[j], boff[j]+hi-lo), span(a.send, esz, a.displs[j]+lo, a.displs[j]+hi))
 		}
 		c.post(e, 1)
 		if err := c.runSchedule(ctx, s, e, off, capElems, schedOut{}); err != nil {
 			return err
 		}
 		lo, hi := pieceLo(k, S, a.counts[c.rank]), pieceLo(k+1, S, a.counts[c.rank])
-		copy(span(a.recv, esz, lo, hi), span(h, esz, boff[c.rank], boff[c.rank]+hi-lo))
+		simd.Copy(span(a.recv, esz, lo, hi), span(h, esz, boff[c.rank], boff[c.rank]+hi-lo))
 		c.end(e)
 	}
 	return nil

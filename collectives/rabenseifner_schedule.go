@@ -6,6 +6,8 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+
+	"github.com/shmcoll/shmcoll/simd"
 )
 
 // Read schedules: the machinery under the Rabenseifner, ring, BDE, MST and
@@ -490,7 +492,7 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 			}
 			dst := c.schedSpan(s, h, off, xoff, c.rank, x.dbuf, int(x.dlo), int(x.dlo)+n)
 			if x.op == xCopy {
-				copy(dst, src)
+				simd.Copy(dst, src)
 				continue
 			}
 			if x.fused && out.in != nil && out.blocks {
@@ -529,7 +531,7 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 				// other buffer, which no generator uses at that point.
 				tmp := c.schedSpan(s, h, off, xoff, c.rank, otherBuf(x.dbuf), int(x.dlo), int(x.dlo)+n)
 				a.red.reduce3(tmp, src, own)
-				copy(dst, tmp)
+				simd.Copy(dst, tmp)
 			default:
 				a.red.reduce3(dst, src, own)
 			}
@@ -552,13 +554,13 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 func (c *Comm) copyDirect(out schedOut, off []int, src []byte, lo, hi int) {
 	esz := c.cur.esz
 	if !out.blocks {
-		copy(span(out.buf, esz, out.base+off[lo], out.base+off[hi]), src)
+		simd.Copy(span(out.buf, esz, out.base+off[lo], out.base+off[hi]), src)
 		return
 	}
 	uoff := c.sc.uoff
 	for j := lo; j < hi; j++ {
 		n := off[j+1] - off[j]
-		copy(span(out.buf, esz, uoff[j], uoff[j]+n), span(src, esz, off[j]-off[lo], off[j]-off[lo]+n))
+		simd.Copy(span(out.buf, esz, uoff[j], uoff[j]+n), span(src, esz, off[j]-off[lo], off[j]-off[lo]+n))
 	}
 }
 
@@ -607,7 +609,7 @@ func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
 		// fused reductions read the rest from send.
 		for _, rg := range s.ranks[c.rank].slotIn {
 			for j := int(rg[0]); j < int(rg[1]); j++ {
-				copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+				simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
 			}
 		}
 		c.post(e, 1)
@@ -616,7 +618,7 @@ func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
 		}
 		r := c.rank
 		lo := pieceLo(k, S, a.counts[r])
-		copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
+		simd.Copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
 		c.end(e)
 	}
 	return nil
@@ -643,7 +645,7 @@ func (c *Comm) schedAllgather(ctx context.Context, s *schedule) error {
 		if s.rotated {
 			c.copyIn(h, a.recv, 0, 1)
 		} else {
-			copy(span(h, esz, pre[r], pre[r+1]), span(a.recv, esz, uoff[r], uoff[r]+pre[r+1]-pre[r]))
+			simd.Copy(span(h, esz, pre[r], pre[r+1]), span(a.recv, esz, uoff[r], uoff[r]+pre[r+1]-pre[r]))
 		}
 		c.post(e, 1)
 		if s.rotated {
@@ -678,7 +680,7 @@ func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
 		h := c.slotHalf(c.rank, e)
 		seg := span(a.recv, esz, base, base+m)
 		if c.rank == a.root {
-			copy(h, seg)
+			simd.Copy(h, seg)
 		}
 		c.post(e, 1)
 		off := c.sc.pre[:s.npos+1]

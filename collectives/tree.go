@@ -3,6 +3,8 @@ package collectives
 import (
 	"context"
 	"fmt"
+
+	"github.com/shmcoll/shmcoll/simd"
 )
 
 // Pipelined binary-tree allreduce (Träff, 002): the ranks form balanced
@@ -182,7 +184,7 @@ func (s *treeSeg) up(nd treeNode, t int, dst, x []byte) error {
 	red := &s.c.cur.red
 	switch {
 	case nd.c0 < 0:
-		copy(dst, x)
+		simd.Copy(dst, x)
 	case nd.c1 < 0:
 		l, err := s.peer(nd.c0, 2*t+2, 0, t)
 		if err != nil {
@@ -269,13 +271,13 @@ func (c *Comm) treeAllreduce(ctx context.Context, kind treeKind) error {
 					return err
 				}
 				if nd.c0 >= 0 {
-					copy(s.blk(res, b), src)
+					simd.Copy(s.blk(res, b), src)
 				} else {
-					copy(s.blk(out, b), src)
+					simd.Copy(s.blk(out, b), src)
 					continue
 				}
 			}
-			copy(s.blk(out, b), s.blk(res, b))
+			simd.Copy(s.blk(out, b), s.blk(res, b))
 			if nd.c0 >= 0 {
 				c.last.Sent++
 				c.post(e, 2*t+3)

@@ -1,6 +1,10 @@
 package collectives
 
-import "context"
+import (
+	"context"
+
+	"github.com/shmcoll/shmcoll/simd"
+)
 
 // The single pipelined binary tree of Träff (002) used one way: reduce up
 // the balanced postorder tree of the p ranks (tree.go), bcast down it. The
@@ -99,9 +103,9 @@ func (c *Comm) treeReduce(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				copy(s.blk(out, b), src)
+				simd.Copy(s.blk(out, b), src)
 			case a.send == nil:
-				copy(s.blk(out, b), s.blk(acc, b))
+				simd.Copy(s.blk(out, b), s.blk(acc, b))
 			}
 		}
 		// Rank p-1's result, and so the root's, needed every rank's data.
@@ -136,7 +140,7 @@ func (c *Comm) treeBcast(ctx context.Context) error {
 		if isRoot {
 			// Read by its children or, if it is not rank p-1, by rank
 			// p-1 (p >= 2: one of the two).
-			copy(h, seg)
+			simd.Copy(h, seg)
 			c.last.Sent += uint64(n)
 			c.post(e, n+1)
 			c.end(e)
@@ -148,9 +152,9 @@ func (c *Comm) treeBcast(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			copy(s.blk(seg, b), src)
+			simd.Copy(s.blk(seg, b), src)
 			if exposed {
-				copy(s.blk(h, b), src)
+				simd.Copy(s.blk(h, b), src)
 				c.last.Sent++
 				c.post(e, b+2)
 			}

@@ -212,20 +212,25 @@ func TestImplFromEnvironment(t *testing.T) {
 	}
 }
 
-// TestCopy: Copy (non-temporal from threshold 0, and from the default
-// threshold) and CopyNT copy exactly at every length and alignment, leave
+// TestCopy: Copy (non-temporal from threshold 0, the string copy from 0,
+// and the default thresholds) and CopyNT copy exactly at every length and alignment, leave
 // the guard bands alone, copy the shorter length, and move overlapping
 // buffers like memmove.
 func TestCopy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	old := NonTemporalThreshold
-	defer func() { NonTemporalThreshold = old }()
+	old, oldString := NonTemporalThreshold, StringCopyThreshold
+	defer func() { NonTemporalThreshold, StringCopyThreshold = old, oldString }()
 	for _, c := range []struct {
-		name string
-		thr  int
-		copy func(dst, src []byte)
-	}{{"Copy, threshold 0", 0, Copy}, {"Copy", old, Copy}, {"CopyNT", old, CopyNT}} {
-		NonTemporalThreshold = c.thr
+		name      string
+		thr, sthr int
+		copy      func(dst, src []byte)
+	}{
+		{"Copy, threshold 0", 0, oldString, Copy},
+		{"Copy, string copy from 0", old, 0, Copy},
+		{"Copy", old, oldString, Copy},
+		{"CopyNT", old, oldString, CopyNT},
+	} {
+		NonTemporalThreshold, StringCopyThreshold = c.thr, c.sthr
 		for _, n := range []int{0, 1, 63, 64, 255, 256, 257, 1000, 4096 + 17, 100000} {
 			for range 4 {
 				src := make([]byte, n)

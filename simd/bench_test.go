@@ -118,12 +118,21 @@ func BenchmarkReduce(b *testing.B) {
 }
 
 func BenchmarkCopy(b *testing.B) {
-	for _, n := range []int{256 << 10, 4 << 20, 16 << 20, 64 << 20, 256 << 20} {
+	for _, n := range []int{4 << 10, 16 << 10, 32 << 10, 64 << 10, 256 << 10, 4 << 20, 16 << 20, 64 << 20, 256 << 20} {
 		bufs := benchBuffers(Uint8, 2, n)
 		b.Run(fmt.Sprintf("impl=memmove/bytes=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(2 * n))
 			for b.Loop() {
 				copy(bufs[0], bufs[1])
+			}
+		})
+		b.Run(fmt.Sprintf("impl=string/bytes=%d", n), func(b *testing.B) {
+			if !copyString(bufs[0][:1], bufs[1][:1]) {
+				b.Skip("no enhanced REP MOVSB")
+			}
+			b.SetBytes(int64(2 * n))
+			for b.Loop() {
+				copyString(bufs[0], bufs[1])
 			}
 		})
 		for _, i := range availableImpls() {

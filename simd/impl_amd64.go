@@ -35,3 +35,17 @@ func copyNonTemporal(dst, src []byte) bool {
 	copy(dst[head+body:], src[head+body:])
 	return true
 }
+
+//go:noescape
+func copyRepMovsb(dst, src *byte, n int)
+
+// copyString copies src to dst (equal lengths, not overlapping) with REP
+// MOVSB where the CPU has enhanced REP MOVSB, whose microcode writes whole
+// lines without reading them first (read for ownership).
+func copyString(dst, src []byte) bool {
+	if !cpu.X86.HasERMS || current == implGeneric {
+		return false
+	}
+	copyRepMovsb(&dst[0], &src[0], len(dst))
+	return true
+}

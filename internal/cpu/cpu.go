@@ -13,6 +13,7 @@ var X86 struct {
 	HasAVX512     bool // AVX-512 F, BW, VL and DQ, with OS support for ZMM state
 	HasAVX512BF16 bool // AVX512_BF16 (needs HasAVX512 to be usable)
 	HasAVX512FP16 bool
+	HasERMS       bool // enhanced REP MOVSB: the string copy moves whole lines
 }
 
 // CacheL1D, CacheL2 and CacheL3 are the data cache sizes in bytes per core (L3: per
@@ -26,5 +27,6 @@ func init() {
 	X86.HasAVX512 = c.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX512DQ)
 	X86.HasAVX512BF16 = X86.HasAVX512 && c.Has(cpuid.AVX512BF16)
 	X86.HasAVX512FP16 = X86.HasAVX512 && c.Has(cpuid.AVX512FP16)
+	X86.HasERMS = c.Has(cpuid.ERMS)
 	CacheL1D, CacheL2, CacheL3, CacheLine = c.Cache.L1D, c.Cache.L2, c.Cache.L3, c.CacheLine
 }
