@@ -417,9 +417,15 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if direct {
+		switch {
+		case direct:
 			c.sc.srcs[c.rank] = span(in, esz, base, base+m)
-		} else {
+		case m*esz < pipelineBytes/8 && a.coll == CollAllreduce:
+			// Not the string copy: when every rank writes its half and
+			// then reads every half with vector loads, it is slower
+			// (np=2, same-L3, 8 KiB: 0.59 -> 0.86 µs).
+			copy(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
+		default:
 			c.publish(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
 		}
 		c.post(e, 1)

@@ -20,13 +20,15 @@ func Copy(dst, src []byte) {
 
 // StringCopyThreshold is the size in bytes from which [Copy] uses the CPU's string
 // copy (REP MOVSB) where the CPU has enhanced REP MOVSB (ERMS), whose microcode can
-// store whole lines without reading them first. On the reference machine (Zen 4, hot caches,
-// BenchmarkCopy) it beat the runtime's memmove from 32 KiB (1.3-1.6x at 32 KiB-4
-// MiB) and non-temporal stores up to 64 MiB, and tied with them at 256 MiB; below 16
-// KiB memmove is faster. Between processes it also reads lines that another core
-// wrote faster: np=2 allgather of 1 MiB 31 -> 24 µs. A variable so that benchmarks
-// can move it; set it before use, not concurrently with copies.
-var StringCopyThreshold = 32 << 10
+// store whole lines without reading them first. On the reference machine (Zen 4):
+// within one core, with hot caches (BenchmarkCopy), it beats the runtime's memmove
+// from 32 KiB (1.3-1.6x at 32 KiB-4 MiB) and non-temporal stores up to 64 MiB, and
+// ties with them at 256 MiB; at 8-16 KiB memmove is faster there. Between
+// processes, writing data that another core reads next and reading data that
+// another core wrote, it wins from 8 KiB: np=2 bcast of 16 KiB 0.78 -> 0.53 µs,
+// allgather of 1 MiB 31 -> 24 µs. A variable so that benchmarks can move it; set
+// it before use, not concurrently with copies.
+var StringCopyThreshold = 8 << 10
 
 // CopyNT is [Copy] with non-temporal stores whatever the size, where the
 // vector path has them and the buffers do not overlap: for data that
