@@ -6,6 +6,16 @@ package simd
 // without it, copies from [NonTemporalThreshold] use non-temporal stores on the vector
 // paths. Everything else is the runtime's memmove.
 func Copy(dst, src []byte) {
+	// Small enough to inline: a call would add a few ns to every short
+	// copy in the collectives' critical paths.
+	if n := len(src); n >= StringCopyThreshold || n >= NonTemporalThreshold {
+		copyLarge(dst, src)
+		return
+	}
+	copy(dst, src)
+}
+
+func copyLarge(dst, src []byte) {
 	n := min(len(dst), len(src))
 	if n > 0 && n >= min(StringCopyThreshold, NonTemporalThreshold) && !overlap(dst[:n], src[:n]) {
 		if n >= StringCopyThreshold && copyString(dst[:n], src[:n]) {
