@@ -32,7 +32,7 @@ func copyLarge(dst, src []byte) {
 // copy (REP MOVSB) where the CPU has enhanced REP MOVSB (ERMS), whose microcode can
 // store whole lines without reading them first. On the reference machine (Zen 4):
 // within one core, with hot caches (BenchmarkCopy), it beats the runtime's memmove
-// from 32 KiB (1.3-1.6x at 32 KiB-4 MiB) and non-temporal stores up to 64 MiB, and
+// from 32 KiB (up to 1.6x, at 32 KiB and 4 MiB) and non-temporal stores up to 64 MiB, and
 // ties with them at 256 MiB; at 8-16 KiB memmove is faster there. Between
 // processes, writing data that another core reads next and reading data that
 // another core wrote, it wins from 8 KiB: np=2 bcast of 16 KiB 0.78 -> 0.53 µs,
