@@ -172,6 +172,11 @@ func (k *Kernel) Reduce(dst, src []byte) {
 		k.gen(dst, dst, src) // shorter than one vector step (see ReduceK)
 		return
 	}
+	if k.whole(len(dst), NonTemporalThreshold) {
+		ptrs := [maxK]*byte{unsafe.SliceData(dst), unsafe.SliceData(src)}
+		callAsm(k.asm, unsafe.SliceData(dst), &ptrs, 2, len(dst))
+		return
+	}
 	var p [maxK][]byte
 	p[0], p[1] = dst, src
 	k.pass(dst, &p, 2, NonTemporalThreshold)
@@ -196,10 +201,26 @@ func (k *Kernel) reduce3(what string, dst, a, b []byte, nt int) {
 		k.gen(dst, a, b) // shorter than one vector step (see ReduceK)
 		return
 	}
+	if k.whole(len(dst), nt) {
+		ptrs := [maxK]*byte{unsafe.SliceData(a), unsafe.SliceData(b)}
+		callAsm(k.asm, unsafe.SliceData(dst), &ptrs, 2, len(dst))
+		return
+	}
 	var p [maxK][]byte
 	p[0], p[1] = a, b
 	k.pass(dst, &p, 2, nt)
 }
+
+// whole reports whether n bytes are a short vector that the vector
+// function takes whole, in regular stores (below nt): then the kernels call
+// it straight away, without pass's array of sources (float64 sum of 256 B
+// by ReduceK: 16.3 -> 9.5 ns; np=2 reduce of 256 B 0.18 -> 0.16 µs).
+func (k *Kernel) whole(n, nt int) bool {
+	return n <= smallBytes && n < nt && k.asm != 0 && n >= k.gran && n&(k.gran-1) == 0
+}
+
+// smallBytes is the longest vector that whole takes.
+const smallBytes = 4 << 10
 
 // ReduceK computes dst = ((s0 op s1) op s2) ... op s(k-1), k = len(srcs) >= 1, left to
 // right. dst may be srcs[0] exactly, and must not overlap the other sources.
@@ -224,6 +245,14 @@ func (k *Kernel) ReduceK(dst []byte, srcs [][]byte) {
 		for _, s := range srcs[2:] {
 			k.gen(dst, dst, s)
 		}
+		return
+	}
+	if len(srcs) >= 2 && len(srcs) <= maxK && k.whole(len(dst), NonTemporalThreshold) {
+		var ptrs [maxK]*byte
+		for j, s := range srcs {
+			ptrs[j] = unsafe.SliceData(s)
+		}
+		callAsm(k.asm, unsafe.SliceData(dst), &ptrs, len(srcs), len(dst))
 		return
 	}
 	var p [maxK][]byte
