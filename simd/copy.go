@@ -15,9 +15,10 @@ func Copy(dst, src []byte) {
 	copy(dst, src)
 }
 
+// copyLarge is Copy past its short path: dst may be the shorter.
 func copyLarge(dst, src []byte) {
 	n := min(len(dst), len(src))
-	if n > 0 && n >= min(StringCopyThreshold, NonTemporalThreshold) && !overlap(dst[:n], src[:n]) {
+	if n > 0 && !overlap(dst[:n], src[:n]) {
 		if n >= StringCopyThreshold && copyString(dst[:n], src[:n]) {
 			return
 		}

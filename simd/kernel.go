@@ -165,22 +165,7 @@ func (k *Kernel) checkSize(what string, n int) {
 }
 
 // Reduce computes dst = dst op src, element by element, with dst as the left operand.
-func (k *Kernel) Reduce(dst, src []byte) {
-	k.check("Reduce", len(dst), len(src))
-	k.checkSize("Reduce", len(dst))
-	if len(dst) < k.gran && k.half == 0 {
-		k.gen(dst, dst, src) // shorter than one vector step (see ReduceK)
-		return
-	}
-	if k.whole(len(dst), NonTemporalThreshold) {
-		ptrs := [maxK]*byte{unsafe.SliceData(dst), unsafe.SliceData(src)}
-		callAsm(k.asm, unsafe.SliceData(dst), &ptrs, 2, len(dst))
-		return
-	}
-	var p [maxK][]byte
-	p[0], p[1] = dst, src
-	k.pass(dst, &p, 2, NonTemporalThreshold)
-}
+func (k *Kernel) Reduce(dst, src []byte) { k.reduce3("Reduce", dst, dst, src, NonTemporalThreshold) }
 
 // Reduce3 computes dst = a op b, element by element. dst may be a or b exactly (the
 // same memory), but must not overlap them otherwise.
