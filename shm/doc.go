@@ -22,8 +22,9 @@
 // A wait costs one atomic load (and one of the abort word) when the peer has
 // already posted, and allocates nothing. Otherwise it spins (PAUSE; YIELD on
 // arm64), then yields the CPU (runtime.Gosched for goroutine ranks;
-// sched_yield for processes, after runtime.Gosched only when GOMAXPROCS is
-// 1, since with more Ps Gosched wakes an idle thread every time), then
+// sched_yield for processes, with a runtime.Gosched every 16th yield only
+// when GOMAXPROCS is 1, since with more Ps Gosched wakes an idle thread
+// every time), then
 // sleeps: a process on a futex whose word is the low half
 // of the awaited counter, in the shared mapping (a shared futex, not
 // FUTEX_PRIVATE_FLAG); a goroutine rank in the Go scheduler, on a channel

@@ -60,10 +60,11 @@ type Options struct {
 // whole time slice; when ranks outnumber CPUs the poster most likely needs
 // our CPU, and a short spin is the better bet.
 const (
-	tightSpins  = 256  // loads without PAUSE that a wait begins with
-	quickSpins  = 16   // PAUSEs before a wait reads the clock
-	minSpin     = 5000 // ns
-	minSpinOver = 500  // ns, ranks outnumber CPUs
+	tightSpins  = 256                   // loads without PAUSE that a wait begins with
+	quickSpins  = 16                    // PAUSEs before a wait reads the clock
+	checkGrace  = 50 * time.Microsecond // a wait checks the peer's liveness from this age
+	minSpin     = 5000                  // ns
+	minSpinOver = 500                   // ns, ranks outnumber CPUs
 )
 
 func (o Options) timeout() time.Duration {
@@ -111,6 +112,7 @@ type Endpoint struct {
 	posts             [NumCounters]uint32 // posts per counter (checkPosts)
 	checkEvery        time.Duration
 	yield             func()
+	gosched           bool     // a process with one P: runtime.Gosched every 16th yield too
 	peers             *peerSet // process liveness; nil in process mode before rendezvous and in-process
 
 	aborting atomic.Bool // this endpoint has written its abort record
@@ -400,17 +402,28 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 			}
 		}
 	}
-	// The first liveness check comes at once after the spin.
-	nextCheck = min(nextCheck, nanotime())
-	// Yield: lets a poster that shares our CPU run.
+	now := start
+	if budget > 0 {
+		now = nanotime()
+	}
+	// The first liveness check comes after the spin, but not before
+	// checkGrace: most waits of oversubscribed ranks end within a few
+	// yields, and the check (a poll of the peer's pidfd) cost them more
+	// than the yield.
+	nextCheck = min(nextCheck, max(now, start+int64(checkGrace)))
+	// Yield: lets a poster that shares our CPU run. Abort, context and
+	// liveness are checked every 16th yield.
 	if e.yieldFor > 0 {
-		end := nanotime() + int64(e.yieldFor)
+		end := now + int64(e.yieldFor)
 		for i := 0; ; i++ {
 			e.yield()
 			if w.Load() >= v {
 				return e.doneErr()
 			}
-			if i&15 == 0 {
+			if i&15 == 15 {
+				if e.gosched {
+					runtime.Gosched()
+				}
 				now := nanotime()
 				if err := check(now); err != nil {
 					return err
@@ -607,12 +620,13 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 		// is above 1, a futex wake and a context switch per yield that,
 		// when ranks outnumber CPUs, doubled the time of small collectives
 		// (np=4 on 2 CPUs, allreduce 8 B: 32 to 16 µs, 0.16M futex calls
-		// per second gone). With one P there is no one to wake, and
-		// Gosched lets the rank's other goroutines run first.
+		// per second gone). With one P there is no one to wake, and a
+		// Gosched every 16th yield lets the rank's other goroutines run;
+		// not every time, since a Gosched before each sched_yield cost
+		// 7 % (np=8 on 2 CPUs: allreduce 8 B 8.8 -> 8.2 µs, barrier 7.8
+		// -> 7.1 µs).
 		e.yield = osYield
-		if runtime.GOMAXPROCS(0) == 1 {
-			e.yield = func() { runtime.Gosched(); osYield() }
-		}
+		e.gosched = runtime.GOMAXPROCS(0) == 1
 	}
 	over := lay.ranks > cpus
 	e.oversub = over && !inProcess
