@@ -66,6 +66,7 @@ type Comm struct {
 	desc    [descBytes]byte
 	dhash   uint64 // hash of desc without the step, for call hashSeq
 	hashSeq uint64
+	hashed  uint64 // the step whose descriptor hash is in the counter's line
 	slow    [2]int // slow large reads and writes in a row (judge)
 
 	half  int // bytes of a slot half

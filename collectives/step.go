@@ -18,11 +18,13 @@ import (
 //     its slot half from step e-2 is over) — known for free when step e-1
 //     was "fully dependent" (this rank's result needed every rank's step
 //     e-1 data), else by one load per peer;
-//  2. writes the call descriptor for step e into the inline bytes of its
-//     counter e&1 (the same cache line as the counter, so a waiter gets
-//     both with one transfer) and its data into its slot half;
+//  2. writes the call descriptor for step e into its descriptor area and
+//     its data into its slot half;
 //  3. posts phases on counter e&1: value e<<16 | phase, phase >= 1, in
-//     increasing order; every rank posts at least phase 1 in every step;
+//     increasing order; every rank posts at least phase 1 in every step,
+//     and the first post also writes the descriptor's hash into the
+//     inline bytes of the counter (the same cache line, so a waiter gets
+//     both with one transfer);
 //  4. reads a peer's slot half only after waiting for the phase that the
 //     peer posted after writing what is read, and compares the peer's
 //     descriptor the first time it waits for it in the step.
@@ -135,9 +137,9 @@ func (c *Comm) encodeDesc(e uint64) {
 }
 
 // begin starts the next step of the current call: it waits until every
-// rank has begun the previous step if that is not known, and publishes the
+// rank has begun the previous step if that is not known, and writes the
 // descriptor. The caller then writes its slot half (or its tiny payload)
-// and posts phase 1.
+// and posts phase 1, which publishes the descriptor's hash.
 func (c *Comm) begin(ctx context.Context) (uint64, error) {
 	e := c.step + 1
 	if c.synced+1 < e {
@@ -154,7 +156,8 @@ func (c *Comm) begin(ctx context.Context) (uint64, error) {
 	c.step = e
 	c.encodeDesc(e)
 	copy(c.ep.Descriptor(c.rank)[fullDescOff+int(e&1)*lineBytes:], c.desc[:])
-	binary.LittleEndian.PutUint64(c.ep.Inline(c.rank, ctr(e)), c.dhash)
+	// The counter's line: owned ahead of the post (see post).
+	c.ep.Prepare(ctr(e))
 	c.cur.fully = false
 	return e, nil
 }
@@ -185,7 +188,21 @@ func (c *Comm) end(e uint64) {
 }
 
 // post publishes phase of step e.
-func (c *Comm) post(e uint64, phase int) { c.ep.Post(ctr(e), stepVal(e, phase)) }
+//
+// The first post of a step also writes the descriptor hash into the
+// counter's line, beside the counter, not at begin: that store would have
+// to take the line from the peers that poll it, and the stores after it
+// (the data, the counter) would become visible only after it. begin asks
+// for the line instead (Endpoint.Prepare), which orders nothing. np=2,
+// same-L3: reduce 256 B 0.17-0.18 -> 0.15 µs, bcast 256 B 0.15-0.16 ->
+// 0.13, allreduce 256 B 0.20 -> 0.17-0.18, 64 B 0.18-0.19 -> 0.16-0.17.
+func (c *Comm) post(e uint64, phase int) {
+	if c.hashed != e {
+		binary.LittleEndian.PutUint64(c.ep.Inline(c.rank, ctr(e)), c.dhash)
+		c.hashed = e
+	}
+	c.ep.Post(ctr(e), stepVal(e, phase))
+}
 
 // wait waits until peer q has posted phase of step e, and checks q's
 // descriptor the first time in the step.

@@ -157,11 +157,8 @@ func (e *Endpoint) attachedWord() *atomic.Uint32 {
 
 // counter returns the address of rank r's counter c, checking both.
 func (e *Endpoint) counter(r, c int) *atomic.Uint64 {
-	if e.base == nil {
-		panic("shm: use of a closed endpoint")
-	}
-	if uint(r) >= uint(e.size) || uint(c) >= NumCounters {
-		panic(fmt.Sprintf("shm: counter %d of rank %d out of range (%d ranks, %d counters)", c, r, e.size, NumCounters))
+	if e.base == nil || uint(r) >= uint(e.size) || uint(c) >= NumCounters {
+		e.badCounter(r, c)
 	}
 	return (*atomic.Uint64)(unsafe.Add(e.base, headerBytes+r*ctrlStride+counterBase+c*counterLine))
 }
@@ -182,8 +179,24 @@ func (e *Endpoint) bytes(off, n int) []byte {
 
 func (e *Endpoint) checkRank(r int) {
 	if uint(r) >= uint(e.size) {
-		panic(fmt.Sprintf("shm: rank %d out of range (%d ranks)", r, e.size))
+		e.badRank(r)
 	}
+}
+
+// badCounter and badRank panic; apart, so that the checks inline into the
+// accessors on every collective's path.
+//
+//go:noinline
+func (e *Endpoint) badCounter(r, c int) {
+	if e.base == nil {
+		panic("shm: use of a closed endpoint")
+	}
+	panic(fmt.Sprintf("shm: counter %d of rank %d out of range (%d ranks, %d counters)", c, r, e.size, NumCounters))
+}
+
+//go:noinline
+func (e *Endpoint) badRank(r int) {
+	panic(fmt.Sprintf("shm: rank %d out of range (%d ranks)", r, e.size))
 }
 
 // Slot returns rank r's data slot. A rank writes only its own slot, and
@@ -209,6 +222,15 @@ func (e *Endpoint) Descriptor(r int) []byte {
 	e.checkRank(r)
 	off := headerBytes + r*ctrlStride + cDesc
 	return e.mem[off : off+DescriptorBytes : off+DescriptorBytes]
+}
+
+// Prepare asks for the line of the endpoint's own counter c in the state
+// for writing, ahead of the stores of a Post that follows: between
+// processes the line usually sits in a poller's cache.
+func (e *Endpoint) Prepare(c int) {
+	if e.park == nil {
+		prefetchw(unsafe.Pointer(e.counter(e.rank, c)))
+	}
 }
 
 // Load returns peer's counter c (an acquire load).

@@ -15,3 +15,9 @@ TEXT ·storeRelease(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ v+8(FP), BX
 	MOVQ BX, (AX)
 	RET
+
+// func prefetchw(p unsafe.Pointer)
+TEXT ·prefetchw(SB), NOSPLIT|NOFRAME, $0-8
+	MOVQ p+0(FP), AX
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x08 // PREFETCHW (AX)
+	RET

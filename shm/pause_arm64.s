@@ -13,3 +13,9 @@ TEXT ·storeRelease(SB), NOSPLIT|NOFRAME, $0-16
 	MOVD v+8(FP), R1
 	STLR R1, (R0)
 	RET
+
+// func prefetchw(p unsafe.Pointer)
+TEXT ·prefetchw(SB), NOSPLIT|NOFRAME, $0-8
+	MOVD p+0(FP), R0
+	PRFM (R0), PSTL1KEEP
+	RET

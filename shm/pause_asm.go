@@ -2,7 +2,10 @@
 
 package shm
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // pause tells the CPU that this is a spin-wait loop (PAUSE on amd64, YIELD
 // on arm64): it saves power and frees the core's resources for its SMT
@@ -22,3 +25,9 @@ const plainPosts = true
 //
 //go:noescape
 func storeRelease(w *atomic.Uint64, v uint64)
+
+// prefetchw asks for the line at p in the state for writing (PREFETCHW on
+// amd64, PRFM PSTL1KEEP on arm64), without ordering anything.
+//
+//go:noescape
+func prefetchw(p unsafe.Pointer)

@@ -2,7 +2,10 @@
 
 package shm
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // pause is the portable spin-wait hint: nothing; the caller's next load is
 // the delay.
@@ -12,3 +15,5 @@ func pause() {}
 const plainPosts = false
 
 func storeRelease(w *atomic.Uint64, v uint64) { w.Store(v) }
+
+func prefetchw(unsafe.Pointer) {}
