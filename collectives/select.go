@@ -201,6 +201,26 @@ func OrderPreserving(coll Collective, a Algorithm) bool {
 // compared when they joined) are the same on every rank of a correct
 // program, and the choice is part of the call descriptor.
 func (c *Comm) choose(coll Collective, bytes int, commutative bool) (Algorithm, error) {
+	// The last choice per collective: the same arguments choose the same.
+	m := &c.chosen[coll]
+	if m.ok && m.bytes == bytes && m.commutative == commutative {
+		return m.alg, nil
+	}
+	a, err := c.chooseNew(coll, bytes, commutative)
+	if err == nil {
+		*m = choice{ok: true, bytes: bytes, commutative: commutative, alg: a}
+	}
+	return a, err
+}
+
+// choice is a remembered choice of choose.
+type choice struct {
+	ok, commutative bool
+	alg             Algorithm
+	bytes           int
+}
+
+func (c *Comm) chooseNew(coll Collective, bytes int, commutative bool) (Algorithm, error) {
 	a := c.pinned[coll]
 	if a == Auto {
 		a = c.sel.lookup(coll, bytes, commutative)
