@@ -201,14 +201,15 @@ func OrderPreserving(coll Collective, a Algorithm) bool {
 // compared when they joined) are the same on every rank of a correct
 // program, and the choice is part of the call descriptor.
 func (c *Comm) choose(coll Collective, bytes int, commutative bool) (Algorithm, error) {
-	// The last choice per collective: the same arguments choose the same.
+	// The last choice per collective: the same arguments (and pin: tests
+	// change it) choose the same.
 	m := &c.chosen[coll]
-	if m.ok && m.bytes == bytes && m.commutative == commutative {
+	if m.ok && m.bytes == bytes && m.commutative == commutative && m.pin == c.pinned[coll] {
 		return m.alg, nil
 	}
 	a, err := c.chooseNew(coll, bytes, commutative)
 	if err == nil {
-		*m = choice{ok: true, bytes: bytes, commutative: commutative, alg: a}
+		*m = choice{ok: true, bytes: bytes, commutative: commutative, pin: c.pinned[coll], alg: a}
 	}
 	return a, err
 }
@@ -216,7 +217,7 @@ func (c *Comm) choose(coll Collective, bytes int, commutative bool) (Algorithm, 
 // choice is a remembered choice of choose.
 type choice struct {
 	ok, commutative bool
-	alg             Algorithm
+	pin, alg        Algorithm
 	bytes           int
 }
 
