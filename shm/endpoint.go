@@ -94,6 +94,7 @@ func (o Options) joinTimeout() time.Duration {
 // other call.
 type Endpoint struct {
 	rank, size int
+	live       int // size, 0 once closed: the bound counter checks
 	lay        layout
 	base       unsafe.Pointer // start of the arena; nil once closed
 	mem        []byte
@@ -157,8 +158,8 @@ func (e *Endpoint) attachedWord() *atomic.Uint32 {
 
 // counter returns the address of rank r's counter c, checking both.
 func (e *Endpoint) counter(r, c int) *atomic.Uint64 {
-	if e.base == nil || uint(r) >= uint(e.size) || uint(c) >= NumCounters {
-		e.badCounter(r, c)
+	if uint(r) >= uint(e.live) || uint(c) >= NumCounters {
+		panic(counterError{r, c, e.size, e.live == 0})
 	}
 	return (*atomic.Uint64)(unsafe.Add(e.base, headerBytes+r*ctrlStride+counterBase+c*counterLine))
 }
@@ -179,24 +180,30 @@ func (e *Endpoint) bytes(off, n int) []byte {
 
 func (e *Endpoint) checkRank(r int) {
 	if uint(r) >= uint(e.size) {
-		e.badRank(r)
+		panic(rankError{r, e.size})
 	}
 }
 
-// badCounter and badRank panic; apart, so that the checks inline into the
-// accessors on every collective's path.
-//
-//go:noinline
-func (e *Endpoint) badCounter(r, c int) {
-	if e.base == nil {
-		panic("shm: use of a closed endpoint")
-	}
-	panic(fmt.Sprintf("shm: counter %d of rank %d out of range (%d ranks, %d counters)", c, r, e.size, NumCounters))
+// counterError is the panic of a counter out of range or of a closed
+// endpoint: a value, formatted only when printed, so that counter (and
+// with rankError the other accessors) inline into every collective's path.
+type counterError struct {
+	r, c, size int
+	closed     bool
 }
 
-//go:noinline
-func (e *Endpoint) badRank(r int) {
-	panic(fmt.Sprintf("shm: rank %d out of range (%d ranks)", r, e.size))
+func (ce counterError) Error() string {
+	if ce.closed {
+		return "shm: use of a closed endpoint"
+	}
+	return fmt.Sprintf("shm: counter %d of rank %d out of range (%d ranks, %d counters)", ce.c, ce.r, ce.size, NumCounters)
+}
+
+// rankError is checkRank's panic, formatted only when printed.
+type rankError struct{ r, size int }
+
+func (re rankError) Error() string {
+	return fmt.Sprintf("shm: rank %d out of range (%d ranks)", re.r, re.size)
 }
 
 // Slot returns rank r's data slot. A rank writes only its own slot, and
@@ -607,6 +614,7 @@ func (e *Endpoint) Close() error {
 		e.wakeAll()
 	}
 	e.base = nil
+	e.live = 0
 	e.mem = nil
 	e.keep = nil
 	e.cleanup.Stop()
@@ -620,7 +628,7 @@ func (e *Endpoint) Close() error {
 // newEndpoint makes rank's endpoint on mem (already holding a valid header).
 func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) *Endpoint {
 	e := &Endpoint{
-		rank: rank, size: lay.ranks, lay: lay,
+		rank: rank, size: lay.ranks, live: lay.ranks, lay: lay,
 		base: unsafe.Pointer(&mem[0]), mem: mem, inProcess: inProcess,
 		joinValue: opt.JoinValue,
 	}

@@ -325,17 +325,33 @@ func TestDescriptorInlineBounds(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range []func(){
-		func() { e.Slot(2) }, func() { e.Slot(-1) }, func() { e.Inline(0, NumCounters) },
-		func() { e.Descriptor(2) }, func() { e.Post(-1, 1) }, func() { e.Load(2, 0) },
+	closed, err := NewLocal(1, Options{SlotBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed[0].Close()
+	for _, c := range []struct {
+		f    func()
+		want string
+	}{
+		{func() { e.Slot(2) }, "shm: rank 2 out of range (2 ranks)"},
+		{func() { e.Slot(-1) }, "shm: rank -1 out of range (2 ranks)"},
+		{func() { e.Inline(0, NumCounters) }, "shm: counter 8 of rank 0 out of range (2 ranks, 8 counters)"},
+		{func() { e.Descriptor(2) }, "shm: rank 2 out of range (2 ranks)"},
+		{func() { e.Post(-1, 1) }, "shm: counter -1 of rank 0 out of range (2 ranks, 8 counters)"},
+		{func() { e.Load(2, 0) }, "shm: counter 0 of rank 2 out of range (2 ranks, 8 counters)"},
+		{func() { closed[0].Load(0, 0) }, "shm: use of a closed endpoint"},
 	} {
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Error("no panic")
+				r := recover()
+				if r == nil {
+					t.Errorf("no panic, want %q", c.want)
+				} else if err, ok := r.(error); !ok || err.Error() != c.want {
+					t.Errorf("panic %v, want %q", r, c.want)
 				}
 			}()
-			f()
+			c.f()
 		}()
 	}
 }
