@@ -492,6 +492,7 @@ const (
 	slowReduce        = 10       // bytes/ns of result, for a reduction reading a peer's slot
 	ntCalls           = 64
 	adviceOff         = shm.DescriptorBytes - 8
+	linesBytes        = 1 << 10 // publishes up to this size use simd.CopyLines
 )
 
 // pipeElems is the segment length in elements for a vector of N elements
@@ -525,6 +526,14 @@ func (c *Comm) advisedNT() bool {
 
 // publish copies src into this rank's slot (dst) for other ranks to read.
 func (c *Comm) publish(dst, src []byte) {
+	if len(src) > lineBytes && len(src) <= linesBytes {
+		// One store per line of the slot, which the readers poll
+		// (WaitData): np=2, same-L3, interleaved runs: allgather 512 B
+		// 0.140 -> 0.110 µs, reduce 256 B 0.161 -> 0.141, bcast 512 B
+		// 0.140 -> 0.120.
+		simd.CopyLines(dst, src)
+		return
+	}
 	if len(src) < pipelineBytes/8 || c.ep.Oversubscribed() {
 		simd.Copy(dst, src)
 		return

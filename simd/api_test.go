@@ -229,9 +229,10 @@ func TestCopy(t *testing.T) {
 		{"Copy, string copy from 0", old, 0, Copy},
 		{"Copy", old, oldString, Copy},
 		{"CopyNT", old, oldString, CopyNT},
+		{"CopyLines", old, oldString, CopyLines},
 	} {
 		NonTemporalThreshold, StringCopyThreshold = c.thr, c.sthr
-		for _, n := range []int{0, 1, 63, 64, 255, 256, 257, 1000, 4096 + 17, 100000} {
+		for _, n := range []int{0, 1, 63, 64, 65, 127, 128, 200, 255, 256, 257, 1000, 4096 + 17, 100000} {
 			for range 4 {
 				src := make([]byte, n)
 				for i := range src {

@@ -41,6 +41,23 @@ func copyLarge(dst, src []byte) {
 // it before use, not concurrently with copies.
 var StringCopyThreshold = 8 << 10
 
+// CopyLines is [Copy] for a short message that another core polls while it
+// is written (up to a few KiB): with AVX-512, one 64-byte store per 64
+// bytes (the last one masked), so that each line of a line-aligned dst
+// takes one store, where the runtime's memmove makes two to four (16-byte
+// stores up to 256 bytes). A line that the reader takes away between two
+// stores to it has to be fetched back by the writer, and the stores after
+// it wait. np=2, same-L3, 6 interleaved runs: bcast of 512 B 0.140 ->
+// 0.120 µs, 256 B 0.130 -> 0.120, allgather of 512 B 0.145 -> 0.110;
+// neutral from 1 KiB to 4 KiB.
+func CopyLines(dst, src []byte) {
+	n := min(len(dst), len(src))
+	if n > 0 && !overlap(dst[:n], src[:n]) && copyLines(dst[:n], src[:n]) {
+		return
+	}
+	copy(dst, src)
+}
+
 // CopyNT is [Copy] with non-temporal stores whatever the size, where the
 // vector path has them and the buffers do not overlap: for data that
 // another core reads next, which then comes from memory or the shared

@@ -10,3 +10,34 @@ TEXT ·copyRepMovsb(SB), NOSPLIT, $0-24
 	CLD
 	REP; MOVSB
 	RET
+
+// func copyLinesAVX512(dst, src *byte, n int)
+// n > 0: 64-byte loads and stores, the last (n%64 bytes) masked, so that a
+// line-aligned dst takes one store per line.
+TEXT ·copyLinesAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	CMPQ CX, $64
+	JB   tail
+loop:
+	VMOVDQU64 (SI), Z0
+	VMOVDQU64 Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE  loop
+	TESTQ CX, CX
+	JZ   done
+tail:
+	// mask of the low CX bytes
+	MOVQ $-1, AX
+	SHLQ CX, AX
+	NOTQ AX
+	KMOVQ AX, K1
+	VMOVDQU8 (SI), K1, Z0
+	VMOVDQU8 Z0, K1, (DI)
+done:
+	VZEROUPPER
+	RET

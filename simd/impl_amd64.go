@@ -49,3 +49,16 @@ func copyString(dst, src []byte) bool {
 	copyRepMovsb(&dst[0], &src[0], len(dst))
 	return true
 }
+
+//go:noescape
+func copyLinesAVX512(dst, src *byte, n int)
+
+// copyLines copies src to dst (equal lengths, n > 0) with one 64-byte store
+// per 64 bytes, where the AVX-512 path is in use.
+func copyLines(dst, src []byte) bool {
+	if current != implAVX512 {
+		return false
+	}
+	copyLinesAVX512(&dst[0], &src[0], len(dst))
+	return true
+}
