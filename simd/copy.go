@@ -34,12 +34,16 @@ func copyLarge(dst, src []byte) {
 // store whole lines without reading them first. On the reference machine (Zen 4):
 // within one core, with hot caches (BenchmarkCopy), it beats the runtime's memmove
 // from 32 KiB (up to 1.6x, at 32 KiB and 4 MiB) and non-temporal stores up to 64 MiB, and
-// ties with them at 256 MiB; at 8-16 KiB memmove is faster there. Between
+// ties with them at 256 MiB; at 4-16 KiB the two are within 5 % there. Between
 // processes, writing data that another core reads next and reading data that
-// another core wrote, it wins from 8 KiB: np=2 bcast of 16 KiB 0.78 -> 0.53 µs,
-// allgather of 1 MiB 31 -> 24 µs. A variable so that benchmarks can move it; set
-// it before use, not concurrently with copies.
-var StringCopyThreshold = 8 << 10
+// another core wrote, it wins from 8 KiB (np=2 bcast of 16 KiB 0.78 -> 0.53 µs,
+// allgather of 1 MiB 31 -> 24 µs) and mostly from 4 KiB: with the vCPUs on one
+// L3, 4 KiB to 8 KiB went 0.80-0.94x for allgather, bcast and reduce_scatter_block
+// and 1.06x for reduce; on different dies, 0.69-0.75x (bcast of 4 KiB 1.08 ->
+// 0.75 µs, allgather 0.76 -> 0.56). At 2 KiB it gained only on different dies.
+// A variable so that benchmarks can move it; set it before use, not concurrently
+// with copies.
+var StringCopyThreshold = 4 << 10
 
 // CopyLines is [Copy] for a short message that another core polls while it
 // is written (up to a few KiB): with AVX-512, one 64-byte store per 64
