@@ -37,6 +37,4 @@ func futexWake(addr *uint32) {
 }
 
 // osYield gives the CPU to another runnable thread (sched_yield).
-func osYield() {
-	unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-}
+func osYield() { schedYield() }
