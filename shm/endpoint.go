@@ -376,14 +376,21 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 			e.touch(data)
 		}
 	}
-	done := ctx.Done()
-	start := nanotime()
-	nextCheck := start + int64(e.checkEvery)
+	// The context's channel, the clock and the peer's liveness are read
+	// only when the wait gets that far: an oversubscribed rank's wait
+	// usually ends after a yield or two, and then costs a load and the
+	// yield.
+	var done <-chan struct{}
+	doneRead := false
+	var start, nextCheck int64
 	// check is the slow part of every phase: abort, ctx, and the peer's
 	// liveness every checkEvery.
 	check := func(now int64) error {
 		if aw.Load() != 0 {
 			return e.Err()
+		}
+		if !doneRead {
+			done, doneRead = ctx.Done(), true
 		}
 		if done != nil {
 			select {
@@ -404,8 +411,10 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 	// budget adapts: it halves after each wait that outlasts it (the poster
 	// is not running: spinning only delays it, as when ranks share a core)
 	// and doubles, up to SpinFor, after a wait that needed more than half.
-	budget := e.spinBudget.Load()
-	if budget > 0 {
+	var now int64
+	if budget := e.spinBudget.Load(); budget > 0 {
+		start = nanotime()
+		nextCheck = start + int64(e.checkEvery)
 		for i := 1; ; i++ {
 			pause()
 			e.touch(data)
@@ -430,18 +439,16 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 				}
 			}
 		}
-	}
-	now := start
-	if budget > 0 {
 		now = nanotime()
+		// The first liveness check comes after the spin, but not before
+		// checkGrace: most waits of oversubscribed ranks end within a few
+		// yields, and the check (a poll of the peer's pidfd) cost them more
+		// than the yield.
+		nextCheck = min(nextCheck, max(now, start+int64(checkGrace)))
 	}
-	// The first liveness check comes after the spin, but not before
-	// checkGrace: most waits of oversubscribed ranks end within a few
-	// yields, and the check (a poll of the peer's pidfd) cost them more
-	// than the yield.
-	nextCheck = min(nextCheck, max(now, start+int64(checkGrace)))
 	// Yield: lets a poster that shares our CPU run. Abort, context and
-	// liveness are checked every 16th yield.
+	// liveness are checked every 16th yield; without a spin, the clock
+	// starts there.
 	if e.yieldFor > 0 {
 		end := now + int64(e.yieldFor)
 		for i := 0; ; i++ {
@@ -454,6 +461,9 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 					runtime.Gosched()
 				}
 				now := nanotime()
+				if start == 0 {
+					start, end, nextCheck = now, now+int64(e.yieldFor), now+int64(checkGrace)
+				}
 				if err := check(now); err != nil {
 					return err
 				}
@@ -463,9 +473,16 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 			}
 		}
 	}
+	if start == 0 {
+		start = nanotime()
+		nextCheck = start + int64(checkGrace)
+	}
 	// Sleep, bounded so that liveness and ctx are rechecked: goroutine ranks
 	// in the Go scheduler, processes on the futex.
 	if e.park != nil {
+		if !doneRead {
+			done = ctx.Done()
+		}
 		return e.sleepParked(peer*NumCounters+c, w, v, done, check)
 	}
 	sl := sleepers(w)
