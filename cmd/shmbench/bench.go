@@ -133,6 +133,9 @@ type typedCase[T simd.Element] struct {
 	// iterations.
 	got            []T
 	gotFrom, gotTo int
+
+	prevJ int // the input element the last touch changed (-1: none), and its value before
+	prevV T
 }
 
 // collCall is the table of collective calls by DESIGN.md name: the one
@@ -326,6 +329,7 @@ func (k *typedCase[T]) iterate(ctx context.Context) error {
 // prepare writes the untouched input and poisons the result.
 func (k *typedCase[T]) prepare() {
 	r := k.b.rank
+	k.prevJ = -1
 	for j := range k.in {
 		k.in[j] = k.conv(k.b.vals.at(r, j, -1, 0))
 	}
@@ -351,11 +355,11 @@ func (k *typedCase[T]) touch(it int) {
 	if len(k.in) == 0 {
 		return
 	}
-	if it > 0 {
-		j := k.touchOf(r, it-1)
-		k.in[j] = k.conv(k.b.vals.at(r, j, -1, 0))
+	if k.prevJ >= 0 {
+		k.in[k.prevJ] = k.prevV // as prepare wrote it
 	}
 	j := k.touchOf(r, it)
+	k.prevJ, k.prevV = j, k.in[j]
 	k.in[j] = k.conv(k.b.vals.at(r, j, it, j))
 }
 
