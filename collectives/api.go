@@ -42,14 +42,12 @@ func (c *Comm) bindOp(op Op) error {
 
 // pick chooses the algorithm for the current call and runs it.
 func (c *Comm) pick(ctx context.Context, bytes int) error {
-	// Not ctx.Err(), which takes a lock in a cancelable context; and Done
-	// once per context (successive calls return the same channel).
-	if ctx != c.ctx {
-		c.ctx, c.done = ctx, ctx.Done()
-	}
-	if c.done != nil {
+	if done := ctx.Done(); done != nil {
+		// Not ctx.Err(), which takes a lock in a cancelable context. (Not
+		// remembered per context either: comparing contexts panics for a
+		// Context whose type is not comparable.)
 		select {
-		case <-c.done:
+		case <-done:
 			return c.fail(ctx.Err())
 		default:
 		}

@@ -58,8 +58,6 @@ type Comm struct {
 	pinned [numColls]Algorithm
 	sel    selection // the selection table's entries for this p
 	chosen [numColls]choice
-	ctx    context.Context // the last call's context and its Done channel
-	done   <-chan struct{}
 	skips  []int
 
 	seq     uint64   // calls made

@@ -272,3 +272,31 @@ func TestClosed(t *testing.T) {
 		t.Errorf("barrier after Close: %v, want ErrClosed", err)
 	}
 }
+
+// mapCtx is a Context whose dynamic type is not comparable: comparing two
+// of them panics, so the library must never compare contexts.
+type mapCtx struct {
+	context.Context
+	m map[string]int
+}
+
+// TestUncomparableContext: calls take any Context, including one whose
+// type is not comparable, twice in a row with different values.
+func TestUncomparableContext(t *testing.T) {
+	err := Run(2, Options{}, func(c *Comm) error {
+		for i := range 3 {
+			ctx := mapCtx{context.Background(), map[string]int{"i": i}}
+			got := []int64{0}
+			if err := Allreduce(ctx, c, []int64{int64(c.Rank() + i)}, got, Sum); err != nil {
+				return err
+			}
+			if got[0] != int64(1+2*i) {
+				return fmt.Errorf("call %d: got %d", i, got[0])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
