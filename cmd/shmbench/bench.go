@@ -133,6 +133,7 @@ type typedCase[T simd.Element] struct {
 	// iterations.
 	got            []T
 	gotFrom, gotTo int
+	idx            []int // scratch of touched
 
 	prevJ int // the input element the last touch changed (-1: none), and its value before
 	prevV T
@@ -392,19 +393,23 @@ func (k *typedCase[T]) checkValue(i, it int, got T) {
 	k.bad++
 }
 
-// touched returns the index in this rank's result of the element that rank
-// q's change in iteration it reaches, if any; last reports that no later q
-// needs looking at (in a reduction every rank changes the same element).
-func (k *typedCase[T]) touched(q, it int) (i int, ok, last bool) {
-	last = reducing(k.lay.coll)
-	j := k.touchOf(q, it)
-	if j < 0 {
-		return 0, false, false
+// touched appends to is the indices in this rank's result of the elements
+// that iteration it changed, in the order of the ranks whose change reaches
+// them (in a reduction every rank changes the same element: one index).
+func (k *typedCase[T]) touched(is []int, it int) []int {
+	for q := range k.lay.p {
+		j := k.touchOf(q, it)
+		if j < 0 {
+			continue
+		}
+		if t, i, ok := k.lay.dest(q, j); ok && (t == -1 || t == k.b.rank) && i < len(k.recv) {
+			is = append(is, i)
+		}
+		if reducing(k.lay.coll) {
+			break
+		}
 	}
-	if t, i, ok := k.lay.dest(q, j); ok && (t == -1 || t == k.b.rank) && i < len(k.recv) {
-		return i, true, last
-	}
-	return 0, false, last
+	return is
 }
 
 // record keeps the result elements that iteration it changed, for verify.
@@ -418,14 +423,9 @@ func (k *typedCase[T]) record(it int) {
 		k.verify()
 		k.gotFrom = it
 	}
-	for q := range k.lay.p {
-		i, ok, last := k.touched(q, it)
-		if ok {
-			k.got = append(k.got, k.recv[i])
-		}
-		if last {
-			break
-		}
+	k.idx = k.touched(k.idx[:0], it)
+	for _, i := range k.idx {
+		k.got = append(k.got, k.recv[i])
 	}
 	k.gotTo = it + 1
 	if len(k.got) >= maxPending {
@@ -440,15 +440,10 @@ const maxPending = 1 << 20
 func (k *typedCase[T]) verify() {
 	n := 0
 	for it := k.gotFrom; it < k.gotTo; it++ {
-		for q := range k.lay.p {
-			i, ok, last := k.touched(q, it)
-			if ok {
-				k.checkValue(i, it, k.got[n])
-				n++
-			}
-			if last {
-				break
-			}
+		k.idx = k.touched(k.idx[:0], it)
+		for _, i := range k.idx {
+			k.checkValue(i, it, k.got[n])
+			n++
 		}
 	}
 	k.got, k.gotFrom, k.gotTo = k.got[:0], 0, 0
