@@ -51,9 +51,10 @@ var StringCopyThreshold = 4 << 10
 // takes one store, where the runtime's memmove makes two to four (16-byte
 // stores up to 256 bytes). A line that the reader takes away between two
 // stores to it has to be fetched back by the writer, and the stores after
-// it wait. np=2, same-L3, 6 interleaved runs: bcast of 512 B 0.140 ->
-// 0.120 µs, 256 B 0.130 -> 0.120, allgather of 512 B 0.145 -> 0.110;
-// neutral from 1 KiB to 4 KiB.
+// it wait. np=2, same-L3, interleaved runs: bcast of 512 B 0.140 ->
+// 0.120 µs, allgather of 512 B 0.145 -> 0.110, reduce of 256 B 0.161 ->
+// 0.141; bcast of 256 B went 0.130 -> 0.120 in one series and 0.111 ->
+// 0.120 in another; neutral from 1 KiB to 4 KiB.
 func CopyLines(dst, src []byte) {
 	n := min(len(dst), len(src))
 	if n > 0 && !overlap(dst[:n], src[:n]) && copyLines(dst[:n], src[:n]) {
