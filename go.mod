@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/edsrzf/mmap-go v1.2.0
 	github.com/klauspost/cpuid/v2 v2.4.2
-	github.com/schollz/progressbar/v3 v3.19.1
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.44.0
 	gonum.org/v1/plot v0.17.0
@@ -18,8 +17,6 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
-	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
-	github.com/rivo/uniseg v0.4.7 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 )

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/klauspost/cpuid/v2"
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
@@ -76,7 +75,7 @@ func isTerminal(w io.Writer) bool {
 // advances the progress bar, and keeps them for the summary and plots.
 type sink struct {
 	w       benchfmt.Writer
-	bar     *progressbar.ProgressBar
+	bar     *progress
 	results []benchfmt.Result
 	failed  []benchfmt.Result
 	probeNS float64 // the run's placement probe, 0 if unknown
@@ -89,12 +88,7 @@ func newSink(format string, stdout, stderr io.Writer, total int) (*sink, error) 
 	}
 	s := &sink{w: w}
 	if total > 1 && isTerminal(stderr) {
-		s.bar = progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(stderr),
-			progressbar.OptionSetDescription("shmbench"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionClearOnFinish(),
-			progressbar.OptionSetPredictTime(false))
+		s.bar = &progress{w: stderr, total: total}
 	}
 	return s, nil
 }
@@ -114,8 +108,7 @@ func (s *sink) result(r benchfmt.Result) error {
 	}
 	err := s.w.Result(r)
 	if s.bar != nil {
-		s.bar.Describe(fmt.Sprintf("%s/%s %s", r.Coll, r.Algo, benchfmt.FormatSize(r.Bytes)))
-		s.bar.Add(1)
+		s.bar.step(fmt.Sprintf("%s/%s %s", r.Coll, r.Algo, benchfmt.FormatSize(r.Bytes)))
 	}
 	return err
 }
@@ -123,7 +116,6 @@ func (s *sink) result(r benchfmt.Result) error {
 // finish closes the bar and flushes the output.
 func (s *sink) finish() error {
 	if s.bar != nil {
-		s.bar.Finish()
 		s.bar.Clear()
 	}
 	return s.w.Flush()
