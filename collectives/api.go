@@ -37,20 +37,16 @@ func (c *Comm) bindOp(op Op) error {
 	}
 	c.cur.red = r
 	c.cur.opID = op.hash
+	if r.k != nil {
+		c.kern, c.kernOp, c.kernType = r.k, op.hash, c.cur.typ // for the small-call path
+	}
 	return nil
 }
 
 // pick chooses the algorithm for the current call and runs it.
 func (c *Comm) pick(ctx context.Context, bytes int) error {
-	if done := ctx.Done(); done != nil {
-		// Not ctx.Err(), which takes a lock in a cancelable context. (Not
-		// remembered per context either: comparing contexts panics for a
-		// Context whose type is not comparable.)
-		select {
-		case <-done:
-			return c.fail(ctx.Err())
-		default:
-		}
+	if err := ctxDone(ctx); err != nil {
+		return c.fail(err)
 	}
 	a, err := c.choose(c.cur.coll, bytes, c.cur.red.user == nil || c.cur.red.comm)
 	if err != nil {
@@ -64,6 +60,21 @@ func (c *Comm) pick(ctx context.Context, bytes int) error {
 		return err
 	}
 	return c.finish(ctx)
+}
+
+// ctxDone returns ctx.Err() if ctx is done. Not ctx.Err() alone, which
+// takes a lock in a cancelable context. (Not remembered per context
+// either: comparing contexts panics for a Context whose type is not
+// comparable.)
+func ctxDone(ctx context.Context) error {
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			return ctx.Err()
+		default:
+		}
+	}
+	return nil
 }
 
 // finish ends a call whose last step did not make this rank depend on
@@ -148,6 +159,11 @@ func hashInts(xs ...[]int) uint64 {
 // means in place: recv holds the input. len(send) == len(recv) == count, the
 // same on every rank.
 func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	if send == nil || len(send) == len(recv) {
+		if ok, err := c.smallAllreduce(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), op); ok {
+			return err
+		}
+	}
 	return elementwise(ctx, c, CollAllreduce, send, recv, op)
 }
 
@@ -512,6 +528,9 @@ func elementwise[T simd.Element](ctx context.Context, c *Comm, coll Collective, 
 
 // Barrier returns on every rank only after every rank has called it.
 func Barrier(ctx context.Context, c *Comm) error {
+	if ok, err := c.smallBarrier(ctx); ok {
+		return err
+	}
 	if err := c.start(CollBarrier, 0); err != nil {
 		return err
 	}

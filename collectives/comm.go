@@ -9,6 +9,7 @@ import (
 
 	"github.com/shmcoll/shmcoll/circulant"
 	"github.com/shmcoll/shmcoll/shm"
+	"github.com/shmcoll/shmcoll/simd"
 )
 
 // Options configure a communicator. The zero value is ready to use.
@@ -50,31 +51,37 @@ func (o Options) shm() shm.Options {
 // (as in MPI); one Comm is used by one goroutine at a time. Several Comms
 // (from Split and Dup) may be in use at once, each with its own arena.
 type Comm struct {
-	ep   *shm.Endpoint
-	rank int
-	size int
-	opt  Options
-
-	pinned [numColls]Algorithm
-	sel    selection // the selection table's entries for this p
-	chosen [numColls]choice
-	skips  []int
-
-	seq     uint64   // calls made
-	step    uint64   // steps begun; a step is one use of a slot half
-	synced  uint64   // every rank has begun step synced
-	checked []uint64 // checked[q] == step: q's descriptor for this step was compared
-	desc    [descBytes]byte
-	dhash   uint64 // hash of desc without the step, for call hashSeq
-	hashSeq uint64
+	// What every call reads and writes comes first, in as few cache lines
+	// as it takes: when ranks outnumber the CPUs, a rank finds these lines
+	// evicted after each wait (see small.go).
+	ep      *shm.Endpoint
+	rank    int
+	size    int
+	seq     uint64 // calls made
+	step    uint64 // steps begun; a step is one use of a slot half
+	synced  uint64 // every rank has begun step synced
 	hashed  uint64 // the step whose descriptor hash is in the counter's line
-	slow    [2]int // slow large reads and writes in a row (judge)
+	dhash   uint64 // hash of the descriptor without the step, for call hashSeq
+	hashSeq uint64
+	closed  bool
+	pinned  [numColls]Algorithm
+	// the kernel of the last built-in operator bound, and for what
+	kern     *simd.Kernel
+	kernOp   uint64
+	kernType simd.Type
+	small    [numSmall]smallMemo
+	last     Stats // counts of the current or last call
+	total    Stats
+	cur      call
+	sc       scratch
+	chosen   [numColls]choice
+	checked  []uint64 // checked[q] == step: q's descriptor for this step was compared
+	half     int      // bytes of a slot half
+	slow     [2]int   // slow large reads and writes in a row (judge)
 
-	half  int // bytes of a slot half
-	cur   call
-	sc    scratch
-	last  Stats // counts of the current or last call
-	total Stats
+	opt   Options
+	sel   selection // the selection table's entries for this p
+	skips []int
 
 	plans [3]*circulant.Plan // circulant plans by kind-1, built on first use
 	table []int              // the skips ascending
@@ -83,7 +90,6 @@ type Comm struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	closed    bool
 }
 
 // newComm wraps a joined endpoint; tc is the selection table, whose hash

@@ -42,23 +42,24 @@ func stepVal(e uint64, phase int) uint64 { return e<<16 | uint64(phase) }
 
 // call holds the arguments of the collective being run, as raw bytes.
 type call struct {
-	coll  Collective
-	alg   Algorithm
-	typ   simd.Type
-	esz   int
-	send  []byte // nil: in place
-	recv  []byte
-	count int // elements: per rank (allreduce, bcast, reduce, scan) or per block (the others)
-	root  int
-	red   reducer
-	opID  uint64
-	aux   uint64 // hash of irregular counts
-	// irregular counts and displacements, in elements
-	counts, displs   []int
-	rcounts, rdispls []int
+	// The fields the small-call path writes come first (two cache lines).
+	coll Collective
+	alg  Algorithm
+	typ  simd.Type
 	// fully is set by an algorithm whose step made this rank depend on
 	// every rank's data of the step.
 	fully bool
+	esz   int
+	count int // elements: per rank (allreduce, bcast, reduce, scan) or per block (the others)
+	root  int
+	opID  uint64
+	aux   uint64 // hash of irregular counts
+	red   reducer
+	send  []byte // nil: in place
+	recv  []byte
+	// irregular counts and displacements, in elements
+	counts, displs   []int
+	rcounts, rdispls []int
 }
 
 // scratch is per-Comm memory reused by every call, so that calls do not
@@ -105,25 +106,19 @@ const (
 	tinyBytes = shm.InlineBytes - 8
 )
 
-// encodeDesc writes the descriptor of step e into c.desc. The call's
-// fields and their hash are written once per call (the hash: four
-// independent multiplies and one mix with the call number).
-func (c *Comm) encodeDesc(e uint64) {
-	d := c.desc[:]
-	le := binary.LittleEndian
+// writeDesc writes the descriptor of step e into this rank's descriptor
+// area for e (fullDescOff + (e&1)*lineBytes), read only to name a
+// mismatch. The call's hash (four independent multiplies and one mix with
+// the call number) is computed once per call.
+func (c *Comm) writeDesc(e uint64) {
+	a := &c.cur
+	// Words built from the fields, not read back from the area (a load of
+	// bytes just stored piecewise waits for the stores).
+	w := [4]uint64{
+		uint64(a.coll) | uint64(a.alg)<<8 | uint64(a.typ)<<16 | uint64(uint32(int32(a.root)))<<32,
+		uint64(a.count), a.opID, a.aux,
+	}
 	if c.hashSeq != c.seq {
-		a := &c.cur
-		// Words built from the fields, not read back from d (a load of
-		// bytes just stored piecewise waits for the stores).
-		w := [4]uint64{
-			uint64(a.coll) | uint64(a.alg)<<8 | uint64(a.typ)<<16 | uint64(uint32(int32(a.root)))<<32,
-			uint64(a.count), a.opID, a.aux,
-		}
-		le.PutUint64(d[dSeq:], c.seq)
-		le.PutUint64(d[dColl:], w[0])
-		le.PutUint64(d[dCount:], w[1])
-		le.PutUint64(d[dOp:], w[2])
-		le.PutUint64(d[dAux:], w[3])
 		// The hash covers everything but the step, which the counter's
 		// value carries: a peer whose counter reached step e on this
 		// counter is at step e (it cannot begin e+2 before this rank
@@ -133,7 +128,15 @@ func (c *Comm) encodeDesc(e uint64) {
 		h ^= h >> 29
 		c.hashSeq, c.dhash = c.seq, h|1 // never 0: a zeroed line is no call
 	}
+	o := fullDescOff + int(e&1)*lineBytes
+	d := (*[descBytes]byte)(c.ep.Descriptor(c.rank)[o : o+descBytes])
+	le := binary.LittleEndian
+	le.PutUint64(d[dSeq:], c.seq)
 	le.PutUint64(d[dStep:], e)
+	le.PutUint64(d[dColl:], w[0])
+	le.PutUint64(d[dCount:], w[1])
+	le.PutUint64(d[dOp:], w[2])
+	le.PutUint64(d[dAux:], w[3])
 }
 
 // begin starts the next step of the current call: it waits until every
@@ -154,9 +157,7 @@ func (c *Comm) begin(ctx context.Context) (uint64, error) {
 		c.synced = e - 1
 	}
 	c.step = e
-	c.encodeDesc(e)
-	o := fullDescOff + int(e&1)*lineBytes
-	*(*[descBytes]byte)(c.ep.Descriptor(c.rank)[o : o+descBytes]) = c.desc // moves, not a memmove call
+	c.writeDesc(e)
 	// The counter's line: owned ahead of the post (see post).
 	c.ep.Prepare(ctr(e))
 	c.cur.fully = false

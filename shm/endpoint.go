@@ -231,6 +231,10 @@ func (e *Endpoint) Descriptor(r int) []byte {
 	return e.mem[off : off+DescriptorBytes : off+DescriptorBytes]
 }
 
+// Ok reports whether the endpoint is open and its arena not aborted: Err
+// would return nil. It inlines, for the checks at the start of a call.
+func (e *Endpoint) Ok() bool { return e.base != nil && e.abortWord().Load() == 0 }
+
 // Prepare asks for the line of the endpoint's own counter c in the state
 // for writing, ahead of the stores of a Post that follows: between
 // processes the line usually sits in a poller's cache.

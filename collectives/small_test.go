@@ -1,0 +1,187 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// warmSmall makes the calls after which an allreduce with Sum of float64
+// takes the small-call path, checks that it will, and returns the counts
+// of the first allreduce, which took the general path.
+func warmSmall(c *Comm, n int) (Stats, error) {
+	if err := Barrier(bg, c); err != nil {
+		return Stats{}, err
+	}
+	// The first allreduce binds the kernel: the general path.
+	if err := Allreduce(bg, c, make([]float64, n), make([]float64, n), Sum); err != nil {
+		return Stats{}, err
+	}
+	general, _ := c.Stats()
+	// (Not smallOK's result: a peer may have gone on to abort the arena.)
+	c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated)
+	if !c.small[smallAllreduceIdx].ok || c.synced != c.step || c.kernType != c.cur.typ {
+		return general, fmt.Errorf("rank %d: allreduce of %d B would not take the small-call path (%v)", c.rank, 8*n, c.LastAlgorithm())
+	}
+	return general, nil
+}
+
+// TestSmallPathResults: allreduce and barrier on the small-call path give
+// the general path's results and counts: exact integer sums, float sums
+// bitwise equal on every rank and to the rank-order sum, the same Stats.
+func TestSmallPathResults(t *testing.T) {
+	for _, p := range []int{2, 3, 8} {
+		t.Run(fmt.Sprint("p=", p), func(t *testing.T) {
+			const iters = 200
+			got := make([][]uint64, p)
+			errs := runAll(t, p, Options{}, func(c *Comm) error {
+				r := c.Rank()
+				first, err := warmSmall(c, 5)
+				if err != nil {
+					return err
+				}
+				for it := range iters {
+					n := 1 + it%5 // 8 to 40 bytes
+					in := make([]float64, n)
+					for i := range in {
+						in[i] = float64(r*1000 + it*7 + i)
+					}
+					out := make([]float64, n)
+					if err := Allreduce(bg, c, in, out, Sum); err != nil {
+						return err
+					}
+					for i := range out {
+						want := float64(p*(p-1)/2*1000 + p*(it*7+i)) // exact: small integers
+						if out[i] != want {
+							return fmt.Errorf("rank %d it %d: sum[%d] = %v, want %v", r, it, i, out[i], want)
+						}
+					}
+					if err := Barrier(bg, c); err != nil {
+						return err
+					}
+					f := []float64{1 / float64(r+3+it), math.Pi * float64(r-it), 1e16 / float64(r+1)}
+					g := make([]float64, len(f))
+					copy(g, f)
+					if err := Allreduce(bg, c, nil, g, Sum); err != nil { // in place
+						return err
+					}
+					for _, x := range g {
+						got[r] = append(got[r], math.Float64bits(x))
+					}
+					// The rank-order sum, as the kernel adds.
+					for i := range f {
+						var s float64
+						for q := range p {
+							s += [...]float64{1 / float64(q+3+it), math.Pi * float64(q-it), 1e16 / float64(q+1)}[i]
+						}
+						if math.Float64bits(s) != math.Float64bits(g[i]) {
+							return fmt.Errorf("rank %d it %d: float64 sum[%d] = %v, rank-order sum %v", r, it, i, g[i], s)
+						}
+					}
+				}
+				last, _ := c.Stats()
+				if last != first {
+					return fmt.Errorf("rank %d: small-call path counted %+v, general path %+v", r, last, first)
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+			for r := 1; r < p; r++ {
+				for i := range got[0] {
+					if got[r][i] != got[0][i] {
+						t.Fatalf("rank %d float result %d differs from rank 0's", r, i)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSmallPathMismatch: a call that does not match its peers' fails with
+// the same ErrMismatch on every rank when some ranks are on the small-call
+// path and others on the general path, or all on the small-call path.
+func TestSmallPathMismatch(t *testing.T) {
+	const p = 4
+	cases := []struct {
+		name string
+		want string
+		f    func(c *Comm) error
+	}{
+		{"count", "count", func(c *Comm) error {
+			n := 2 + c.Rank()/3
+			return Allreduce(bg, c, make([]float64, n), make([]float64, n), Sum)
+		}},
+		{"type", "passed", func(c *Comm) error {
+			if c.Rank() == 1 {
+				return Allreduce(bg, c, make([]int64, 2), make([]int64, 2), Sum)
+			}
+			return Allreduce(bg, c, make([]float64, 2), make([]float64, 2), Sum)
+		}},
+		{"operator", "operators", func(c *Comm) error {
+			op := Sum
+			if c.Rank() == 3 {
+				op = Max
+			}
+			return Allreduce(bg, c, make([]float64, 2), make([]float64, 2), op)
+		}},
+		{"collective", "called", func(c *Comm) error {
+			if c.Rank() == 2 {
+				return Barrier(bg, c)
+			}
+			return Allreduce(bg, c, make([]float64, 2), make([]float64, 2), Sum)
+		}},
+		{"calls", "call", func(c *Comm) error {
+			if c.Rank() == 0 {
+				if err := Barrier(bg, c); err != nil {
+					return err
+				}
+			}
+			return Allreduce(bg, c, make([]float64, 2), make([]float64, 2), Sum)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := runAll(t, p, Options{}, func(c *Comm) error {
+				if _, err := warmSmall(c, 2); err != nil {
+					return err
+				}
+				err := tc.f(c)
+				if err2 := Barrier(bg, c); !errors.Is(err2, ErrAborted) {
+					return fmt.Errorf("barrier after the mismatch: %v", err2)
+				}
+				return err
+			})
+			text := sameAbort(t, tc.name, errs, ErrMismatch)
+			if text != "" && !strings.Contains(text, tc.want) {
+				t.Errorf("abort %q does not say %q", text, tc.want)
+			}
+		})
+	}
+}
+
+// TestSmallPathCanceled: a canceled context fails the call on the
+// small-call path's arguments too (the general path reports it).
+func TestSmallPathCanceled(t *testing.T) {
+	errs := runAll(t, 2, Options{}, func(c *Comm) error {
+		if _, err := warmSmall(c, 1); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(bg)
+		cancel()
+		return Allreduce(ctx, c, []float64{1}, make([]float64, 1), Sum)
+	})
+	// Each rank fails for its canceled context, or for the abort of the
+	// rank that failed first.
+	for r, err := range errs {
+		if !errors.Is(err, context.Canceled) && !(errors.Is(err, ErrAborted) && strings.Contains(err.Error(), "context canceled")) {
+			t.Errorf("rank %d: %v, want context.Canceled", r, err)
+		}
+	}
+}
