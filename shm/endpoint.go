@@ -104,6 +104,7 @@ type Endpoint struct {
 
 	spinFor, yieldFor time.Duration
 	oversub           bool                // process ranks outnumber the online CPUs
+	yieldFirst        bool                // processes that yield without spinning first
 	spinBudget        atomic.Int64        // current spin budget in ns (adaptive, at most spinFor)
 	fixedSpin         bool                // do not adapt (benchmarks compare)
 	minSpin           int64               // floor of spinBudget
@@ -336,9 +337,24 @@ func (e *Endpoint) WaitData(ctx context.Context, peer, c int, v uint64, data []b
 		// Goroutine ranks: the arena is Go memory, where loads before the
 		// acquire would be data races.
 		data = nil
+	} else if e.yieldFirst {
+		// Processes that outnumber the CPUs: the first yields in a small
+		// loop, without waitSlow's frame and code, which a rank that gets
+		// its CPU back finds evicted (np=8 on 2 CPUs: most waits end after
+		// a yield or two). waitSlow then yields on, reading the clock, the
+		// context and the abort word every 16th time.
+		for range quickYields {
+			osYield()
+			if w.Load() >= v {
+				return e.doneErr()
+			}
+		}
 	}
 	return e.waitSlow(ctx, peer, c, w, v, data[:min(len(data), TouchBytes)])
 }
+
+// quickYields is the number of yields of WaitData's own loop.
+const quickYields = 8
 
 // TouchBytes is the most of its data that WaitData keeps in flight: more
 // lines held by the waiter slow down the poster's stores to them.
@@ -715,6 +731,7 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	default:
 		e.yieldFor = 200 * time.Microsecond
 	}
+	e.yieldFirst = !inProcess && e.spinFor == 0 && e.yieldFor > 0
 	return e
 }
 
