@@ -351,6 +351,9 @@ func (c *Comm) irregular(counts []int) (int, error) {
 
 // Bcast copies buf of rank root into buf of every rank.
 func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) error {
+	if ok, err := c.smallBcast(ctx, simd.TypeOf[T](), bytesOf(buf), root); ok {
+		return err
+	}
 	if err := c.start(CollBcast, simd.TypeOf[T]()); err != nil {
 		return err
 	}
@@ -369,6 +372,9 @@ func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) erro
 // send nil means in place on the root (recv holds its input); other ranks
 // must pass send.
 func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
+	if ok, err := c.smallReduce(ctx, simd.TypeOf[T](), bytesOf(send), bytesOf(recv), op, root); ok {
+		return err
+	}
 	if err := c.start(CollReduce, simd.TypeOf[T]()); err != nil {
 		return err
 	}

@@ -4,83 +4,90 @@ import (
 	"context"
 	"encoding/binary"
 
+	"github.com/shmcoll/shmcoll/shm"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// The small-call path: a barrier, and an allreduce whose vector travels in
-// the counter's line (tinyBytes), where choose picks the flat barrier and
-// the replicated allreduce (for every size up to tinyBytes). They run the
-// step of flatBarrier and replicatedAllreduce with the same descriptor,
-// posts, waits, checks and counts, in one function each, without the
-// layers of the general path (start, bindOp, pick, choose, run, begin,
-// end, finish).
+// The small-call path: barrier, allreduce, bcast and reduce of at most
+// smallBytes, where choose picks the flat barrier, the replicated
+// allreduce and reduce and the flat bcast (for every size up to the
+// call's). They run the one step of flatBarrier, replicatedAllreduce and
+// flatBcast with the same descriptor, posts, waits, checks, counts and
+// results, in one function each, without the layers of the general path
+// (start, bindOp, pick, choose, run, begin, end, finish).
 //
-// What it saves is memory, not instructions. When ranks outnumber the
-// CPUs, every wait is a context switch, and a rank that gets its CPU back
-// finds its code and data evicted by the ranks that ran meanwhile: every
-// cache line and page a call touches then costs a refill (np=8 on 2 CPUs,
-// a loop that touched 64 more lines after each yield took 0.40 µs longer
-// per barrier and allreduce, 64 more pages 0.78 µs). The general path
-// touched about 290 lines of code and 140 of data in 45 and 50 pages per
-// barrier and allreduce of 8 B; a loop of shm posts and waits with the
-// same protocol took 5.0 against 6.6 µs.
+// Where ranks share CPUs, what it saves is memory more than instructions:
+// every wait is a context switch, and a rank that gets its CPU back finds
+// its code and data evicted by the ranks that ran meanwhile, so every cache
+// line and page a call touches costs a refill (np=8 on 2 CPUs: a loop that
+// touched 64 more lines after each yield took 0.40 µs longer per barrier
+// and allreduce, 64 more pages 0.78 µs). The general path touched about 290
+// lines of code and 140 of data, in 45 and 50 pages, per barrier and
+// allreduce of 8 B (valgrind's lackey, one rank's trace); a loop of shm
+// posts and waits with the same protocol took 5.0 against 6.6 µs. Where
+// each rank has a CPU, the sender's call path is on the receiver's clock
+// (np=2, same L3: bcast 8-256 B and reduce 8-512 B 0.01-0.02 µs faster).
 //
 // Anything else (a closed or aborted endpoint, a step that is not known
-// synchronized, a user operator, an argument error, a size or pin that
-// choose has not seen) takes the general path, which reports it.
+// synchronized, a user operator, an argument error, another algorithm)
+// takes the general path, which runs or reports it.
 
-// smallOK reports whether the small-call path may run coll (small[i]):
-// choose picks alg for it at every size the path takes, and every rank has
-// begun this rank's last step.
-func (c *Comm) smallOK(i int, coll Collective, alg Algorithm) bool {
+// smallOK reports whether the small-call path may run coll (small[i]) on
+// n bytes: choose picks alg for coll at every size from 1 (0 for the
+// barrier) to n, and every rank has begun this rank's last step.
+func (c *Comm) smallOK(i int, coll Collective, alg Algorithm, n int) bool {
 	m := &c.small[i]
 	if !m.known || m.pin != c.pinned[coll] {
 		c.learnSmall(m, coll, alg)
 	}
-	return m.ok && c.synced == c.step && !c.closed && c.ep.Ok()
+	return n <= m.upTo && c.synced == c.step && !c.closed && c.ep.Ok()
 }
 
-// smallMemo remembers whether choose picks the small-call path's
-// algorithm at every size the path takes, for the pin it was worked out
-// with (tests change pins).
+// smallMemo remembers up to which size choose picks the small-call path's
+// algorithm (-1: not even the smallest), for the pin it was worked out with
+// (tests change pins).
 type smallMemo struct {
-	known, ok bool
-	pin       Algorithm
+	known bool
+	pin   Algorithm
+	upTo  int
 }
 
-// The small-call paths (Comm.small).
+// The small-call paths (Comm.small), and the most bytes they take: the
+// vector travels in the counter's line up to tinyBytes, above in the slot
+// half, copied with a store per line (publish).
 const (
 	smallAllreduceIdx = iota
 	smallBarrierIdx
+	smallBcastIdx
+	smallReduceIdx
 	numSmall
+
+	smallBytes = linesBytes
 )
 
 func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
-	*m = smallMemo{known: true, ok: true, pin: c.pinned[coll]}
-	hi := 0
-	if coll == CollAllreduce {
-		hi = tinyBytes
+	*m = smallMemo{known: true, pin: c.pinned[coll], upTo: -1}
+	lo, hi := 1, smallBytes
+	if coll == CollBarrier {
+		lo, hi = 0, 0
 	}
-	for b := min(hi, 1); b <= hi; b++ {
+	for b := lo; b <= hi; b++ {
 		if a, err := c.chooseNew(coll, b, true); err != nil || a != alg {
-			m.ok = false
+			break
 		}
+		m.upTo = b
 	}
 }
 
 // smallCall begins a small call of coll: it counts the call and its step,
 // sets the fields the descriptor covers, writes the descriptor of step e
 // and asks for the counter's line (begin's work).
-func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count int, red reducer, opID uint64) uint64 {
+func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, root int, red reducer, opID uint64) uint64 {
 	c.seq++
 	c.total.add(c.last)
-	p := uint64(c.size - 1)
 	c.last = Stats{Calls: 1, Steps: 1, Rounds: 1}
-	if coll == CollAllreduce {
-		c.last.Sent, c.last.Received, c.last.Reduced = p, p, p
-	}
 	a := &c.cur
-	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.red, a.opID, a.aux = coll, alg, t, t.Size(), count, 0, red, opID, 0
+	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.red, a.opID, a.aux = coll, alg, t, t.Size(), count, root, red, opID, 0
 	a.send, a.recv = nil, nil
 	a.fully = true
 	e := c.step + 1
@@ -90,10 +97,15 @@ func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count int,
 	return e
 }
 
-// smallWait waits for peer q's phase 1 of step e and compares its
-// descriptor hash (checkDesc names a mismatch).
-func (c *Comm) smallWait(ctx context.Context, q int, e uint64) error {
-	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, 1), nil); err != nil {
+// smallWait waits for peer q's phase 1 of step e, keeping data's lines in
+// flight (WaitData) when it is at most shm.TouchBytes and not in the
+// counter's line (tiny), as waitData does, and compares q's descriptor hash
+// (checkDesc names a mismatch).
+func (c *Comm) smallWait(ctx context.Context, q int, e uint64, data []byte, tiny bool) error {
+	if tiny || len(data) > shm.TouchBytes {
+		data = nil
+	}
+	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, 1), data); err != nil {
 		return c.fail(err)
 	}
 	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) != c.dhash {
@@ -102,37 +114,43 @@ func (c *Comm) smallWait(ctx context.Context, q int, e uint64) error {
 	return nil
 }
 
-// smallBarrier is flatBarrier on the small-call path; ok is false when it
-// does not apply.
-func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
-	if !c.smallOK(smallBarrierIdx, CollBarrier, Flat) {
-		return false, nil
-	}
-	if err := ctxDone(ctx); err != nil {
-		return false, nil // the general path fails the call
-	}
-	e := c.smallCall(CollBarrier, Flat, 0, 0, reducer{}, 0)
-	c.post(e, 1)
+// smallFinish waits for every peer but skip (-1: none) to post step e
+// (finish's work: the step's descriptors are compared everywhere, and every
+// rank has begun the step).
+func (c *Comm) smallFinish(ctx context.Context, e uint64, skip int) error {
 	for i := 1; i < c.size; i++ {
 		q := c.rank + i
 		if q >= c.size {
 			q -= c.size
 		}
-		if err := c.smallWait(ctx, q, e); err != nil {
-			return true, err
+		if q != skip {
+			if err := c.smallWait(ctx, q, e, nil, true); err != nil {
+				return err
+			}
 		}
 	}
-	c.synced = e // every rank's step-e data was read: every rank has begun it
-	return true, nil
+	c.synced = e
+	return nil
 }
 
-// smallAllreduce is replicatedAllreduce on the small-call path for a
-// vector of 1 to tinyBytes bytes and the built-in operator of the last
-// bindOp; ok is false when it does not apply. send is nil or as long as
-// recv.
+// smallBarrier is flatBarrier on the small-call path; ok is false when it
+// does not apply.
+func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
+	if !c.smallOK(smallBarrierIdx, CollBarrier, Flat, 0) || ctxDone(ctx) != nil {
+		return false, nil // the general path runs it, or fails it
+	}
+	e := c.smallCall(CollBarrier, Flat, 0, 0, 0, reducer{}, 0)
+	c.post(e, 1)
+	return true, c.smallFinish(ctx, e, -1)
+}
+
+// smallAllreduce is replicatedAllreduce on the small-call path for the
+// built-in operator of the last bindOp; ok is false when it does not
+// apply. send is nil or as long as recv.
 func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
 	n := len(recv)
-	if n == 0 || n > tinyBytes || op.hash != c.kernOp || t != c.kernType || op.user != nil || !c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated) {
+	if n == 0 || op.hash != c.kernOp || t != c.kernType || op.user != nil ||
+		!c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated, n) {
 		return false, nil
 	}
 	in := send
@@ -145,20 +163,126 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 		return false, nil
 	}
 	k := c.kern
-	e := c.smallCall(CollAllreduce, Replicated, t, n/t.Size(), reducer{k: k, comm: true}, op.hash)
+	e := c.smallCall(CollAllreduce, Replicated, t, n/t.Size(), 0, reducer{k: k, comm: true}, op.hash)
 	c.cur.send, c.cur.recv = send, recv
-	copy(c.tiny(c.rank, e), in)
+	p := uint64(c.size - 1)
+	c.last.Sent, c.last.Received, c.last.Reduced = p, p, p
+	tiny := n <= tinyBytes
+	if tiny { // stepBuf, which does not inline
+		copy(c.tiny(c.rank, e), in) // as replicatedAllreduce: not publish
+	} else {
+		copy(c.slotHalf(c.rank, e), in)
+	}
 	c.post(e, 1)
 	srcs := c.sc.srcs
 	for q := range c.size {
+		var src []byte
+		if tiny {
+			src = c.tiny(q, e)[:n]
+		} else {
+			src = c.slotHalf(q, e)[:n]
+		}
 		if q != c.rank {
-			if err := c.smallWait(ctx, q, e); err != nil {
+			if err := c.smallWait(ctx, q, e, src, tiny); err != nil {
 				return true, err
 			}
 		}
-		srcs[q] = c.tiny(q, e)[:n]
+		srcs[q] = src
 	}
 	k.ReduceK(recv, srcs)
 	c.synced = e // every rank's step-e data was read: every rank has begun it
+	return true, nil
+}
+
+// smallBcast is flatBcast on the small-call path; ok is false when it does
+// not apply.
+func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int) (ok bool, err error) {
+	n := len(buf)
+	if n == 0 || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, CollBcast, Flat, n) || ctxDone(ctx) != nil {
+		return false, nil
+	}
+	e := c.smallCall(CollBcast, Flat, t, n/t.Size(), root, reducer{}, 0)
+	c.cur.recv = buf
+	tiny := n <= tinyBytes
+	if c.rank == root {
+		c.publish(c.stepBuf(c.rank, e, tiny), buf)
+		c.post(e, 1)
+		c.last.Sent = uint64(c.size - 1)
+		return true, c.smallFinish(ctx, e, -1)
+	}
+	c.post(e, 1)
+	var src []byte
+	if tiny {
+		src = c.tiny(root, e)[:n]
+	} else {
+		src = c.slotHalf(root, e)[:n]
+	}
+	if err := c.smallWait(ctx, root, e, src, tiny); err != nil {
+		return true, err
+	}
+	simd.Copy(buf, src)
+	c.last.Received = 1
+	return true, c.smallFinish(ctx, e, root)
+}
+
+// smallReduce is replicatedAllreduce's reduce on the small-call path for
+// the built-in operator of the last bindOp; ok is false when it does not
+// apply (Reduce checks the arguments).
+func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, op Op, root int) (ok bool, err error) {
+	if op.hash != c.kernOp || t != c.kernType || op.user != nil || uint(root) >= uint(c.size) {
+		return false, nil
+	}
+	n := len(send)
+	if c.rank == root {
+		if send != nil && same(send, recv) {
+			send = nil
+		}
+		if send != nil && (len(send) != len(recv) || overlaps(send, recv)) {
+			return false, nil
+		}
+		n = len(recv)
+	} else if send == nil {
+		return false, nil
+	} else {
+		recv = nil
+	}
+	if n == 0 || !c.smallOK(smallReduceIdx, CollReduce, Replicated, n) || ctxDone(ctx) != nil {
+		return false, nil
+	}
+	k := c.kern
+	e := c.smallCall(CollReduce, Replicated, t, n/t.Size(), root, reducer{k: k, comm: true}, op.hash)
+	c.cur.send, c.cur.recv = send, recv
+	p := c.size
+	c.last.Sent = uint64(p - 1)
+	tiny := n <= tinyBytes
+	if send == nil {
+		c.publish(c.stepBuf(c.rank, e, tiny), recv) // the root in place
+	} else if c.rank != root {
+		c.publish(c.stepBuf(c.rank, e, tiny), send)
+	}
+	c.post(e, 1)
+	if c.rank != root {
+		return true, c.smallFinish(ctx, e, -1)
+	}
+	srcs := c.sc.srcs
+	for q := range p {
+		var src []byte
+		if tiny {
+			src = c.tiny(q, e)[:n]
+		} else {
+			src = c.slotHalf(q, e)[:n]
+		}
+		if q == c.rank {
+			if send != nil {
+				src = send // the root reads its input where it is
+			}
+		} else if err := c.smallWait(ctx, q, e, src, tiny); err != nil {
+			return true, err
+		}
+		srcs[q] = src
+	}
+	k.ReduceK(recv, srcs)
+	c.last.Received, c.last.Reduced = uint64(p-1), uint64(p-1)
+	c.synced = e
 	return true, nil
 }

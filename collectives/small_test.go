@@ -22,8 +22,8 @@ func warmSmall(c *Comm, n int) (Stats, error) {
 	}
 	general, _ := c.Stats()
 	// (Not smallOK's result: a peer may have gone on to abort the arena.)
-	c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated)
-	if !c.small[smallAllreduceIdx].ok || c.synced != c.step || c.kernType != c.cur.typ {
+	c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated, 8*n)
+	if c.small[smallAllreduceIdx].upTo < 8*n || c.synced != c.step || c.kernType != c.cur.typ {
 		return general, fmt.Errorf("rank %d: allreduce of %d B would not take the small-call path (%v)", c.rank, 8*n, c.LastAlgorithm())
 	}
 	return general, nil
@@ -97,6 +97,122 @@ func TestSmallPathResults(t *testing.T) {
 				for i := range got[0] {
 					if got[r][i] != got[0][i] {
 						t.Fatalf("rank %d float result %d differs from rank 0's", r, i)
+					}
+				}
+			}
+		})
+	}
+}
+
+// forceGeneral makes c take the general path for every call.
+func forceGeneral(c *Comm) {
+	for i, coll := range [numSmall]Collective{CollAllreduce, CollBarrier, CollBcast, CollReduce} {
+		c.small[i] = smallMemo{known: true, pin: c.pinned[coll], upTo: -1}
+	}
+}
+
+// smallSequence runs a sequence of barriers, allreduces, bcasts and reduces
+// of 1 to smallBytes bytes (roots and in-place calls varied) and returns
+// every rank's results and counts, in call order.
+func smallSequence(c *Comm) ([]float64, []Stats, error) {
+	var out []float64
+	var stats []Stats
+	p, r := c.Size(), c.Rank()
+	keep := func(xs []float64) {
+		out = append(out, xs...)
+		last, _ := c.Stats()
+		stats = append(stats, last)
+	}
+	for it := range 60 {
+		n := []int{1, 3, 5, 6, 32, 64, 127, 128}[it%8] // 8 B to 1 KiB
+		root := it % p
+		in := make([]float64, n)
+		for i := range in {
+			in[i] = 1/float64(r+i+2) + float64(it)
+		}
+		if err := Barrier(bg, c); err != nil {
+			return nil, nil, err
+		}
+		keep(nil)
+		res := make([]float64, n)
+		if err := Allreduce(bg, c, in, res, Sum); err != nil {
+			return nil, nil, err
+		}
+		keep(res)
+		buf := make([]float64, n)
+		if r == root {
+			copy(buf, in)
+		}
+		if err := Bcast(bg, c, buf, root); err != nil {
+			return nil, nil, err
+		}
+		keep(buf)
+		red := make([]float64, n)
+		var send []float64 = in
+		if r == root && it%3 == 0 {
+			copy(red, in)
+			send = nil // in place
+		}
+		if err := Reduce(bg, c, send, red, Sum, root); err != nil {
+			return nil, nil, err
+		}
+		keep(red)
+	}
+	return out, stats, nil
+}
+
+// TestSmallPathSameAsGeneral: the same calls on the small-call path and on
+// the general path give bitwise equal results and the same counts.
+func TestSmallPathSameAsGeneral(t *testing.T) {
+	for _, p := range []int{2, 3, 5} {
+		t.Run(fmt.Sprint("p=", p), func(t *testing.T) {
+			type res struct {
+				out   []float64
+				stats []Stats
+			}
+			run := func(general bool) []res {
+				rs := make([]res, p)
+				errs := runAll(t, p, Options{}, func(c *Comm) error {
+					if general {
+						forceGeneral(c)
+					}
+					var err error
+					rs[c.Rank()].out, rs[c.Rank()].stats, err = smallSequence(c)
+					if err == nil && !general {
+						// The small-call path took every call (the barrier's
+						// where the flat barrier is chosen).
+						for i, m := range c.small {
+							if i != smallBarrierIdx && m.upTo < smallBytes {
+								err = fmt.Errorf("small-call path %d took calls up to %d bytes only", i, m.upTo)
+							}
+						}
+						if a, _ := c.chooseNew(CollBarrier, 0, true); a == Flat && c.small[smallBarrierIdx].upTo != 0 {
+							err = fmt.Errorf("the flat barrier did not take the small-call path")
+						}
+					}
+					return err
+				})
+				for r, err := range errs {
+					if err != nil {
+						t.Fatalf("general %v: rank %d: %v", general, r, err)
+					}
+				}
+				return rs
+			}
+			small, general := run(false), run(true)
+			for r := range p {
+				a, b := small[r], general[r]
+				if len(a.out) != len(b.out) || len(a.stats) != len(b.stats) {
+					t.Fatalf("rank %d: %d results and %d counts, general path %d and %d", r, len(a.out), len(a.stats), len(b.out), len(b.stats))
+				}
+				for i := range a.out {
+					if math.Float64bits(a.out[i]) != math.Float64bits(b.out[i]) {
+						t.Fatalf("rank %d: result %d is %v, general path %v", r, i, a.out[i], b.out[i])
+					}
+				}
+				for i := range a.stats {
+					if a.stats[i] != b.stats[i] {
+						t.Fatalf("rank %d: call %d counted %+v, general path %+v", r, i, a.stats[i], b.stats[i])
 					}
 				}
 			}
