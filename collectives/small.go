@@ -40,7 +40,7 @@ func (c *Comm) smallOK(i int, coll Collective, alg Algorithm, n int) bool {
 	if !m.known || m.pin != c.pinned[coll] {
 		c.learnSmall(m, coll, alg)
 	}
-	return n <= m.upTo && c.synced == c.step && !c.closed && c.ep.Ok()
+	return n <= m.upTo && c.size > 1 && c.synced == c.step && !c.closed && c.ep.Ok()
 }
 
 // smallMemo remembers up to which size choose picks the small-call path's
