@@ -445,6 +445,9 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 				if err := c.waitData(ctx, q, e, 1, src); err != nil {
 					return err
 				}
+				if len(src) >= prefetchMin && len(src) <= prefetchMax {
+					simd.Prefetch(src)
+				}
 				c.sc.srcs[q] = src
 			}
 			t0 := c.copyStart(m * esz)
@@ -493,6 +496,14 @@ const (
 	ntCalls           = 64
 	adviceOff         = shm.DescriptorBytes - 8
 	linesBytes        = 1 << 10 // publishes up to this size use simd.CopyLines
+
+	// The replicated reductions prefetch a peer's segment of prefetchMin
+	// to prefetchMax bytes whole (simd.Prefetch) as soon as its post is
+	// seen. np=2, vCPUs on different dies: allreduce 2-8 KiB 1.01-2.40 ->
+	// 0.98-2.19 µs, reduce 2-16 KiB 0.70-1.63 -> 0.63-1.35; on one L3:
+	// allreduce 4 KiB 0.37 -> 0.34, reduce 16 KiB 0.52 -> 0.55, the rest
+	// within 0.01 µs.
+	prefetchMin, prefetchMax = 1 << 10, 16 << 10
 )
 
 // pipeElems is the segment length in elements for a vector of N elements

@@ -41,3 +41,18 @@ tail:
 done:
 	VZEROUPPER
 	RET
+
+// func prefetchLines(p *byte, n int)
+// PREFETCHT0 of every 64-byte line of [p, p+n).
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+ploop:
+	CMPQ CX, $0
+	JLE  pdone
+	PREFETCHT0 (SI)
+	ADDQ $64, SI
+	SUBQ $64, CX
+	JMP  ploop
+pdone:
+	RET
