@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/shmcoll/shmcoll/internal/clock"
-	"github.com/shmcoll/shmcoll/shm"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
@@ -423,14 +421,22 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 		case m*esz < pipelineBytes/8 && a.coll == CollAllreduce:
 			// Not the string copy: when every rank writes its half and
 			// then reads every half with vector loads, it is slower
-			// (np=2, same-L3, 8 KiB: 0.59 -> 0.86 µs).
-			copy(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
+			// (np=2, same-L3, 8 KiB: 0.59 -> 0.86 µs). Non-temporal
+			// stores where a reader asks for them (see ntSmall).
+			if m*esz >= ntSmall && c.advisedNT() {
+				simd.CopyNT(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
+			} else {
+				copy(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
+			}
 		default:
 			c.publish(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
 		}
 		c.post(e, 1)
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
+		// sample: this call times its reduction, without Prefetch, which
+		// would hide what the placement costs (see ntSmall).
+		sample := a.coll == CollAllreduce && m*esz >= ntSmall && m*esz < pipelineBytes/8 && c.sampleSmall()
 		if reads {
 			for i := 1; i <= p; i++ {
 				q := (c.rank + i) % p
@@ -445,14 +451,26 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 				if err := c.waitData(ctx, q, e, 1, src); err != nil {
 					return err
 				}
-				if len(src) >= prefetchMin && len(src) <= prefetchMax {
+				if len(src) >= prefetchMin && len(src) <= prefetchMax && !sample {
 					simd.Prefetch(src)
 				}
 				c.sc.srcs[q] = src
 			}
-			t0 := c.copyStart(m * esz)
+			var t0 int64
+			if sample {
+				t0 = clock.Nanotime()
+			} else {
+				t0 = c.copyStart(m * esz)
+			}
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs)
-			c.reduceDone(m*esz, t0)
+			if sample {
+				// A window longer than ntCalls: sampling costs these
+				// calls their Prefetch, and each sample after a window
+				// may read data still written non-temporally.
+				c.judgeFor(&c.slow[0], m*esz, t0, slowReduce, ntSmallCalls)
+			} else {
+				c.reduceDone(m*esz, t0)
+			}
 			c.last.Received += uint64(p - 1)
 			c.last.Reduced += uint64(p - 1)
 			a.fully = true
@@ -494,8 +512,17 @@ const (
 	slowRead          = 14       // bytes/ns: below, the peers are on another die
 	slowReduce        = 10       // bytes/ns of result, for a reduction reading a peer's slot
 	ntCalls           = 64
-	adviceOff         = shm.DescriptorBytes - 8
 	linesBytes        = 1 << 10 // publishes up to this size use simd.CopyLines
+
+	// A replicated allreduce from ntSmall bytes also times its reduction
+	// in one call of sampleEvery (that call without Prefetch), and its
+	// copy-in takes non-temporal stores when advised: with the vCPUs on
+	// different dies, its reduction then reads the peers' halves from
+	// memory instead of the other die's caches. Below 2 KiB the reading
+	// is too short to tell the placement.
+	ntSmall          = 2 << 10
+	ntSmallCalls     = 1024 // the advice these samples give, in calls
+	sampleSmallEvery = 32   // calls per sample: each costs its Prefetch and two clock reads
 
 	// The replicated reductions prefetch a peer's segment of prefetchMin
 	// to prefetchMax bytes whole (simd.Prefetch) as soon as its post is
@@ -518,11 +545,12 @@ func (c *Comm) pipeElems(N int) int {
 	return M
 }
 
-// advice is rank q's non-temporal advice word: the call number up to
-// which it asks writers for non-temporal stores.
-func (c *Comm) advice(q int) *atomic.Uint64 {
-	return (*atomic.Uint64)(unsafe.Pointer(&c.ep.Descriptor(q)[adviceOff]))
-}
+// advice is rank q's non-temporal advice word (its shm hint word): the
+// call number up to which it asks writers for non-temporal stores. It used
+// to sit in the line of q's descriptor for odd steps, which q writes at
+// every such step: each check by another rank then moved that line away
+// and back.
+func (c *Comm) advice(q int) *atomic.Uint64 { return c.ep.Hint(q) }
 
 // advisedNT reports whether some rank (this one included) asks for
 // non-temporal stores in this call.
@@ -567,7 +595,7 @@ func (c *Comm) publish(dst, src []byte) {
 // would cost up to a tenth of the copy (np=2, vCPUs on different dies:
 // allgather of 64 KiB copies 32 KiB blocks and was never advised).
 func (c *Comm) observed(n int) bool {
-	return n >= observeBytes || n >= pipelineBytes/8 && c.seq%sampleEvery == 0
+	return n >= observeBytes || n >= pipelineBytes/8 && c.sample(sampleEvery)
 }
 
 // copyStart returns the time of a copy of n bytes out of a peer's slot
@@ -577,6 +605,23 @@ func (c *Comm) copyStart(n int) int64 {
 		return 0
 	}
 	return clock.Nanotime()
+}
+
+// sampleSmall reports whether this call times the reduction of a
+// replicated allreduce of ntSmall up to pipelineBytes/8 bytes: one call in
+// sampleEvery, unless the ranks share CPUs or non-temporal stores are
+// advised already.
+func (c *Comm) sampleSmall() bool {
+	return !c.ep.Oversubscribed() && !c.advisedNT() && c.sample(sampleSmallEvery)
+}
+
+// sample reports true once in every of its calls. Counted apart from the
+// call number, whose remainder is the same at every call of a program that
+// alternates two collectives (a barrier and an allreduce): sampling on it
+// timed either all of them or none.
+func (c *Comm) sample(every uint64) bool {
+	c.samples++
+	return c.samples%every == 0
 }
 
 // copyDone judges a copy of n bytes out of a peer's slot that began at
@@ -594,6 +639,11 @@ func (c *Comm) reduceDone(n int, t0 int64) { c.judge(&c.slow[0], n, t0, slowRedu
 // reset never reached two for an allreduce that alternates them (np=2,
 // 1 MiB: 159 µs, against 107 with non-temporal stores).
 func (c *Comm) judge(slow *int, n int, t0 int64, rate int64) {
+	c.judgeFor(slow, n, t0, rate, ntCalls)
+}
+
+// judgeFor is judge with advice for the next calls calls.
+func (c *Comm) judgeFor(slow *int, n int, t0 int64, rate int64, calls uint64) {
 	if t0 == 0 {
 		return
 	}
@@ -603,6 +653,6 @@ func (c *Comm) judge(slow *int, n int, t0 int64, rate int64) {
 	}
 	if *slow++; *slow >= 2 {
 		*slow = 0
-		c.advice(c.rank).Store(c.seq + ntCalls)
+		c.advice(c.rank).Store(c.seq + calls)
 	}
 }

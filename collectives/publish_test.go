@@ -124,3 +124,80 @@ func runComms(cs []*Comm, f func(c *Comm) error) error {
 	}
 	return first
 }
+
+// TestSmallAllreduceAdvice: a replicated allreduce of 2 KiB to 16 KiB gives
+// exact results with non-temporal copy-in (under advice) as without; its
+// samples come once in sampleEvery whatever the call numbers, and two slow
+// ones advise for ntSmallCalls calls.
+func TestSmallAllreduceAdvice(t *testing.T) {
+	const p = 2
+	cs, err := NewLocal(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	run := func(advised bool) {
+		t.Helper()
+		err := runComms(cs, func(c *Comm) error {
+			for _, n := range []int{256, 512, 1000, 2000} { // 2 KiB to 16 KiB
+				in := make([]float64, n)
+				for i := range in {
+					in[i] = float64(i%777 + 3*c.Rank())
+				}
+				out := make([]float64, n)
+				for range 3 {
+					if err := Barrier(context.Background(), c); err != nil {
+						return err
+					}
+					if err := Allreduce(context.Background(), c, in, out, Sum); err != nil {
+						return err
+					}
+					for i, v := range out {
+						if v != float64(2*(i%777)+3) {
+							t.Errorf("advised %v, n %d: element %d = %v", advised, n, i, v)
+							return nil
+						}
+					}
+					if advised && !c.advisedNT() {
+						t.Errorf("rank %d: not advised", c.Rank())
+					}
+				}
+				if c.LastAlgorithm() != Replicated {
+					t.Errorf("n %d: %v, want replicated", n, c.LastAlgorithm())
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(false)
+	cs[0].advice(0).Store(cs[0].seq + 1000)
+	run(true)
+	cs[0].advice(0).Store(0)
+
+	c := cs[0]
+	c.slow = [2]int{}
+	hits := 0
+	for range 4 * sampleSmallEvery {
+		if c.sampleSmall() {
+			hits++
+		}
+	}
+	if hits != 4 {
+		t.Errorf("%d samples in %d calls, want 4", hits, 4*sampleSmallEvery)
+	}
+	c.judgeFor(&c.slow[0], ntSmall, 1, slowReduce, ntSmallCalls)
+	c.judgeFor(&c.slow[0], ntSmall, 1, slowReduce, ntSmallCalls)
+	if got := c.advice(0).Load(); got != c.seq+ntSmallCalls {
+		t.Errorf("two slow samples: advice %d at call %d, want %d", got, c.seq, c.seq+ntSmallCalls)
+	}
+	if c.sampleSmall() {
+		t.Error("a rank under advice samples")
+	}
+}

@@ -810,6 +810,15 @@ func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive fun
 	}
 }
 
+// Hint returns rank r's hint word: a word that r writes now and then and
+// every rank reads often, alone in its cache line (a word beside data that
+// its owner writes at every call would move that line between the cores
+// at every read). The arena starts it at 0; what it means is the caller's.
+func (e *Endpoint) Hint(r int) *atomic.Uint64 {
+	e.checkRank(r)
+	return (*atomic.Uint64)(unsafe.Add(e.ctrl(r), cHint))
+}
+
 // JoinValue returns the Options.JoinValue rank r joined with (0: none).
 // It is valid once the join is complete, when Join or JoinLocal has
 // returned: every rank recorded it before it counted itself joined.

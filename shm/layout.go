@@ -74,6 +74,7 @@ const (
 	cAbortText = 32 // abortText bytes
 	cDesc      = 384
 	cJoinValue = 768 // u64: Options.JoinValue, written before the rank counts itself joined
+	cHint      = 896 // u64 in a line of its own: Endpoint.Hint
 	// counters from counterBase: counter u64 at +0, inline bytes at
 	// +8..+56; the sleeper count u32 at +64, in the second line, so that a
 	// poster reads it without waiting for the counter's line (see Post).
@@ -84,7 +85,8 @@ const (
 // The join value lies between the descriptor area and the counters.
 const (
 	_ = uint(cJoinValue - (cDesc + DescriptorBytes))
-	_ = uint(counterBase - (cJoinValue + 8))
+	_ = uint(cHint - (cJoinValue + 64))
+	_ = uint(counterBase - (cHint + 64))
 )
 
 const (

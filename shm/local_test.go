@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // runRanks runs f for every endpoint in its own goroutine and returns the
@@ -324,6 +325,25 @@ func TestDescriptorInlineBounds(t *testing.T) {
 				t.Fatalf("counter %d/%d disturbed", r, c)
 			}
 		}
+		// The hint word starts at 0, outside the descriptor, in a line
+		// of its own, and another rank's endpoint sees its stores.
+		if e.Hint(r).Load() != 0 {
+			t.Fatalf("rank %d's hint disturbed", r)
+		}
+		h := uintptr(unsafe.Pointer(e.Hint(r)))
+		d := uintptr(unsafe.Pointer(&e.Descriptor(r)[0]))
+		if h%64 != 0 || h >= d && h < d+DescriptorBytes {
+			t.Fatalf("rank %d's hint at descriptor%+d", r, int(h-d))
+		}
+		e.Hint(r).Store(uint64(r + 7))
+		if eps[1].Hint(r).Load() != uint64(r+7) {
+			t.Fatalf("rank %d's hint not shared", r)
+		}
+		for c := range NumCounters {
+			if e.Load(r, c) != 0 {
+				t.Fatalf("hint store disturbed counter %d/%d", r, c)
+			}
+		}
 	}
 	closed, err := NewLocal(1, Options{SlotBytes: 1})
 	if err != nil {
@@ -338,6 +358,7 @@ func TestDescriptorInlineBounds(t *testing.T) {
 		{func() { e.Slot(-1) }, "shm: rank -1 out of range (2 ranks)"},
 		{func() { e.Inline(0, NumCounters) }, "shm: counter 8 of rank 0 out of range (2 ranks, 8 counters)"},
 		{func() { e.Descriptor(2) }, "shm: rank 2 out of range (2 ranks)"},
+		{func() { e.Hint(-1) }, "shm: rank -1 out of range (2 ranks)"},
 		{func() { e.Post(-1, 1) }, "shm: counter -1 of rank 0 out of range (2 ranks, 8 counters)"},
 		{func() { e.Load(2, 0) }, "shm: counter 0 of rank 2 out of range (2 ranks, 8 counters)"},
 		{func() { closed[0].Load(0, 0) }, "shm: use of a closed endpoint"},
