@@ -10,15 +10,7 @@ import (
 // (goroutines) of a communicator with alg pinned for coll; the time per
 // operation is that of the whole group.
 func benchRanks(b *testing.B, p int, coll Collective, alg Algorithm, bytes int, call func(c *Comm) error) {
-	cs, err := NewLocal(p, Options{Algorithms: map[Collective]Algorithm{coll: alg}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	}()
+	cs := localComms(b, p, Options{Algorithms: map[Collective]Algorithm{coll: alg}})
 	run := func(iters int) {
 		errs := make([]error, p)
 		var wg sync.WaitGroup

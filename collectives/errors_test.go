@@ -65,36 +65,36 @@ func TestMismatch(t *testing.T) {
 	}{
 		{"count", "count", func(c *Comm) error {
 			n := 10 + c.Rank()/3
-			return Allreduce(bg, c, make([]int32, n), make([]int32, n), Sum)
+			return Allreduce(bg, c, make([]float64, n), make([]float64, n), Sum)
 		}},
 		{"count zero", "count", func(c *Comm) error {
 			n := 5
 			if c.Rank() == 2 {
 				n = 0
 			}
-			return Allreduce(bg, c, make([]int32, n), make([]int32, n), Sum)
+			return Allreduce(bg, c, make([]float64, n), make([]float64, n), Sum)
 		}},
 		{"type", "passed", func(c *Comm) error {
 			if c.Rank() == 1 {
-				return Allreduce(bg, c, make([]float32, 8), make([]float32, 8), Sum)
+				return Allreduce(bg, c, make([]int64, 8), make([]int64, 8), Sum)
 			}
-			return Allreduce(bg, c, make([]int32, 8), make([]int32, 8), Sum)
+			return Allreduce(bg, c, make([]float64, 8), make([]float64, 8), Sum)
 		}},
 		{"operator", "operators", func(c *Comm) error {
 			op := Sum
 			if c.Rank() == 3 {
 				op = Max
 			}
-			return Allreduce(bg, c, make([]int32, 8), make([]int32, 8), op)
+			return Allreduce(bg, c, make([]float64, 8), make([]float64, 8), op)
 		}},
 		{"root", "root", func(c *Comm) error {
 			return Bcast(bg, c, make([]int64, 100), c.Rank()/2)
 		}},
 		{"collective", "called", func(c *Comm) error {
 			if c.Rank() == 2 {
-				return Bcast(bg, c, make([]int32, 8), 0)
+				return Bcast(bg, c, make([]float64, 8), 0)
 			}
-			return Allreduce(bg, c, make([]int32, 8), make([]int32, 8), Sum)
+			return Allreduce(bg, c, make([]float64, 8), make([]float64, 8), Sum)
 		}},
 		{"algorithm", "algorithm", func(c *Comm) error {
 			if c.Rank() == 1 {
@@ -125,24 +125,42 @@ func TestMismatch(t *testing.T) {
 					return err
 				}
 			}
-			return Allreduce(bg, c, make([]int32, 8), make([]int32, 8), Sum)
+			return Allreduce(bg, c, make([]float64, 8), make([]float64, 8), Sum)
 		}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			errs := runAll(t, p, Options{}, func(c *Comm) error {
-				err := tc.f(c)
-				// The communicator stays aborted.
-				if err2 := Barrier(bg, c); !errors.Is(err2, ErrAborted) {
-					return fmt.Errorf("barrier after the mismatch: %v", err2)
-				}
-				return err
+	// Each case cold (the first call: the general path) and warm (after
+	// calls that put the matching ranks on the small-call path).
+	for _, warm := range []bool{false, true} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("%s warm=%v", tc.name, warm), func(t *testing.T) {
+				mismatch(t, p, tc.name, tc.want, warm, tc.f)
 			})
-			text := sameAbort(t, tc.name, errs, ErrMismatch)
-			if text != "" && !strings.Contains(text, tc.want) {
-				t.Errorf("abort %q does not say %q", text, tc.want)
+		}
+	}
+}
+
+// mismatch runs f, a call that does not match on every rank, on p
+// in-process ranks (after warmSmall when warm), and checks that every rank
+// fails with the same ErrMismatch, whose cause says want, and stays
+// aborted.
+func mismatch(t *testing.T, p int, name, want string, warm bool, f func(c *Comm) error) {
+	t.Helper()
+	errs := runAll(t, p, Options{}, func(c *Comm) error {
+		if warm {
+			if _, err := warmSmall(c, 2); err != nil {
+				return err
 			}
-		})
+		}
+		err := f(c)
+		// The communicator stays aborted.
+		if err2 := Barrier(bg, c); !errors.Is(err2, ErrAborted) {
+			return fmt.Errorf("barrier after the mismatch: %v", err2)
+		}
+		return err
+	})
+	text := sameAbort(t, name, errs, ErrMismatch)
+	if text != "" && !strings.Contains(text, want) {
+		t.Errorf("abort %q does not say %q", text, want)
 	}
 }
 

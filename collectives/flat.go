@@ -515,7 +515,7 @@ const (
 	linesBytes        = 1 << 10 // publishes up to this size use simd.CopyLines
 
 	// A replicated allreduce from ntSmall bytes also times its reduction
-	// in one call of sampleEvery (that call without Prefetch), and its
+	// in one call of sampleSmallEvery (that call without Prefetch), and its
 	// copy-in takes non-temporal stores when advised: with the vCPUs on
 	// different dies, its reduction then reads the peers' halves from
 	// memory instead of the other die's caches. Below 2 KiB the reading
@@ -609,13 +609,13 @@ func (c *Comm) copyStart(n int) int64 {
 
 // sampleSmall reports whether this call times the reduction of a
 // replicated allreduce of ntSmall up to pipelineBytes/8 bytes: one call in
-// sampleEvery, unless the ranks share CPUs or non-temporal stores are
+// sampleSmallEvery, unless the ranks share CPUs or non-temporal stores are
 // advised already.
 func (c *Comm) sampleSmall() bool {
 	return !c.ep.Oversubscribed() && !c.advisedNT() && c.sample(sampleSmallEvery)
 }
 
-// sample reports true once in every of its calls. Counted apart from the
+// sample reports true once in every (the argument) of its calls. Counted apart from the
 // call number, whose remainder is the same at every call of a program that
 // alternates two collectives (a barrier and an allreduce): sampling on it
 // timed either all of them or none.

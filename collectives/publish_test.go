@@ -14,15 +14,7 @@ import (
 // non-temporal stores as with regular ones.
 func TestPublishAdvice(t *testing.T) {
 	const p, n = 2, 300_000 // 2.4 MB of float64: several segments
-	cs, err := NewLocal(p, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	}()
+	cs := localComms(t, p, Options{})
 	check := func(advised bool) {
 		t.Helper()
 		err := runComms(cs, func(c *Comm) error {
@@ -110,6 +102,21 @@ func TestPublishAdvice(t *testing.T) {
 	}
 }
 
+// localComms returns p in-process communicators, closed when t ends.
+func localComms(t testing.TB, p int, opt Options) []*Comm {
+	t.Helper()
+	cs, err := NewLocal(p, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	})
+	return cs
+}
+
 // runComms runs f on every rank of cs at once and returns the first error.
 func runComms(cs []*Comm, f func(c *Comm) error) error {
 	errs := make(chan error, len(cs))
@@ -131,15 +138,7 @@ func runComms(cs []*Comm, f func(c *Comm) error) error {
 // ones advise for ntSmallCalls calls.
 func TestSmallAllreduceAdvice(t *testing.T) {
 	const p = 2
-	cs, err := NewLocal(p, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	}()
+	cs := localComms(t, p, Options{})
 	run := func(advised bool) {
 		t.Helper()
 		err := runComms(cs, func(c *Comm) error {

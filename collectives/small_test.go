@@ -220,68 +220,6 @@ func TestSmallPathSameAsGeneral(t *testing.T) {
 	}
 }
 
-// TestSmallPathMismatch: a call that does not match its peers' fails with
-// the same ErrMismatch on every rank when some ranks are on the small-call
-// path and others on the general path, or all on the small-call path.
-func TestSmallPathMismatch(t *testing.T) {
-	const p = 4
-	cases := []struct {
-		name string
-		want string
-		f    func(c *Comm) error
-	}{
-		{"count", "count", func(c *Comm) error {
-			n := 2 + c.Rank()/3
-			return Allreduce(bg, c, make([]float64, n), make([]float64, n), Sum)
-		}},
-		{"type", "passed", func(c *Comm) error {
-			if c.Rank() == 1 {
-				return Allreduce(bg, c, make([]int64, 2), make([]int64, 2), Sum)
-			}
-			return Allreduce(bg, c, make([]float64, 2), make([]float64, 2), Sum)
-		}},
-		{"operator", "operators", func(c *Comm) error {
-			op := Sum
-			if c.Rank() == 3 {
-				op = Max
-			}
-			return Allreduce(bg, c, make([]float64, 2), make([]float64, 2), op)
-		}},
-		{"collective", "called", func(c *Comm) error {
-			if c.Rank() == 2 {
-				return Barrier(bg, c)
-			}
-			return Allreduce(bg, c, make([]float64, 2), make([]float64, 2), Sum)
-		}},
-		{"calls", "call", func(c *Comm) error {
-			if c.Rank() == 0 {
-				if err := Barrier(bg, c); err != nil {
-					return err
-				}
-			}
-			return Allreduce(bg, c, make([]float64, 2), make([]float64, 2), Sum)
-		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			errs := runAll(t, p, Options{}, func(c *Comm) error {
-				if _, err := warmSmall(c, 2); err != nil {
-					return err
-				}
-				err := tc.f(c)
-				if err2 := Barrier(bg, c); !errors.Is(err2, ErrAborted) {
-					return fmt.Errorf("barrier after the mismatch: %v", err2)
-				}
-				return err
-			})
-			text := sameAbort(t, tc.name, errs, ErrMismatch)
-			if text != "" && !strings.Contains(text, tc.want) {
-				t.Errorf("abort %q does not say %q", text, tc.want)
-			}
-		})
-	}
-}
-
 // TestSmallPathCanceled: a canceled context fails the call on the
 // small-call path's arguments too (the general path reports it).
 func TestSmallPathCanceled(t *testing.T) {
