@@ -45,7 +45,13 @@ func (c *Comm) bindOp(op Op) error {
 
 // pick chooses the algorithm for the current call and runs it.
 func (c *Comm) pick(ctx context.Context, bytes int) error {
-	if err := ctxDone(ctx); err != nil {
+	// ctx.Err(), an atomic load in the standard library's cancelable
+	// contexts since Go 1.23, not a select on ctx.Done(), which calls the
+	// runtime's channel receive and reads the channel's line (np=8 on 2
+	// CPUs, where every line a call touches is a refill after each wait).
+	// Not remembered per context: comparing contexts panics for a Context
+	// whose type is not comparable.
+	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}
 	a, err := c.choose(c.cur.coll, bytes, c.cur.red.user == nil || c.cur.red.comm)
@@ -60,17 +66,6 @@ func (c *Comm) pick(ctx context.Context, bytes int) error {
 		return err
 	}
 	return c.finish(ctx)
-}
-
-// ctxDone returns ctx.Err(): an atomic load in the standard library's
-// cancelable contexts (since Go 1.23; before, it took a lock). A receive
-// from ctx.Done() in a select costs more code and data than that: a call
-// of the runtime's channel receive, and the channel's line (np=8 on 2
-// CPUs, where each of them is a refill after every wait). Not remembered
-// per context: comparing contexts panics for a Context whose type is not
-// comparable.
-func ctxDone(ctx context.Context) error {
-	return ctx.Err()
 }
 
 // finish ends a call whose last step did not make this rank depend on

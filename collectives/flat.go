@@ -415,15 +415,20 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// An allreduce from ntSmall to pipelineBytes/8 bytes copies in
+		// with non-temporal stores when advised, and otherwise times its
+		// reduction in one call of sampleSmallEvery (see ntSmall).
+		small := a.coll == CollAllreduce && m*esz >= ntSmall && m*esz < pipelineBytes/8
+		advised := small && c.advisedNT()
+		sample := small && !advised && !c.ep.Oversubscribed() && c.sample(sampleSmallEvery)
 		switch {
 		case direct:
 			c.sc.srcs[c.rank] = span(in, esz, base, base+m)
 		case m*esz < pipelineBytes/8 && a.coll == CollAllreduce:
 			// Not the string copy: when every rank writes its half and
 			// then reads every half with vector loads, it is slower
-			// (np=2, same-L3, 8 KiB: 0.59 -> 0.86 µs). Non-temporal
-			// stores where a reader asks for them (see ntSmall).
-			if m*esz >= ntSmall && c.advisedNT() {
+			// (np=2, same-L3, 8 KiB: 0.59 -> 0.86 µs).
+			if advised {
 				simd.CopyNT(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
 			} else {
 				copy(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
@@ -434,9 +439,6 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 		c.post(e, 1)
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
-		// sample: this call times its reduction, without Prefetch, which
-		// would hide what the placement costs (see ntSmall).
-		sample := a.coll == CollAllreduce && m*esz >= ntSmall && m*esz < pipelineBytes/8 && c.sampleSmall()
 		if reads {
 			for i := 1; i <= p; i++ {
 				q := (c.rank + i) % p
@@ -451,6 +453,8 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 				if err := c.waitData(ctx, q, e, 1, src); err != nil {
 					return err
 				}
+				// Not when sampling: the prefetch would hide what the
+				// placement costs.
 				if len(src) >= prefetchMin && len(src) <= prefetchMax && !sample {
 					simd.Prefetch(src)
 				}
@@ -607,15 +611,7 @@ func (c *Comm) copyStart(n int) int64 {
 	return clock.Nanotime()
 }
 
-// sampleSmall reports whether this call times the reduction of a
-// replicated allreduce of ntSmall up to pipelineBytes/8 bytes: one call in
-// sampleSmallEvery, unless the ranks share CPUs or non-temporal stores are
-// advised already.
-func (c *Comm) sampleSmall() bool {
-	return !c.ep.Oversubscribed() && !c.advisedNT() && c.sample(sampleSmallEvery)
-}
-
-// sample reports true once in every (the argument) of its calls. Counted apart from the
+// sample reports true once in every of its calls. Counted apart from the
 // call number, whose remainder is the same at every call of a program that
 // alternates two collectives (a barrier and an allreduce): sampling on it
 // timed either all of them or none.

@@ -133,14 +133,16 @@ func runComms(cs []*Comm, f func(c *Comm) error) error {
 }
 
 // TestSmallAllreduceAdvice: a replicated allreduce of 2 KiB to 16 KiB gives
-// exact results with non-temporal copy-in (under advice) as without; its
-// samples come once in sampleEvery whatever the call numbers, and two slow
-// ones advise for ntSmallCalls calls.
+// exact results with non-temporal copy-in (under advice) as without; it
+// counts toward a sample at every call without advice and at none under
+// advice; samples come once in sampleSmallEvery whatever the call numbers,
+// and two slow ones advise for ntSmallCalls calls.
 func TestSmallAllreduceAdvice(t *testing.T) {
 	const p = 2
 	cs := localComms(t, p, Options{})
 	run := func(advised bool) {
 		t.Helper()
+		before := cs[1].samples
 		err := runComms(cs, func(c *Comm) error {
 			for _, n := range []int{256, 512, 1000, 2000} { // 2 KiB to 16 KiB
 				in := make([]float64, n)
@@ -174,6 +176,15 @@ func TestSmallAllreduceAdvice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Rank 1 takes no advice of its own here: 12 calls, each counted
+		// unless advised (c.samples is rank 1's alone).
+		want := before + 12
+		if advised {
+			want = before
+		}
+		if cs[1].samples != want {
+			t.Errorf("advised %v: sample count %d -> %d, want %d", advised, before, cs[1].samples, want)
+		}
 	}
 	run(false)
 	cs[0].advice(0).Store(cs[0].seq + 1000)
@@ -184,7 +195,7 @@ func TestSmallAllreduceAdvice(t *testing.T) {
 	c.slow = [2]int{}
 	hits := 0
 	for range 4 * sampleSmallEvery {
-		if c.sampleSmall() {
+		if c.sample(sampleSmallEvery) {
 			hits++
 		}
 	}
@@ -195,8 +206,5 @@ func TestSmallAllreduceAdvice(t *testing.T) {
 	c.judgeFor(&c.slow[0], ntSmall, 1, slowReduce, ntSmallCalls)
 	if got := c.advice(0).Load(); got != c.seq+ntSmallCalls {
 		t.Errorf("two slow samples: advice %d at call %d, want %d", got, c.seq, c.seq+ntSmallCalls)
-	}
-	if c.sampleSmall() {
-		t.Error("a rank under advice samples")
 	}
 }

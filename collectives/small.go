@@ -81,14 +81,14 @@ func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
 
 // smallCall begins a small call of coll: it counts the call and its step,
 // sets the fields the descriptor covers, writes the descriptor of step e
-// and asks for the counter's line (begin's work).
+// and asks for the counter's line (begin's work). The caller sets
+// c.cur.send and c.cur.recv.
 func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, root int, red reducer, opID uint64) uint64 {
 	c.seq++
 	c.total.add(c.last)
 	c.last = Stats{Calls: 1, Steps: 1, Rounds: 1}
 	a := &c.cur
 	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.red, a.opID, a.aux = coll, alg, t, t.Size(), count, root, red, opID, 0
-	a.send, a.recv = nil, nil
 	a.fully = true
 	e := c.step + 1
 	c.step = e
@@ -98,11 +98,10 @@ func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, roo
 }
 
 // smallWait waits for peer q's phase 1 of step e, keeping data's lines in
-// flight (WaitData) when it is at most shm.TouchBytes and not in the
-// counter's line (tiny), as waitData does, and compares q's descriptor hash
-// (checkDesc names a mismatch).
-func (c *Comm) smallWait(ctx context.Context, q int, e uint64, data []byte, tiny bool) error {
-	if tiny || len(data) > shm.TouchBytes {
+// flight (WaitData) when it is at most shm.TouchBytes, as waitData does,
+// and compares q's descriptor hash (checkDesc names a mismatch).
+func (c *Comm) smallWait(ctx context.Context, q int, e uint64, data []byte) error {
+	if len(data) > shm.TouchBytes {
 		data = nil
 	}
 	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, 1), data); err != nil {
@@ -141,7 +140,7 @@ func (c *Comm) smallFinish(ctx context.Context, e uint64, skip int) error {
 			q -= c.size
 		}
 		if q != skip {
-			if err := c.smallWait(ctx, q, e, nil, true); err != nil {
+			if err := c.smallWait(ctx, q, e, nil); err != nil {
 				return err
 			}
 		}
@@ -153,10 +152,11 @@ func (c *Comm) smallFinish(ctx context.Context, e uint64, skip int) error {
 // smallBarrier is flatBarrier on the small-call path; ok is false when it
 // does not apply.
 func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
-	if !c.smallOK(smallBarrierIdx, CollBarrier, Flat, 0) || ctxDone(ctx) != nil {
+	if !c.smallOK(smallBarrierIdx, CollBarrier, Flat, 0) || ctx.Err() != nil {
 		return false, nil // the general path runs it, or fails it
 	}
 	e := c.smallCall(CollBarrier, Flat, 0, 0, 0, reducer{}, 0)
+	c.cur.send, c.cur.recv = nil, nil
 	c.post(e, 1)
 	return true, c.smallFinish(ctx, e, -1)
 }
@@ -176,7 +176,7 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	} else if overlaps(in, recv) {
 		return false, nil
 	}
-	if ctxDone(ctx) != nil {
+	if ctx.Err() != nil {
 		return false, nil
 	}
 	k := c.kern
@@ -184,23 +184,29 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	c.cur.send, c.cur.recv = send, recv
 	p := uint64(c.size - 1)
 	c.last.Sent, c.last.Received, c.last.Reduced = p, p, p
+	// stepBuf by hand, here and for each peer just before its wait, and
+	// a tiny vector (in the counter's line) not kept in flight: np=2, same
+	// L3, a call of stepBuf (which does not inline) per rank cost
+	// allreduce of 8-64 B about 10 ns, and so did stepBufs after the post
+	// with the tiny vector kept in flight.
 	tiny := n <= tinyBytes
-	if tiny { // stepBuf, which does not inline
+	if tiny {
 		copy(c.tiny(c.rank, e), in) // as replicatedAllreduce: not publish
 	} else {
 		copy(c.slotHalf(c.rank, e), in)
 	}
 	c.post(e, 1)
 	srcs := c.sc.srcs
-	for q := range c.size {
-		var src []byte
+	for q := range srcs {
+		var src, touch []byte
 		if tiny {
 			src = c.tiny(q, e)[:n]
 		} else {
 			src = c.slotHalf(q, e)[:n]
+			touch = src
 		}
 		if q != c.rank {
-			if err := c.smallWait(ctx, q, e, src, tiny); err != nil {
+			if err := c.smallWait(ctx, q, e, touch); err != nil {
 				return true, err
 			}
 		}
@@ -215,11 +221,11 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 // not apply.
 func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int) (ok bool, err error) {
 	n := len(buf)
-	if n == 0 || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, CollBcast, Flat, n) || ctxDone(ctx) != nil {
+	if n == 0 || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, CollBcast, Flat, n) || ctx.Err() != nil {
 		return false, nil
 	}
 	e := c.smallCall(CollBcast, Flat, t, n/t.Size(), root, reducer{}, 0)
-	c.cur.recv = buf
+	c.cur.send, c.cur.recv = nil, buf
 	tiny := n <= tinyBytes
 	if c.rank == root {
 		c.publish(c.stepBuf(c.rank, e, tiny), buf)
@@ -228,13 +234,8 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 		return true, c.smallFinish(ctx, e, -1)
 	}
 	c.post(e, 1)
-	var src []byte
-	if tiny {
-		src = c.tiny(root, e)[:n]
-	} else {
-		src = c.slotHalf(root, e)[:n]
-	}
-	if err := c.smallWait(ctx, root, e, oneLine(src), tiny); err != nil {
+	src := c.stepBuf(root, e, tiny)[:n]
+	if err := c.smallWait(ctx, root, e, oneLine(src)); err != nil {
 		return true, err
 	}
 	simd.Copy(buf, src)
@@ -263,7 +264,7 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	} else {
 		recv = nil
 	}
-	if n == 0 || !c.smallOK(smallReduceIdx, CollReduce, Replicated, n) || ctxDone(ctx) != nil {
+	if n == 0 || !c.smallOK(smallReduceIdx, CollReduce, Replicated, n) || ctx.Err() != nil {
 		return false, nil
 	}
 	k := c.kern
@@ -282,21 +283,16 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 		return true, c.smallFinish(ctx, e, -1)
 	}
 	srcs := c.sc.srcs
-	for q := range p {
-		var src []byte
-		if tiny {
-			src = c.tiny(q, e)[:n]
-		} else {
-			src = c.slotHalf(q, e)[:n]
-		}
-		if q == c.rank {
-			if send != nil {
-				src = send // the root reads its input where it is
+	c.stepBufs(srcs, e, tiny, n)
+	if send != nil {
+		srcs[c.rank] = send // the root reads its input where it is
+	}
+	for q, src := range srcs {
+		if q != c.rank {
+			if err := c.smallWait(ctx, q, e, oneLine(src)); err != nil {
+				return true, err
 			}
-		} else if err := c.smallWait(ctx, q, e, oneLine(src), tiny); err != nil {
-			return true, err
 		}
-		srcs[q] = src
 	}
 	k.ReduceK(recv, srcs)
 	c.last.Received, c.last.Reduced = uint64(p-1), uint64(p-1)
