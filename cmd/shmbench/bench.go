@@ -128,12 +128,10 @@ type typedCase[T simd.Element] struct {
 	bad    int // wrong elements seen
 	badMsg string
 
-	// got holds the changed result elements of iterations gotFrom to
-	// gotTo-1 (record), which verify checks between chunks of timed
-	// iterations.
-	got            []T
-	gotFrom, gotTo int
-	idx            []int // scratch of touched
+	// got holds the changed result elements that record kept for the
+	// current plan, which verify checks before the next plan and between
+	// chunks of timed iterations.
+	got []T
 
 	prevJ int // the input element the last touch changed (-1: none), and its value before
 	prevV T
@@ -366,6 +364,7 @@ func (k *typedCase[T]) touchOf(q, it int) int {
 // it touched (np=8 on 2 CPUs: about 70 lines of code and 30 of data per
 // iteration, against none in the MPI benchmark's loop).
 func (k *typedCase[T]) plan(from, n int) int {
+	k.verify() // what the last plan's iterations recorded
 	n = min(n, maxPlan)
 	pl := &k.pl
 	pl.from = from
@@ -394,10 +393,11 @@ const maxPlan = 4096
 // element touch changes in iteration from+i (tj[i], -1 for none) and its
 // value (tv[i]), and the result elements record keeps (ri[rs[i]:rs[i+1]]).
 type iterPlan[T simd.Element] struct {
-	from   int
-	tj     []int
-	tv     []T
-	rs, ri []int
+	from     int
+	tj       []int
+	tv       []T
+	rs, ri   []int
+	recorded int // iterations from from on whose elements record kept
 }
 
 // touch makes the input of iteration it (planned): it restores the element
@@ -463,43 +463,35 @@ func (k *typedCase[T]) touched(is []int, it int) []int {
 	return is
 }
 
-// record keeps the result elements that iteration it changed, for verify.
-// Checking them at once takes a reference computation per source rank
-// (about half a microsecond at np=8), and where ranks share CPUs that
-// time delays the ranks still inside their timed call: np=8 on 2 CPUs,
-// allreduce of 8 B, 8.4 against 7.9 µs. (The C program that times Open
-// MPI and MPICH, internal/mpibench, checks the changed elements after each
-// timed call: a few dozen instructions of C.)
+// record keeps the result elements that iteration it changed (the plan's,
+// in iteration order from the plan's first), for verify. Checking them at
+// once takes a reference computation per source rank (about half a
+// microsecond at np=8), and where ranks share CPUs that time delays the
+// ranks still inside their timed call: np=8 on 2 CPUs, allreduce of 8 B,
+// 8.4 against 7.9 µs. (The C program that times Open MPI and MPICH,
+// internal/mpibench, checks the changed elements after each timed call: a
+// few dozen instructions of C.)
 func (k *typedCase[T]) record(it int) {
-	if k.gotTo != it {
-		k.verify()
-		k.gotFrom = it
-	}
 	pl := &k.pl
 	i := it - pl.from
 	for _, x := range pl.ri[pl.rs[i]:pl.rs[i+1]] {
 		k.got = append(k.got, k.recv[x])
 	}
-	k.gotTo = it + 1
-	if len(k.got) >= maxPending {
-		k.verify()
-	}
+	pl.recorded = i + 1
 }
 
-// maxPending bounds the elements record keeps.
-const maxPending = 1 << 20
-
-// verify checks what record kept.
+// verify checks what record kept under the current plan (plan calls it
+// before it makes the next).
 func (k *typedCase[T]) verify() {
+	pl := &k.pl
 	n := 0
-	for it := k.gotFrom; it < k.gotTo; it++ {
-		k.idx = k.touched(k.idx[:0], it)
-		for _, i := range k.idx {
-			k.checkValue(i, it, k.got[n])
+	for i := range pl.recorded {
+		for _, x := range pl.ri[pl.rs[i]:pl.rs[i+1]] {
+			k.checkValue(x, pl.from+i, k.got[n])
 			n++
 		}
 	}
-	k.got, k.gotFrom, k.gotTo = k.got[:0], 0, 0
+	k.got, pl.recorded = k.got[:0], 0
 }
 
 // checkAll checks every element of the result of iteration it.
