@@ -78,7 +78,7 @@ type Comm struct {
 	checked  []uint64 // checked[q] == step: q's descriptor for this step was compared
 	half     int      // bytes of a slot half
 	slow     [2]int   // slow large reads and writes in a row (judge)
-	samples  uint64   // calls that could have sampled (sampleSmall)
+	samples  uint64   // calls that could have sampled (sample)
 
 	opt   Options
 	sel   selection // the selection table's entries for this p
