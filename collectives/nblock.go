@@ -104,6 +104,23 @@ type costModel struct {
 // call descriptor.
 var machineCost = costModel{alpha: 20000, beta: 0.03, gamma: 0.03}
 
+// fitCost is the model for the n-block reduce when every rank has a CPU
+// of its own: a hand-off is one cache line changing owner (50-300 ns
+// here, BASELINES.md), and the ranks run at once, so a rank's copy of a
+// block of its input into its slot (expose), just before the round that
+// lets its reader in, overlaps the reader's reduction of the block before:
+// a stage of lead more (nblocks). With the papers' count (n-1+q rounds:
+// one block for p=2) nothing overlaps it. np=2, interleaved runs of fixed
+// block counts: one L3, 32K 1.19 (1 block) -> 1.03 µs (4), 64K 2.27 ->
+// 1.95-1.98 (4-8), 128K 4.40 -> 3.77-3.82 (4-8); different dies, 64K 4.64
+// -> 4.12-4.18 (2-4; 8 blocks 4.83), 128K 8.56 -> 6.93 (4). The other
+// n-block collectives copy a whole segment in before their rounds: more
+// blocks only add rounds there (allreduce of 32K, different dies, 3.5 ->
+// 5.1 µs), so they keep machineCost; so does a reduce of more than one
+// segment, whose steps overlap the same way (np=2, 8M and 16M: 2-8 %
+// slower with fitCost's blocks at both placements).
+var fitCost = costModel{alpha: 200, beta: 0.03, gamma: 0.03}
+
 // maxBlocks bounds the number of blocks of an n-block step (a reduce keeps
 // one bit per block on the stack).
 const maxBlocks = 1024
@@ -123,9 +140,24 @@ func (m costModel) blocks(lead float64, bytes, elems int, perByte float64) int {
 	return max(1, min(n, maxBlocks, elems))
 }
 
-// blocksFor is the block count of an n-block collective: n-1+q rounds.
-func (m costModel) blocksFor(q, bytes, elems int, perByte float64) int {
-	return m.blocks(float64(q-1), bytes, elems, perByte)
+// nblocks is the block count of an n-block collective of bytes (elems
+// elements in the widest piece) with a schedule of q rounds of latency:
+// n-1+q rounds of copies, or of reductions when reduce is set. exposes
+// says that the collective copies each block into the slot just before
+// its first round, and that nothing else overlaps that copy (the reduce of
+// one segment): where the ranks run at once, it is a stage of the
+// pipeline (fitCost). Every rank computes the same count:
+// the online CPUs and the size are the same everywhere.
+func (c *Comm) nblocks(q, bytes, elems int, reduce, exposes bool) int {
+	m, lead := machineCost, float64(q-1)
+	if exposes && !c.ep.Oversubscribed() && !c.ep.InProcess() {
+		m, lead = fitCost, lead+1
+	}
+	w := m.beta
+	if reduce {
+		w += m.gamma
+	}
+	return m.blocks(lead, bytes, elems, w)
 }
 
 // testBlocks > 0 fixes the number of blocks (tests only).
@@ -194,7 +226,7 @@ func (c *Comm) nblockBcast(ctx context.Context) error {
 	M := c.half / esz
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)
-		n := machineCost.blocksFor(s.Q(), m*esz, m, machineCost.beta)
+		n := c.nblocks(s.Q(), m*esz, m, false, false)
 		R := s.NumRounds(n)
 		e, err := c.begin(ctx)
 		if err != nil {
@@ -254,7 +286,7 @@ func (c *Comm) nblockReduce(ctx context.Context) error {
 	isRoot := c.rank == a.root
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)
-		n := machineCost.blocksFor(s.Q(), m*esz, m, machineCost.beta+machineCost.gamma)
+		n := c.nblocks(s.Q(), m*esz, m, true, N <= M)
 		R := s.NumRounds(n)
 		e, err := c.begin(ctx)
 		if err != nil {
@@ -351,7 +383,7 @@ func (c *Comm) nblockAllgatherv(ctx context.Context) error {
 				others++
 			}
 		}
-		n := machineCost.blocksFor(s.Q(), pre[p]*esz, widest, machineCost.beta)
+		n := c.nblocks(s.Q(), pre[p]*esz, widest, false, false)
 		R := s.NumRounds(n)
 		e, err := c.begin(ctx)
 		if err != nil {
@@ -431,7 +463,7 @@ func (c *Comm) nblockReduceScatter(ctx context.Context) error {
 		for j := range p {
 			widest = max(widest, pre[j+1]-pre[j])
 		}
-		n := machineCost.blocksFor(s.Q(), pre[p]*esz, widest, machineCost.beta+machineCost.gamma)
+		n := c.nblocks(s.Q(), pre[p]*esz, widest, true, false)
 		R := s.NumRounds(n)
 		e, err := c.begin(ctx)
 		if err != nil {

@@ -233,3 +233,26 @@ func TestNblockNonCommutative(t *testing.T) {
 		}
 	}
 }
+
+// TestNblocksModel checks the block counts of the two cost models: the
+// papers' count (one block for q=1) for in-process ranks and for
+// collectives that copy their segment in before the rounds, fitCost's
+// for the reduce of ranks with CPUs of their own (TestNblockReduceFit).
+func TestNblocksModel(t *testing.T) {
+	err := Run(2, Options{}, func(c *Comm) error {
+		for _, exposes := range []bool{false, true} {
+			if n := c.nblocks(1, 64<<10, 8<<10, true, exposes); n != 1 {
+				t.Errorf("in-process, exposes %v: %d blocks, want 1", exposes, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ bytes, want int }{{4 << 10, 1}, {32 << 10, 3}, {64 << 10, 4}, {128 << 10, 6}} {
+		if n := fitCost.blocks(1, tc.bytes, tc.bytes/8, fitCost.beta+fitCost.gamma); n != tc.want {
+			t.Errorf("fitCost, %d bytes: %d blocks, want %d", tc.bytes, n, tc.want)
+		}
+	}
+}
