@@ -629,11 +629,12 @@ func (c *Comm) sample(every uint64) bool {
 // copyPeer copies src, out of a peer's slot whose post was just seen,
 // into dst (as long): the copy-outs of the flat bcast and allgather. From
 // copyPrefetchMin to copyPrefetchMax bytes it first asks for every line of src
-// (simd.Prefetch), as the replicated reductions do; large copies are timed
-// (copyStart, copyDone).
+// (simd.Prefetch), as the replicated reductions do, unless the ranks share
+// CPUs (np=8 on 2 CPUs, allgather of 16-32 KiB, 2-4 KiB blocks: 2-3 %
+// slower with it); large copies are timed (copyStart, copyDone).
 func (c *Comm) copyPeer(dst, src []byte) {
 	n := len(src)
-	if n >= copyPrefetchMin && n <= copyPrefetchMax {
+	if n >= copyPrefetchMin && n <= copyPrefetchMax && !c.ep.Oversubscribed() {
 		simd.Prefetch(src)
 	}
 	t0 := c.copyStart(n)
