@@ -538,7 +538,7 @@ const (
 	// KiB) 0.701-0.942 -> 0.621-0.861; on one L3 the same sizes within
 	// 0.01 µs. Outside that range it lost: allgather of 2 KiB (1 KiB
 	// blocks) 0.671 -> 0.722 on different dies, and on one L3 copies of
-	// 8-16 KiB 4-6 % (bcast of 16 KiB 0.485 -> 0.511, allgather of 32 KiB
+	// 16 KiB 4-6 % (bcast of 16 KiB 0.485 -> 0.511, allgather of 32 KiB
 	// 0.626 -> 0.666), where on different dies bcast of 16 KiB gained 10 %.
 	copyPrefetchMin, copyPrefetchMax = 2 << 10, 8 << 10
 )
