@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/shmcoll/shmcoll/internal/clock"
@@ -206,5 +207,56 @@ func TestSmallAllreduceAdvice(t *testing.T) {
 	c.judgeFor(&c.slow[0], ntSmall, 1, slowReduce, ntSmallCalls)
 	if got := c.advice(0).Load(); got != c.seq+ntSmallCalls {
 		t.Errorf("two slow samples: advice %d at call %d, want %d", got, c.seq, c.seq+ntSmallCalls)
+	}
+}
+
+// TestPipeQuarters checks pipeElems' segments where the ranks have CPUs of
+// their own (in-process ranks count so): vectors above pipeFitBytes run in
+// four steps in the flat bcast and the replicated reduce and allreduce,
+// smaller ones in one, and the results are exact either way.
+func TestPipeQuarters(t *testing.T) {
+	opt := Options{Algorithms: map[Collective]Algorithm{CollBcast: Flat, CollReduce: Replicated, CollAllreduce: Replicated}}
+	for _, p := range []int{2, 3} {
+		err := Run(p, opt, func(c *Comm) error {
+			r := c.Rank()
+			for _, n := range []int{pipeFitBytes / 4, pipeFitBytes/4 + 16, 16 << 10, 48 << 10} { // int32s
+				steps := uint64(1)
+				if 4*n > pipeFitBytes {
+					steps = 4
+				}
+				what := fmt.Sprintf("p=%d n=%d rank %d", p, n, r)
+				check := func(coll string) {
+					if last, _ := c.Stats(); last.Steps != steps {
+						t.Errorf("%s %s: %d steps, want %d", what, coll, last.Steps, steps)
+					}
+				}
+				buf := vec(p-1, n)
+				if r != p-1 {
+					buf = make([]int32, n)
+				}
+				if err := Bcast(bg, c, buf, p-1); err != nil {
+					return err
+				}
+				expect(t, what+" bcast", buf, vec(p-1, n))
+				check("bcast")
+				recv := make([]int32, n)
+				if err := Reduce(bg, c, vec(r, n), recv, Sum, 0); err != nil {
+					return err
+				}
+				if r == 0 {
+					expect(t, what+" reduce", recv, sumAll(p, n))
+				}
+				check("reduce")
+				if err := Allreduce(bg, c, vec(r, n), recv, Sum); err != nil {
+					return err
+				}
+				expect(t, what+" allreduce", recv, sumAll(p, n))
+				check("allreduce")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
