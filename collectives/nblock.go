@@ -146,11 +146,12 @@ func (m costModel) blocks(lead float64, bytes, elems int, perByte float64) int {
 // says that the collective copies each block into the slot just before
 // its first round, and that nothing else overlaps that copy (the reduce of
 // one segment): where the ranks run at once, it is a stage of the
-// pipeline (fitCost). Every rank computes the same count: the online CPUs
-// and the size are the same everywhere.
+// pipeline (fitCost), as for pipeElems: ranks that are not oversubscribed
+// (shm: process ranks no more than the online CPUs, or goroutine ranks).
+// Every rank computes the same count.
 func (c *Comm) nblocks(q, bytes, elems int, reduce, exposes bool) int {
 	m, lead := machineCost, float64(q-1)
-	if exposes && !c.ep.Oversubscribed() && !c.ep.InProcess() {
+	if exposes && !c.ep.Oversubscribed() {
 		m, lead = fitCost, lead+1
 	}
 	w := m.beta

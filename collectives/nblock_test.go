@@ -235,14 +235,18 @@ func TestNblockNonCommutative(t *testing.T) {
 }
 
 // TestNblocksModel checks the block counts of the two cost models: the
-// papers' count (one block for q=1) for in-process ranks and for
-// collectives that copy their segment in before the rounds, fitCost's
-// for the reduce of ranks with CPUs of their own (TestNblockReduceFit).
+// papers' count (one block for q=1) for collectives that copy their
+// segment in before the rounds, fitCost's for the reduce of one segment
+// among ranks that are not oversubscribed (goroutine ranks here; processes
+// in TestNblockReduceFit).
 func TestNblocksModel(t *testing.T) {
 	err := Run(2, Options{}, func(c *Comm) error {
-		for _, exposes := range []bool{false, true} {
-			if n := c.nblocks(1, 64<<10, 8<<10, true, exposes); n != 1 {
-				t.Errorf("in-process, exposes %v: %d blocks, want 1", exposes, n)
+		for _, tc := range []struct {
+			exposes bool
+			want    int
+		}{{false, 1}, {true, 4}} {
+			if n := c.nblocks(1, 64<<10, 8<<10, true, tc.exposes); n != tc.want {
+				t.Errorf("exposes %v: %d blocks, want %d", tc.exposes, n, tc.want)
 			}
 		}
 		return nil
