@@ -552,13 +552,15 @@ const (
 	// The flat allgather copies its own block, where it has at least
 	// fuseOwnBytes, into its slot and into its result together, in chunks
 	// of fuseChunk (publishOwn), where the ranks have CPUs of their own.
-	// np=2, interleaved runs: one L3, 1M 23.3 -> 22.0 µs, 2M 45.4 -> 43.9,
-	// 4M 90.6 -> 85.4; different dies, 1M 32.4-32.9 -> 31.8-32.2, 4M
-	// 129.5-131.7 -> 125.0-128.3. Blocks of 256 KiB (allgather of 512
-	// KiB) were 3-4 % slower at both placements, 8M and 16M within 2 %
-	// either way, np=4 (ranks sharing CPUs) within 2.5 %. Chunks of 32 and
-	// 128-256 KiB were slower on different dies, and 4 KiB chunks took
-	// twice as long there.
+	// np=2, interleaved runs: one L3, 1M 22.7-23.4 -> 22.0-23.4 µs, 2M
+	// 45.4-51.7 -> 42.7-44.4, 4M 88.8-97.0 -> 84.7-87.3; different dies,
+	// 1M even (32.8-33.9 against 32.2-34.0), 4M 130.3-134.1 -> 126.3-130.9.
+	// Blocks of 256 KiB (allgather of 512 KiB) were 3-4 % slower at both
+	// placements, 8M and 16M within 2 % either way, np=4 (ranks sharing
+	// CPUs) within 2.5 %. Chunks of 32 and 128-256 KiB were slower on
+	// different dies, and 4 KiB chunks took twice as long there; so did
+	// PREFETCHW of the next chunk's slot lines (16-64 KiB ahead: 1M 32.7 ->
+	// 35.4-38.7), and non-temporal stores into the slot gained nothing.
 	fuseOwnBytes = 512 << 10
 	fuseChunk    = 64 << 10
 )
