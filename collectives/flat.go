@@ -519,7 +519,19 @@ const (
 	slowRead          = 14       // bytes/ns: below, the peers are on another die
 	slowReduce        = 10       // bytes/ns of result, for a reduction reading a peer's slot
 	ntCalls           = 64
-	linesBytes        = 1 << 10 // publishes up to this size use simd.CopyLines
+	// Publishes of more than a line and less than linesBytes use
+	// simd.CopyLines; from linesBytes they use the string copy (simd.Copy,
+	// simd.StringCopyThreshold). From 1 KiB to 4 KiB CopyLines took the
+	// place of memmove: np=2, different dies, interleaved runs: allgather
+	// of 3 KiB (1.5 KiB blocks) 0.631-0.641 -> 0.521-0.530 µs, bcast of 1.5
+	// KiB 0.591-0.601 -> 0.561, of 3 KiB 0.741-0.781 -> 0.681-0.691,
+	// reduce_scatter_block of 3 and 6 KiB 0.621-0.641 -> 0.561-0.566 and
+	// 0.961-0.981 -> 0.886-0.891, reduce of 1.5 KiB 0.591-0.601 ->
+	// 0.561-0.591, of 3 KiB 0.691-0.701 -> 0.681-0.691; one L3: within 5
+	// ns (reduce of 1.5-3 KiB 0-5 ns slower, allgather of 3 KiB 5 ns and
+	// reduce_scatter_block of 6 KiB 15-25 ns faster). The small-call path
+	// keeps its 1 KiB (smallBytes).
+	linesBytes = 4 << 10
 
 	// A replicated allreduce from ntSmall bytes also times its reduction
 	// in one call of sampleSmallEvery (that call without Prefetch), and its
@@ -611,11 +623,12 @@ func (c *Comm) advisedNT() bool {
 
 // publish copies src into this rank's slot (dst) for other ranks to read.
 func (c *Comm) publish(dst, src []byte) {
-	if len(src) > lineBytes && len(src) <= linesBytes {
+	if len(src) > lineBytes && len(src) < linesBytes {
 		// One store per line of the slot, which the readers poll
 		// (WaitData): np=2, same-L3, interleaved runs: allgather 512 B
 		// 0.140 -> 0.110 µs, reduce 256 B 0.161 -> 0.141, bcast 512 B
-		// 0.140 -> 0.120.
+		// 0.140 -> 0.120. From 1 KiB up to the string copy (see
+		// linesBytes) it gains on different dies.
 		simd.CopyLines(dst, src)
 		return
 	}

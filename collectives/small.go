@@ -62,7 +62,7 @@ const (
 	smallReduceIdx
 	numSmall
 
-	smallBytes = linesBytes
+	smallBytes = 1 << 10
 )
 
 func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
