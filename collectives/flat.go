@@ -529,8 +529,9 @@ const (
 	// 0.961-0.981 -> 0.886-0.891, reduce of 1.5 KiB 0.591-0.601 ->
 	// 0.561-0.591, of 3 KiB 0.691-0.701 -> 0.681-0.691; one L3: within 5
 	// ns (reduce of 1.5-3 KiB 0-5 ns slower, allgather of 3 KiB 5 ns and
-	// reduce_scatter_block of 6 KiB 15-25 ns faster). The small-call path
-	// keeps its 1 KiB (smallBytes).
+	// reduce_scatter_block of 6 KiB 15-25 ns faster); np=4 and np=8 (ranks
+	// sharing CPUs) within 1-3 % either way. The small-call path keeps its
+	// 1 KiB (smallBytes).
 	linesBytes = 4 << 10
 
 	// A replicated allreduce from ntSmall bytes also times its reduction
