@@ -54,7 +54,9 @@ var StringCopyThreshold = 4 << 10
 // it wait. np=2, same-L3, interleaved runs: bcast of 512 B 0.140 ->
 // 0.120 µs, allgather of 512 B 0.145 -> 0.110, reduce of 256 B 0.161 ->
 // 0.141; bcast of 256 B went 0.130 -> 0.120 in one series and 0.111 ->
-// 0.120 in another; neutral from 1 KiB to 4 KiB.
+// 0.120 in another. From 1 KiB to 4 KiB it is within 5 ns of memmove on one
+// L3 and 3-17 % faster with the vCPUs on different dies (allgather of 3 KiB,
+// 1.5 KiB blocks: 0.63-0.64 -> 0.52-0.53 µs).
 func CopyLines(dst, src []byte) {
 	n := min(len(dst), len(src))
 	if n > 0 && !overlap(dst[:n], src[:n]) && copyLines(dst[:n], src[:n]) {
