@@ -204,15 +204,15 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 		if a.send != nil {
 			src = span(a.send, esz, lo, hi)
 		}
-		if fuse && !c.advisedNT() {
+		fused := fuse && !c.advisedNT()
+		if fused {
 			c.publishOwn(c.stepBuf(c.rank, e, tiny), mine, src)
-			c.post(e, 1)
 		} else {
 			c.publish(c.stepBuf(c.rank, e, tiny), src)
-			c.post(e, 1)
-			if a.send != nil {
-				simd.Copy(mine, src) // the own piece, while it is in cache and the peers read
-			}
+		}
+		c.post(e, 1)
+		if a.send != nil && !fused {
+			simd.Copy(mine, src) // the own piece, while it is in cache and the peers read
 		}
 		for i := 1; i < p; i++ {
 			q := (c.rank + i) % p
@@ -519,20 +519,6 @@ const (
 	slowRead          = 14       // bytes/ns: below, the peers are on another die
 	slowReduce        = 10       // bytes/ns of result, for a reduction reading a peer's slot
 	ntCalls           = 64
-	// Publishes of more than a line and less than linesBytes use
-	// simd.CopyLines; from linesBytes they use the string copy (simd.Copy,
-	// simd.StringCopyThreshold). From 1 KiB to 4 KiB CopyLines took the
-	// place of memmove: np=2, different dies, interleaved runs: allgather
-	// of 3 KiB (1.5 KiB blocks) 0.631-0.641 -> 0.521-0.530 µs, bcast of 1.5
-	// KiB 0.591-0.601 -> 0.561, of 3 KiB 0.741-0.781 -> 0.681-0.691,
-	// reduce_scatter_block of 3 and 6 KiB 0.621-0.641 -> 0.561-0.566 and
-	// 0.961-0.981 -> 0.886-0.891, reduce of 1.5 KiB 0.591-0.601 ->
-	// 0.561-0.591, of 3 KiB 0.691-0.701 -> 0.681-0.691; one L3: within 5
-	// ns (reduce of 1.5-3 KiB 0-5 ns slower, allgather of 3 KiB 5 ns and
-	// reduce_scatter_block of 6 KiB 15-25 ns faster); np=4 and np=8 (ranks
-	// sharing CPUs) within 1-3 % either way. The small-call path keeps its
-	// 1 KiB (smallBytes).
-	linesBytes = 4 << 10
 
 	// A replicated allreduce from ntSmall bytes also times its reduction
 	// in one call of sampleSmallEvery (that call without Prefetch), and its
@@ -624,12 +610,23 @@ func (c *Comm) advisedNT() bool {
 
 // publish copies src into this rank's slot (dst) for other ranks to read.
 func (c *Comm) publish(dst, src []byte) {
-	if len(src) > lineBytes && len(src) < linesBytes {
+	if len(src) > lineBytes && len(src) < simd.StringCopyThreshold {
 		// One store per line of the slot, which the readers poll
-		// (WaitData): np=2, same-L3, interleaved runs: allgather 512 B
-		// 0.140 -> 0.110 µs, reduce 256 B 0.161 -> 0.141, bcast 512 B
-		// 0.140 -> 0.120. From 1 KiB up to the string copy (see
-		// linesBytes) it gains on different dies.
+		// (WaitData), up to where the string copy takes over: np=2,
+		// same-L3, interleaved runs: allgather 512 B 0.140 -> 0.110 µs,
+		// reduce 256 B 0.161 -> 0.141, bcast 512 B 0.140 -> 0.120. From 1
+		// KiB to 4 KiB it took the place of memmove: np=2, different dies,
+		// allgather of 3 KiB (1.5 KiB blocks) 0.631-0.641 -> 0.521-0.530
+		// µs, bcast of 1.5 KiB 0.591-0.601 -> 0.561, of 3 KiB 0.741-0.781
+		// -> 0.681-0.691, reduce_scatter_block of 3 and 6 KiB 0.621-0.641
+		// -> 0.561-0.566 and 0.961-0.981 -> 0.886-0.891, reduce of 1.5 KiB
+		// 0.591-0.601 -> 0.561-0.591, of 3 KiB 0.691-0.701 -> 0.681-0.691;
+		// one L3 within 5 ns (reduce of 1.5-3 KiB 0-5 ns slower, allgather
+		// of 3 KiB 5 ns and reduce_scatter_block of 6 KiB 15-25 ns
+		// faster); np=4 and np=8 (ranks sharing CPUs) within 1-3 % either
+		// way. From 4 KiB the string copy stays ahead (bcast of 4 KiB on
+		// different dies: 0.72 against 0.81 µs). The small-call path keeps
+		// its 1 KiB (smallBytes).
 		simd.CopyLines(dst, src)
 		return
 	}
