@@ -54,12 +54,19 @@ func (c *Comm) pick(ctx context.Context, bytes int) error {
 	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}
-	a, err := c.choose(c.cur.coll, bytes, c.cur.red.user == nil || c.cur.red.comm)
-	if err != nil {
-		return c.fail(err)
+	a := Direct
+	if !c.useDirect(bytes) {
+		var err error
+		a, err = c.choose(c.cur.coll, bytes, c.cur.red.user == nil || c.cur.red.comm)
+		if err != nil {
+			return c.fail(err)
+		}
+		if a == Direct {
+			return c.bad("algorithm direct needs every buffer of the call from Alloc")
+		}
 	}
 	c.cur.alg = a
-	if (c.cur.coll == CollAllgather || c.cur.coll == CollAllgatherv) && a != Flat {
+	if (c.cur.coll == CollAllgather || c.cur.coll == CollAllgatherv) && a != Flat && a != Direct {
 		c.ownBlock()
 	}
 	if err := c.run(ctx); err != nil {
@@ -102,6 +109,9 @@ func bytesOf[T simd.Element](s []T) []byte {
 	}
 	return simd.AsBytes(s)
 }
+
+// unsafePtr is the address of b's first byte (b not empty).
+func unsafePtr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 // same reports whether a and b are the same memory (an in-place call).
 func same(a, b []byte) bool {

@@ -18,6 +18,12 @@ type Options struct {
 	// shm default). Vectors larger than a slot allows are cut into
 	// segments. Split and Dup give the new communicator the parent's size.
 	SlotBytes int
+	// HeapBytes is the size of each rank's heap in the arena, from which
+	// [Alloc] hands out buffers that the other ranks read in place (0:
+	// none; a rank that joins an existing arena accepts the creator's
+	// size). Each rank reserves its heap when it joins. Split and Dup give
+	// the new communicator the parent's size.
+	HeapBytes int
 	// Timeout is how long a wait lasts without news from a peer before the
 	// peer's liveness is checked (0: SHMCOLL_TIMEOUT, or 2s). A living but
 	// slow peer is waited for.
@@ -43,7 +49,7 @@ type Options struct {
 }
 
 func (o Options) shm() shm.Options {
-	return shm.Options{SlotBytes: o.SlotBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor}
+	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor}
 }
 
 // Comm is a communicator: a group of ranks sharing one arena. The
@@ -88,6 +94,8 @@ type Comm struct {
 	table []int              // the skips ascending
 	a2a   *circulant.AlltoallPlan
 	where []uint8 // circAlltoall: which buffer holds each position
+
+	heap heap // the allocator of this rank's heap (arena.go)
 
 	closeOnce sync.Once
 	closeErr  error

@@ -31,6 +31,9 @@ var (
 	// ErrNotCommutative is wrapped when an algorithm that reorders operands
 	// is pinned for a non-commutative user operator.
 	ErrNotCommutative = errors.New("collectives: algorithm needs a commutative operator")
+	// ErrHeapFull is wrapped when Alloc finds no free span of the size
+	// asked for in the rank's heap (Options.HeapBytes).
+	ErrHeapFull = errors.New("collectives: arena heap full")
 )
 
 // Error is the error of a failed collective call: which rank, which call,

@@ -140,13 +140,19 @@ const (
 	// adjacent ranks, and an allgather at the end), the butterfly across
 	// the 2^n groups; rank order is kept.
 	RabenseifnerOdd
+	// Direct (allreduce, reduce-scatter, allgather(v), bcast): for buffers
+	// from [Alloc] on every rank, the ranks read each other's buffers in
+	// place, with no copy into the slots; reductions are split as in Flat.
+	// Taken without a pin from 64 KiB up when every buffer of the call is
+	// in the arena.
+	Direct
 	numAlgorithms
 )
 
 var algNames = [numAlgorithms]string{"auto", "flat", "circulant", "replicated",
 	"nblock", "dualroot", "tree", "reducebcast",
 	"rabenseifner", "rabenseifner21", "recdoubling", "bruck", "ring", "mst", "bde",
-	"rabenseifnerodd"}
+	"rabenseifnerodd", "direct"}
 
 func (a Algorithm) String() string {
 	if a < numAlgorithms {

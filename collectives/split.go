@@ -69,6 +69,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	leaderName = string(d[17 : 17+n])
 	opt := c.opt
 	opt.SlotBytes = c.ep.SlotBytes()
+	opt.HeapBytes = c.ep.HeapBytes()
 	tc, err := tableOf(opt)
 	if err != nil {
 		return nil, c.fail(err)

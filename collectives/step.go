@@ -67,7 +67,8 @@ type call struct {
 type scratch struct {
 	pre  []int    // packed prefix of the blocks' pieces in a segment, len p+1
 	uoff []int    // user offset (elements) of each block's piece in a segment
-	srcs [][]byte // k-way kernel sources, len p
+	srcs  [][]byte // k-way kernel sources, len p
+	chunk [][]byte // chunks of srcs (reduceDirect), len p
 
 	counts, displs   []int // block counts and displacements of the call
 	rcounts, rdispls []int
@@ -77,6 +78,7 @@ func (s *scratch) init(p int) {
 	s.pre = make([]int, p+1)
 	s.uoff = make([]int, p)
 	s.srcs = make([][]byte, p)
+	s.chunk = make([][]byte, p)
 	s.counts, s.displs = make([]int, p), make([]int, p)
 	s.rcounts, s.rdispls = make([]int, p), make([]int, p)
 }
@@ -267,6 +269,13 @@ func (c *Comm) checkDesc(q int, e uint64) error {
 		what = fmt.Sprintf("rank %d passed count %d, rank %d count %d", c.rank, c.cur.count, q, le.Uint64(pd[dCount:]))
 	case int32(le.Uint32(pd[dRoot:])) != int32(c.cur.root):
 		what = fmt.Sprintf("rank %d passed root %d, rank %d root %d", c.rank, c.cur.root, q, int32(le.Uint32(pd[dRoot:])))
+	case pd[dAlg] != byte(c.cur.alg) && (pd[dAlg] == byte(Direct) || c.cur.alg == Direct):
+		in, out := c.rank, q
+		if c.cur.alg != Direct {
+			in, out = q, c.rank
+		}
+		what = fmt.Sprintf("rank %d passed buffers from Alloc and rank %d did not (rank %d chose algorithm %v, rank %d %v): a call takes arena buffers on every rank or on none",
+			in, out, c.rank, c.cur.alg, q, Algorithm(pd[dAlg]))
 	case pd[dAlg] != byte(c.cur.alg):
 		what = fmt.Sprintf("rank %d chose algorithm %v, rank %d %v", c.rank, c.cur.alg, q, Algorithm(pd[dAlg]))
 	case le.Uint64(pd[dAux:]) != c.cur.aux:

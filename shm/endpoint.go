@@ -12,12 +12,20 @@ import (
 	"unsafe"
 )
 
-// Options configure an arena. All ranks of one arena must agree on SlotBytes.
+// Options configure an arena. All ranks of one arena must agree on
+// SlotBytes and HeapBytes.
 type Options struct {
 	// SlotBytes is the size of each rank's data slot, rounded up to the page
 	// size. 0 means DefaultSlotBytes for the creator, and "whatever the
 	// creator chose" for a rank that attaches to an existing arena.
 	SlotBytes int
+	// HeapBytes is the size of each rank's heap, rounded up to the page
+	// size: memory of the arena that the rank hands out for its own
+	// buffers (see [Endpoint.Heap]), which the other ranks can read in
+	// place. 0 means none for the creator, and "whatever the creator
+	// chose" for a rank that attaches. Each rank reserves its heap's pages
+	// when it joins (a full /dev/shm fails the join with ErrNoSpace).
+	HeapBytes int
 	// Timeout bounds how long the death of a peer goes unnoticed by a rank
 	// waiting for it. 0 means $SHMCOLL_TIMEOUT, or 2s.
 	Timeout time.Duration
@@ -216,6 +224,19 @@ func (e *Endpoint) Slot(r int) []byte {
 	off := e.lay.slotsOff + r*e.lay.slotBytes
 	return e.mem[off : off+e.lay.slotBytes : off+e.lay.slotBytes]
 }
+
+// Heap returns rank r's heap (empty when the arena has none). A rank writes
+// only its own heap; a peer reads a range of it only after a Wait that
+// covers the range, and the owner rewrites a range only when its readers
+// are done, as for slots.
+func (e *Endpoint) Heap(r int) []byte {
+	e.checkRank(r)
+	off := e.lay.heapsOff + r*e.lay.heapBytes
+	return e.mem[off : off+e.lay.heapBytes : off+e.lay.heapBytes]
+}
+
+// HeapBytes returns the size of each rank's heap.
+func (e *Endpoint) HeapBytes() int { return e.lay.heapBytes }
 
 // Inline returns the InlineBytes beside rank r's counter c: a rank writes its
 // own before the Post that publishes them.

@@ -8,7 +8,7 @@ import (
 func headerSeeds() [][]byte {
 	var seeds [][]byte
 	for _, p := range []int{1, 2, 7} {
-		lay, _ := newLayout(p, 4096*p)
+		lay, _ := newLayout(p, sizes{4096 * p, 8192 * (p & 1)})
 		h := make([]byte, headerBytes)
 		lay.writeHeader(h, kindNamed, 1234, 99)
 		ne.PutUint64(h[hMagic:], magic)
@@ -42,10 +42,11 @@ func FuzzReadHeader(f *testing.F) {
 		}
 		page := os.Getpagesize()
 		if p.ranks < 1 || p.ranks > MaxRanks || p.slotBytes%page != 0 || p.slotsOff%page != 0 ||
-			p.slotsOff < headerBytes+p.ranks*ctrlStride || p.total != p.slotsOff+p.ranks*p.slotBytes {
+			p.heapBytes%page != 0 || p.slotsOff < headerBytes+p.ranks*ctrlStride ||
+			p.heapsOff != p.slotsOff+p.ranks*p.slotBytes || p.total != p.heapsOff+p.ranks*p.heapBytes {
 			t.Fatalf("accepted inconsistent layout %+v", p.layout)
 		}
-		if p.matches(p.ranks, p.slotBytes) != nil {
+		if p.matches(p.ranks, sizes{p.slotBytes, p.heapBytes}) != nil {
 			t.Fatal("layout does not match itself")
 		}
 	})

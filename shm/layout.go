@@ -23,12 +23,14 @@ const (
 	MaxRanks = 4096
 	// MaxSlotBytes is the largest data slot.
 	MaxSlotBytes = 1 << 36
+	// MaxHeapBytes is the largest heap (see Options.HeapBytes).
+	MaxHeapBytes = 1 << 40
 )
 
 // Format constants, recorded in the header and checked on attach.
 const (
 	magic        = 0x316c6c6f636d6873 // "shmcoll1", little-endian
-	version      = 2
+	version      = 3
 	headerBytes  = 4096
 	ctrlStride   = 2048
 	counterLine  = 128 // bytes per counter (two cache lines: the adjacent-line prefetcher pairs lines)
@@ -57,7 +59,8 @@ const (
 	hCreatorStart = 72 // u64
 	hUID          = 80 // u32
 	hPageSize     = 84 // u32
-	hChecksum     = 88 // u64: FNV-1a of bytes [8, 88)
+	hHeapBytes    = 88 // u64
+	hChecksum     = 96 // u64: FNV-1a of bytes [8, 96)
 	hAttached     = 128
 	hAbort        = 256 // u64: 0, or 1+rank of the first aborting rank
 )
@@ -103,16 +106,26 @@ const (
 	kindLocal = 3
 )
 
-// layout is the geometry of one arena.
+// layout is the geometry of one arena: the header page, the control blocks,
+// the ranks' data slots, then the ranks' heaps (none when heapBytes is 0).
 type layout struct {
 	ranks     int
 	slotBytes int
+	heapBytes int
 	pageSize  int
 	slotsOff  int
+	heapsOff  int
 	total     int
 }
 
-func newLayout(ranks, slotBytes int) (layout, error) {
+// sizes are the per-rank sizes a caller asks for: 0 means the default
+// (creator) or the creator's choice (joiner).
+type sizes struct{ slot, heap int }
+
+func (o Options) sizes() sizes { return sizes{o.SlotBytes, o.HeapBytes} }
+
+func newLayout(ranks int, sz sizes) (layout, error) {
+	slotBytes, heapBytes := sz.slot, sz.heap
 	if ranks < 1 || ranks > MaxRanks {
 		return layout{}, fmt.Errorf("%w: %d ranks (want 1..%d)", ErrBadSize, ranks, MaxRanks)
 	}
@@ -122,14 +135,19 @@ func newLayout(ranks, slotBytes int) (layout, error) {
 	if slotBytes < 0 || slotBytes > MaxSlotBytes {
 		return layout{}, fmt.Errorf("%w: slot of %d bytes (want 0..%d)", ErrBadSize, slotBytes, MaxSlotBytes)
 	}
+	if heapBytes < 0 || heapBytes > MaxHeapBytes {
+		return layout{}, fmt.Errorf("%w: heap of %d bytes (want 0..%d)", ErrBadSize, heapBytes, MaxHeapBytes)
+	}
 	page := os.Getpagesize()
 	l := layout{ranks: ranks, pageSize: page}
 	l.slotBytes = roundUp(slotBytes, page)
+	l.heapBytes = roundUp(heapBytes, page)
 	l.slotsOff = roundUp(headerBytes+ranks*ctrlStride, page)
-	if uint64(l.slotBytes)*uint64(ranks) > maxTotal-uint64(l.slotsOff) {
-		return layout{}, fmt.Errorf("%w: %d ranks of %d bytes exceed %d bytes", ErrBadSize, ranks, l.slotBytes, maxTotal)
+	if uint64(l.slotBytes+l.heapBytes)*uint64(ranks) > maxTotal-uint64(l.slotsOff) {
+		return layout{}, fmt.Errorf("%w: %d ranks of %d-byte slots and %d-byte heaps exceed %d bytes", ErrBadSize, ranks, l.slotBytes, l.heapBytes, maxTotal)
 	}
-	l.total = l.slotsOff + ranks*l.slotBytes
+	l.heapsOff = l.slotsOff + ranks*l.slotBytes
+	l.total = l.heapsOff + ranks*l.heapBytes
 	return l, nil
 }
 
@@ -150,6 +168,7 @@ func (l layout) writeHeader(mem []byte, kind int, pid int, start uint64) {
 	ne.PutUint32(h[hInlineBytes:], InlineBytes)
 	ne.PutUint32(h[hDescBytes:], DescriptorBytes)
 	ne.PutUint64(h[hSlotBytes:], uint64(l.slotBytes))
+	ne.PutUint64(h[hHeapBytes:], uint64(l.heapBytes))
 	ne.PutUint64(h[hSlotsOff:], uint64(l.slotsOff))
 	ne.PutUint64(h[hTotal:], uint64(l.total))
 	ne.PutUint32(h[hCreatorPID:], uint32(pid))
@@ -211,14 +230,15 @@ func readHeader(h []byte) (parsedHeader, error) {
 	}
 	ranks := ne.Uint32(h[hRanks:])
 	slot := ne.Uint64(h[hSlotBytes:])
-	if ranks < 1 || ranks > MaxRanks || slot > MaxSlotBytes {
-		return p, fmt.Errorf("%w: %d ranks of %d-byte slots out of range", ErrBadHeader, ranks, slot)
+	heap := ne.Uint64(h[hHeapBytes:])
+	if ranks < 1 || ranks > MaxRanks || slot > MaxSlotBytes || heap > MaxHeapBytes {
+		return p, fmt.Errorf("%w: %d ranks of %d-byte slots and %d-byte heaps out of range", ErrBadHeader, ranks, slot, heap)
 	}
-	l, err := newLayout(int(ranks), int(slot))
+	l, err := newLayout(int(ranks), sizes{int(slot), int(heap)})
 	if err != nil {
 		return p, fmt.Errorf("%w: %v", ErrBadHeader, err)
 	}
-	if l.slotBytes != int(slot) || uint64(l.slotsOff) != ne.Uint64(h[hSlotsOff:]) || uint64(l.total) != ne.Uint64(h[hTotal:]) {
+	if l.slotBytes != int(slot) || l.heapBytes != int(heap) || uint64(l.slotsOff) != ne.Uint64(h[hSlotsOff:]) || uint64(l.total) != ne.Uint64(h[hTotal:]) {
 		return p, fmt.Errorf("%w: inconsistent layout (slots at %d, total %d)", ErrBadHeader,
 			ne.Uint64(h[hSlotsOff:]), ne.Uint64(h[hTotal:]))
 	}
@@ -231,13 +251,16 @@ func readHeader(h []byte) (parsedHeader, error) {
 }
 
 // matches checks that the header agrees with what a joining rank expects.
-// slotBytes 0 accepts the creator's slot size.
-func (p parsedHeader) matches(ranks, slotBytes int) error {
+// A size of 0 accepts the creator's.
+func (p parsedHeader) matches(ranks int, sz sizes) error {
 	if p.ranks != ranks {
 		return fmt.Errorf("%w: arena has %d ranks, caller expects %d", ErrBadHeader, p.ranks, ranks)
 	}
-	if slotBytes != 0 && roundUp(slotBytes, p.pageSize) != p.slotBytes {
-		return fmt.Errorf("%w: arena slots are %d bytes, caller expects %d", ErrBadHeader, p.slotBytes, roundUp(slotBytes, p.pageSize))
+	if sz.slot != 0 && roundUp(sz.slot, p.pageSize) != p.slotBytes {
+		return fmt.Errorf("%w: arena slots are %d bytes, caller expects %d", ErrBadHeader, p.slotBytes, roundUp(sz.slot, p.pageSize))
+	}
+	if sz.heap != 0 && roundUp(sz.heap, p.pageSize) != p.heapBytes {
+		return fmt.Errorf("%w: arena heaps are %d bytes, caller expects %d", ErrBadHeader, p.heapBytes, roundUp(sz.heap, p.pageSize))
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ var (
 
 // newLocalArena allocates an arena in Go memory, slots page-aligned.
 func newLocalArena(size int, opt Options) (*localArena, error) {
-	lay, err := newLayout(size, opt.SlotBytes)
+	lay, err := newLayout(size, opt.sizes())
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func JoinLocal(ctx context.Context, key string, rank, size int, opt Options) (*E
 			return nil, err
 		}
 		localReg[key] = a
-	} else if err := (parsedHeader{layout: a.lay}).matches(size, opt.SlotBytes); err != nil {
+	} else if err := (parsedHeader{layout: a.lay}).matches(size, opt.sizes()); err != nil {
 		localMu.Unlock()
 		return nil, fmt.Errorf("shm: local arena %q: %w", key, err)
 	}

@@ -41,7 +41,7 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 	if err := opt.checkParent(rank, size); err != nil {
 		return nil, err
 	}
-	lay, err := newLayout(size, opt.SlotBytes)
+	lay, err := newLayout(size, opt.sizes())
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 		fd, mem, err = createNamed(path, lay)
 	} else {
 		watch := func() error { return opt.parentErr(nil, rank, size) }
-		fd, mem, lay, err = openNamed(ctx, path, size, opt.SlotBytes, deadline, watch)
+		fd, mem, lay, err = openNamed(ctx, path, size, opt.sizes(), deadline, watch)
 	}
 	if err != nil {
 		if errors.Is(err, ErrAborted) {
@@ -79,7 +79,7 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 // [JoinFile] or [JoinEnv] (SHMCOLL_ARENA=fd:N). The caller closes the file
 // once the children have started.
 func CreateFD(size int, opt Options) (*os.File, error) {
-	lay, err := newLayout(size, opt.SlotBytes)
+	lay, err := newLayout(size, opt.sizes())
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func JoinFile(ctx context.Context, f *os.File, rank, size int, opt Options) (*En
 		return nil, fmt.Errorf("shm: dup arena fd: %w", err)
 	}
 	unix.CloseOnExec(fd)
-	mem, hdr, err := attachFD(fd, size, opt.SlotBytes)
+	mem, hdr, err := attachFD(fd, size, opt.sizes())
 	if errors.Is(err, errNotReady) {
 		err = fmt.Errorf("%w: arena file is empty or uninitialized", ErrBadHeader)
 	}
@@ -168,19 +168,28 @@ func setup(ctx context.Context, fd int, named bool, mem []byte, lay layout, rank
 		e.Close()
 		return nil, fmt.Errorf("shm: rank %d: %w", rank, err)
 	}
-	slot := e.Slot(rank)
 	if opt.NodeOf != nil {
 		if node := opt.NodeOf(rank); node >= 0 {
-			if err := numa.BindMemory(slot, node); err != nil && !errors.Is(err, numa.ErrNotSupported) {
-				return fail(fmt.Errorf("placing slot on node %d: %w", node, err))
+			for _, b := range [][]byte{e.Slot(rank), e.Heap(rank)} {
+				if len(b) == 0 {
+					continue
+				}
+				if err := numa.BindMemory(b, node); err != nil && !errors.Is(err, numa.ErrNotSupported) {
+					return fail(fmt.Errorf("placing slot and heap on node %d: %w", node, err))
+				}
 			}
 		}
 	}
-	// The owner allocates its slot's pages (first touch: on its own node
-	// unless bound), and a full file system fails here, not with SIGBUS.
-	off := int64(lay.slotsOff + rank*lay.slotBytes)
-	if err := fallocate(fd, off, int64(lay.slotBytes)); err != nil {
+	// The owner allocates its slot's and heap's pages (first touch: on its
+	// own node unless bound), and a full file system fails here, not with
+	// SIGBUS.
+	if err := fallocate(fd, int64(lay.slotsOff+rank*lay.slotBytes), int64(lay.slotBytes)); err != nil {
 		return fail(err)
+	}
+	if lay.heapBytes > 0 {
+		if err := fallocate(fd, int64(lay.heapsOff+rank*lay.heapBytes), int64(lay.heapBytes)); err != nil {
+			return fail(err)
+		}
 	}
 	n, err := e.join(os.Getpid(), selfStart())
 	if err != nil {
@@ -311,7 +320,7 @@ func createInPlace(path string, lay layout, exists func() error) (int, []byte, e
 
 // openNamed opens and maps the segment at path once its creator has written
 // it; watch ends the wait with its error.
-func openNamed(ctx context.Context, path string, size, slotBytes int, deadline time.Time, watch func() error) (int, []byte, layout, error) {
+func openNamed(ctx context.Context, path string, size int, sz sizes, deadline time.Time, watch func() error) (int, []byte, layout, error) {
 	sleep := 50 * time.Microsecond
 	for {
 		fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -324,7 +333,7 @@ func openNamed(ctx context.Context, path string, size, slotBytes int, deadline t
 		case err != nil:
 			return -1, nil, layout{}, err
 		default:
-			mem, hdr, err := attachFD(fd, size, slotBytes)
+			mem, hdr, err := attachFD(fd, size, sz)
 			if err == nil {
 				return fd, mem, hdr.layout, nil
 			}
@@ -350,7 +359,7 @@ func openNamed(ctx context.Context, path string, size, slotBytes int, deadline t
 
 // attachFD checks the file behind fd and maps it. It never maps beyond the
 // end of the file, so a truncated segment is an error and not a SIGBUS.
-func attachFD(fd int, size, slotBytes int) ([]byte, parsedHeader, error) {
+func attachFD(fd int, size int, sz sizes) ([]byte, parsedHeader, error) {
 	var p parsedHeader
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -384,7 +393,7 @@ func attachFD(fd int, size, slotBytes int) ([]byte, parsedHeader, error) {
 	if p.kind == kindNamed && !procAlive(p.creatorPID, p.creatorStart) {
 		return nil, p, fmt.Errorf("%w: stale segment (creator pid %d is gone)", errNotReady, p.creatorPID)
 	}
-	if err := p.matches(size, slotBytes); err != nil {
+	if err := p.matches(size, sz); err != nil {
 		return nil, p, err
 	}
 	if st.Size < int64(p.total) {

@@ -67,7 +67,7 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 	if err := opt.checkParent(rank, size); err != nil {
 		return nil, err
 	}
-	lay, err := newLayout(size, opt.SlotBytes)
+	lay, err := newLayout(size, opt.sizes())
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Endpo
 		m, err = createFile(path, lay)
 	} else {
 		watch := func() error { return opt.parentErr(nil, rank, size) }
-		m, lay, err = openFile(ctx, path, size, opt.SlotBytes, deadline, watch)
+		m, lay, err = openFile(ctx, path, size, opt.sizes(), deadline, watch)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("shm: rank %d joining %s: %w", rank, path, err)
@@ -131,9 +131,9 @@ func createFile(path string, lay layout) (mmap.MMap, error) {
 	return m, nil
 }
 
-func openFile(ctx context.Context, path string, size, slotBytes int, deadline time.Time, watch func() error) (mmap.MMap, layout, error) {
+func openFile(ctx context.Context, path string, size int, sz sizes, deadline time.Time, watch func() error) (mmap.MMap, layout, error) {
 	for {
-		m, lay, err := tryOpenFile(path, size, slotBytes)
+		m, lay, err := tryOpenFile(path, size, sz)
 		if err == nil || !errors.Is(err, errNotReady) {
 			return m, lay, err
 		}
@@ -150,7 +150,7 @@ func openFile(ctx context.Context, path string, size, slotBytes int, deadline ti
 	}
 }
 
-func tryOpenFile(path string, size, slotBytes int) (mmap.MMap, layout, error) {
+func tryOpenFile(path string, size int, sz sizes) (mmap.MMap, layout, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, layout{}, fmt.Errorf("%w: segment does not exist", errNotReady)
@@ -177,7 +177,7 @@ func tryOpenFile(path string, size, slotBytes int) (mmap.MMap, layout, error) {
 	if err != nil {
 		return nil, layout{}, err
 	}
-	if err := p.matches(size, slotBytes); err != nil {
+	if err := p.matches(size, sz); err != nil {
 		return nil, layout{}, err
 	}
 	if st.Size() < int64(p.total) {

@@ -78,6 +78,58 @@ func TestJoinNamedInOneProcess(t *testing.T) {
 	}
 }
 
+// TestHeapNamed: each rank's heap is its own part of the arena, reserved,
+// shared with the other ranks and sized by the creator for a joiner that
+// passes 0; an arena without heaps has empty ones.
+func TestHeapNamed(t *testing.T) {
+	page := os.Getpagesize()
+	eps := make([]*Endpoint, 3)
+	errs := make([]error, 3)
+	name := testName()
+	var wg sync.WaitGroup
+	for r := range eps {
+		wg.Go(func() {
+			opt := Options{SlotBytes: 4096}
+			if r == 0 {
+				opt.HeapBytes = 3*page + 1
+			}
+			eps[r], errs[r] = Join(context.Background(), name, r, 3, opt)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	defer closeAll(t, eps)
+	for r, e := range eps {
+		if got := len(e.Heap(r)); got != 4*page || e.HeapBytes() != 4*page {
+			t.Fatalf("rank %d: heap of %d bytes, want %d", r, got, 4*page)
+		}
+		h := e.Heap(r)
+		for i := range h {
+			h[i] = byte(r*7 + i)
+		}
+	}
+	for r, e := range eps {
+		for q := range eps {
+			h, s := e.Heap(q), e.Slot(q)
+			if &h[0] == &s[0] || h[len(h)-1] != byte(q*7+len(h)-1) || h[5] != byte(q*7+5) {
+				t.Fatalf("rank %d reads rank %d's heap wrong", r, q)
+			}
+		}
+	}
+	none, err := NewLocal(2, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, none)
+	if len(none[1].Heap(0)) != 0 {
+		t.Fatal("an arena without heaps has a heap")
+	}
+}
+
 func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 func TestJoinFileEnv(t *testing.T) {
@@ -174,7 +226,7 @@ func writeSegment(t *testing.T, data []byte, mode os.FileMode) string {
 
 // validSegment returns the bytes of a freshly created arena of p ranks.
 func validSegment(p, slot int) []byte {
-	lay, _ := newLayout(p, slot)
+	lay, _ := newLayout(p, sizes{slot: slot})
 	b := make([]byte, lay.total)
 	lay.writeHeader(b, kindNamed, os.Getpid(), selfStart())
 	ne.PutUint64(b[hMagic:], magic)
@@ -200,11 +252,20 @@ func TestJoinBadSegments(t *testing.T) {
 		{"mode", ok, 0o644, "gives others access"},
 		{"p mismatch", validSegment(3, 4096), 0o600, "arena has 3 ranks, caller expects 2"},
 		{"slot mismatch", validSegment(2, 8192), 0o600, "slots are 8192 bytes, caller expects 4096"},
+		{"heap mismatch", mod(func(b []byte) []byte {
+			lay, _ := newLayout(2, sizes{4096, 8192})
+			lay.writeHeader(b, kindNamed, os.Getpid(), selfStart())
+			return append(b, make([]byte, 2*8192)...)
+		}), 0o600, "heaps are 8192 bytes, caller expects 4096"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			name := writeSegment(t, c.data, c.mode)
-			_, err := Join(context.Background(), name, 1, 2, Options{SlotBytes: 4096, JoinTimeout: 5 * time.Second})
+			opt := Options{SlotBytes: 4096, JoinTimeout: 5 * time.Second}
+			if c.name == "heap mismatch" {
+				opt.HeapBytes = 4096
+			}
+			_, err := Join(context.Background(), name, 1, 2, opt)
 			if !errors.Is(err, ErrBadHeader) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want ErrBadHeader with %q", err, c.want)
 			}

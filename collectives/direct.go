@@ -1,0 +1,293 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// The Direct algorithms: the buffers of the call live in the ranks' heaps
+// in the arena (Alloc), and every rank reads what it needs from the other
+// ranks' buffers in place. Nothing is copied into a slot. One step per
+// call; the first post of a rank carries the heap offsets of its buffers in
+// the inline bytes of its counter's line (putOffsets).
+//
+//   - allreduce: every rank posts phase 1; rank r reduces block r of the p
+//     inputs in rank order, one pass of the k-way kernel as in Flat, into
+//     block r of its recv, and posts phase 2; it then copies block q from
+//     rank q's recv for every q, and posts phase 3.
+//   - reduce-scatter: phase 1; rank r reduces its block from the p sends
+//     into recv; phase 2.
+//   - allgather(v): phase 1; every rank copies every other rank's block;
+//     phase 2.
+//   - bcast: the root posts phase 1; every other rank copies the root's
+//     buffer and posts phase 2.
+//
+// Buffer reuse: the caller owns its buffers again when the call returns,
+// so a rank returns only once nobody reads them: it waits for the last
+// phase of every rank that reads them (every rank; in bcast the root waits
+// for the others). In place, rank r writes block r of its input, which only
+// r reads, before phase 2, and block q only after rank q posted phase 2,
+// after q's last read of it. The own slot half serves as scratch (see
+// reduceDirect), as any algorithm writes it: begin ensures that nobody
+// reads it any more.
+
+func init() {
+	register(CollAllreduce, Direct, (*Comm).directAllreduce, true)
+	register(CollReduceScatterBlock, Direct, (*Comm).directReduceScatter, true)
+	register(CollReduceScatter, Direct, (*Comm).directReduceScatter, true)
+	register(CollAllgather, Direct, (*Comm).directAllgather, true)
+	register(CollAllgatherv, Direct, (*Comm).directAllgather, true)
+	register(CollBcast, Direct, (*Comm).directBcast, true)
+}
+
+// directMin is the smallest vector (the call's bytes) for which arena
+// buffers take the Direct algorithm without a pin.
+const directMin = 64 << 10
+
+// directChunk is the chunk of an in-place reduction that reduceDirect
+// copies into the slot half at a time.
+const directChunk = 64 << 10
+
+// useDirect reports whether the current call takes the Direct algorithm:
+// Direct serves the collective, it is pinned or the vector has at least
+// directMin bytes and no other algorithm is pinned, and every buffer of
+// the call lies in this rank's heap. Every rank decides the same when the
+// ranks pass the same kind of buffers; when they do not, the algorithm in
+// the descriptors differs and the call fails on every rank (checkDesc).
+func (c *Comm) useDirect(bytes int) bool {
+	a := &c.cur
+	pin := c.pinned[a.coll]
+	if algorithms[a.coll][Direct] == nil || pin != Auto && pin != Direct || pin == Auto && bytes < directMin {
+		return false
+	}
+	return c.heapOrEmpty(a.send) && c.heapOrEmpty(a.recv)
+}
+
+// heapOrEmpty reports whether b is empty or lies in this rank's heap.
+func (c *Comm) heapOrEmpty(b []byte) bool { return len(b) == 0 || c.inHeap(b) }
+
+// putOffsets writes the heap offsets of b0 and b1 (in this rank's heap,
+// or empty) into the inline bytes of step e, for the first post.
+func (c *Comm) putOffsets(e uint64, b0, b1 []byte) {
+	t := c.tiny(c.rank, e)
+	for i, b := range [2][]byte{b0, b1} {
+		off := 0
+		if len(b) > 0 {
+			off, _ = c.heapOffset(unsafePtr(b), len(b))
+		}
+		binary.LittleEndian.PutUint64(t[8*i:], uint64(off))
+	}
+}
+
+// peerBuf returns n bytes of rank q's heap at the offset q put in place i
+// of step e (after a wait for q's phase 1 of e).
+func (c *Comm) peerBuf(q int, e uint64, i, n int) ([]byte, error) {
+	off := binary.LittleEndian.Uint64(c.tiny(q, e)[8*i:])
+	h := c.ep.Heap(q)
+	if off > uint64(len(h)) || uint64(n) > uint64(len(h))-off {
+		return nil, c.fail(fmt.Errorf("rank %d published %d bytes at %d of its %d-byte heap", q, n, off, len(h)))
+	}
+	return h[off : int(off)+n], nil
+}
+
+// reduceDirect reduces srcs (srcs[c.rank] this rank's own) into dst in
+// rank order. dst may be srcs[c.rank] exactly (in place), which the k-way
+// kernel allows only for the first source: for a rank other than 0 each
+// chunk of its own source is then first copied into its slot half.
+func (c *Comm) reduceDirect(dst []byte, srcs [][]byte, e uint64) {
+	r, red := c.rank, &c.cur.red
+	own := srcs[r]
+	if r == 0 || len(dst) == 0 || unsafePtr(dst) != unsafePtr(own) {
+		red.reduceK(dst, srcs)
+		return
+	}
+	tmp := c.slotHalf(r, e)
+	step := min(len(tmp), directChunk) / c.cur.esz * c.cur.esz
+	cs := c.sc.chunk
+	for lo := 0; lo < len(dst); lo += step {
+		hi := min(lo+step, len(dst))
+		for q, s := range srcs {
+			cs[q] = s[lo:hi]
+		}
+		cs[r] = tmp[:hi-lo]
+		simd.Copy(cs[r], own[lo:hi])
+		red.reduceK(dst[lo:hi], cs)
+	}
+}
+
+// waitAll waits for phase of step e from every other rank.
+func (c *Comm) waitAll(ctx context.Context, e uint64, phase int) error {
+	for i := 1; i < c.size; i++ {
+		if err := c.wait(ctx, (c.rank+i)%c.size, e, phase); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Comm) directAllreduce(ctx context.Context) error {
+	a := &c.cur
+	esz, p, r := a.esz, c.size, c.rank
+	in := a.input()
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	c.putOffsets(e, in, a.recv)
+	c.post(e, 1)
+	pre := c.sc.pre
+	evenSplit(pre, p, a.count)
+	lo, hi := pre[r]*esz, pre[r+1]*esz
+	for q := range p {
+		if q == r {
+			c.sc.srcs[q] = in[lo:hi]
+			continue
+		}
+		if err := c.wait(ctx, q, e, 1); err != nil {
+			return err
+		}
+		src, err := c.peerBuf(q, e, 0, hi)
+		if err != nil {
+			return err
+		}
+		c.sc.srcs[q] = src[lo:hi]
+	}
+	c.reduceDirect(a.recv[lo:hi], c.sc.srcs, e)
+	c.post(e, 2)
+	for i := 1; i < p; i++ {
+		q := (r + i) % p
+		if err := c.wait(ctx, q, e, 2); err != nil {
+			return err
+		}
+		qlo, qhi := pre[q]*esz, pre[q+1]*esz
+		src, err := c.peerBuf(q, e, 1, qhi)
+		if err != nil {
+			return err
+		}
+		simd.Copy(a.recv[qlo:qhi], src[qlo:])
+	}
+	c.post(e, 3)
+	if err := c.waitAll(ctx, e, 3); err != nil {
+		return err
+	}
+	c.last.Rounds += 2
+	c.last.Sent += 2 * uint64(p-1)
+	c.last.Received += 2 * uint64(p-1)
+	c.last.Reduced += uint64(p - 1)
+	a.fully = true
+	c.end(e)
+	return nil
+}
+
+func (c *Comm) directReduceScatter(ctx context.Context) error {
+	a := &c.cur
+	esz, p, r := a.esz, c.size, c.rank
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	c.putOffsets(e, a.send, nil)
+	c.post(e, 1)
+	lo, hi := a.displs[r]*esz, (a.displs[r]+a.counts[r])*esz
+	for q := range p {
+		if q == r {
+			c.sc.srcs[q] = a.send[lo:hi]
+			continue
+		}
+		if err := c.wait(ctx, q, e, 1); err != nil {
+			return err
+		}
+		src, err := c.peerBuf(q, e, 0, hi)
+		if err != nil {
+			return err
+		}
+		c.sc.srcs[q] = src[lo:hi]
+	}
+	c.reduceDirect(a.recv, c.sc.srcs, e)
+	c.post(e, 2)
+	if err := c.waitAll(ctx, e, 2); err != nil {
+		return err
+	}
+	c.last.Rounds++
+	c.last.Sent += uint64(p - 1)
+	c.last.Received += uint64(p - 1)
+	c.last.Reduced += uint64(p - 1)
+	a.fully = true
+	c.end(e)
+	return nil
+}
+
+func (c *Comm) directAllgather(ctx context.Context) error {
+	a := &c.cur
+	esz, p, r := a.esz, c.size, c.rank
+	mine := span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r])
+	own := mine
+	if a.send != nil {
+		own = a.send
+	}
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	c.putOffsets(e, own, nil)
+	c.post(e, 1)
+	if a.send != nil {
+		simd.Copy(mine, a.send) // while the peers read theirs
+	}
+	for i := 1; i < p; i++ {
+		q := (r + i) % p
+		if err := c.wait(ctx, q, e, 1); err != nil {
+			return err
+		}
+		src, err := c.peerBuf(q, e, 0, a.counts[q]*esz)
+		if err != nil {
+			return err
+		}
+		simd.Copy(span(a.recv, esz, a.displs[q], a.displs[q]+a.counts[q]), src)
+	}
+	c.post(e, 2)
+	if err := c.waitAll(ctx, e, 2); err != nil {
+		return err
+	}
+	c.last.Rounds++
+	c.last.Sent += uint64(p - 1)
+	c.last.Received += uint64(p - 1)
+	a.fully = true
+	c.end(e)
+	return nil
+}
+
+func (c *Comm) directBcast(ctx context.Context) error {
+	a := &c.cur
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	if c.rank == a.root {
+		c.putOffsets(e, a.recv, nil)
+		c.post(e, 1)
+		if err := c.waitAll(ctx, e, 2); err != nil {
+			return err
+		}
+		c.last.Sent += uint64(c.size - 1)
+		a.fully = true
+	} else {
+		c.post(e, 1)
+		if err := c.wait(ctx, a.root, e, 1); err != nil {
+			return err
+		}
+		src, err := c.peerBuf(a.root, e, 0, len(a.recv))
+		if err != nil {
+			return err
+		}
+		simd.Copy(a.recv, src)
+		c.post(e, 2)
+		c.last.Received++
+	}
+	c.last.Rounds++
+	c.end(e)
+	return nil
+}
