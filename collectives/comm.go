@@ -230,6 +230,10 @@ func wrap(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
 // Rank returns the calling rank, in [0, Size()).
 func (c *Comm) Rank() int { return c.rank }
 
+// HeapBytes returns the size of each rank's heap in the arena (see
+// Options.HeapBytes and Alloc).
+func (c *Comm) HeapBytes() int { return c.ep.HeapBytes() }
+
 // Size returns the number of ranks.
 func (c *Comm) Size() int { return c.size }
 

@@ -376,7 +376,8 @@ func TestDirect(t *testing.T) {
 
 // TestDirectBitwise: Direct reduces each element in rank order with the
 // same kernel pass as Flat, so float64 sums are bitwise Flat's on every
-// rank, in place or not.
+// rank, in place or not, and when two ranks each reduce both blocks (as
+// they do when they ask for non-temporal stores).
 func TestDirectBitwise(t *testing.T) {
 	for _, p := range []int{2, 3, 6} {
 		n := directMin/8*2 + 5
@@ -397,7 +398,15 @@ func TestDirectBitwise(t *testing.T) {
 				return err
 			}
 			c.pinned[CollAllreduce] = Auto
-			for _, ip := range []bool{false, true} {
+			for _, ip := range []bool{false, true, false} {
+				solo := ip == false && res[r] != nil
+				if solo {
+					// The ranks ask for non-temporal stores, as on
+					// different dies: two ranks not in place each reduce
+					// both blocks.
+					c.advice(r).Store(math.MaxUint64)
+					defer c.advice(r).Store(0)
+				}
 				recv, _ := Alloc[float64](c, n)
 				var send []float64
 				if ip {
@@ -411,6 +420,13 @@ func TestDirectBitwise(t *testing.T) {
 				}
 				if c.cur.alg != Direct {
 					return fmt.Errorf("took %v", c.cur.alg)
+				}
+				want := uint64(p - 1)
+				if solo && p == 2 {
+					want = 2
+				}
+				if c.last.Reduced != want {
+					return fmt.Errorf("in place %v, asked for non-temporal stores %v: %d blocks reduced, want %d", ip, solo, c.last.Reduced, want)
 				}
 				for i := range flat {
 					if math.Float64bits(recv[i]) != math.Float64bits(flat[i]) {

@@ -63,6 +63,19 @@
 // part of the call descriptor ([Comm.LastAlgorithm] reports it).
 // docs/TUNING.md describes the table format and the method.
 //
+// # Buffers in the arena
+//
+// With Options.HeapBytes each rank has a heap in the arena, and [Alloc]
+// hands out buffers from it ([Free] returns them). A call whose buffers
+// all come from Alloc on every rank, with a vector of at least 64 KiB,
+// takes the Direct algorithm (allreduce, reduce-scatter, allgather(v),
+// bcast): the ranks read each other's buffers in place, with no copy into
+// the slots, and return once nobody reads theirs. A Direct allreduce splits
+// the reduction like Flat, in rank order with the same kernel, so its
+// results are bitwise Flat's. Arena buffers on some ranks and not on
+// others fail the call on every rank with [ErrMismatch]. Under shmrun, the
+// launcher creates the arena: give it -heap.
+//
 // # Reduction order and reproducibility
 //
 // For a fixed p, algorithm, skip sequence and input, results are bitwise the

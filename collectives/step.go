@@ -65,10 +65,11 @@ type call struct {
 // scratch is per-Comm memory reused by every call, so that calls do not
 // allocate.
 type scratch struct {
-	pre  []int    // packed prefix of the blocks' pieces in a segment, len p+1
-	uoff []int    // user offset (elements) of each block's piece in a segment
+	pre   []int    // packed prefix of the blocks' pieces in a segment, len p+1
+	uoff  []int    // user offset (elements) of each block's piece in a segment
 	srcs  [][]byte // k-way kernel sources, len p
 	chunk [][]byte // chunks of srcs (reduceDirect), len p
+	whole [][]byte // the ranks' inputs (directAllreduce), len p
 
 	counts, displs   []int // block counts and displacements of the call
 	rcounts, rdispls []int
@@ -79,6 +80,7 @@ func (s *scratch) init(p int) {
 	s.uoff = make([]int, p)
 	s.srcs = make([][]byte, p)
 	s.chunk = make([][]byte, p)
+	s.whole = make([][]byte, p)
 	s.counts, s.displs = make([]int, p), make([]int, p)
 	s.rcounts, s.rdispls = make([]int, p), make([]int, p)
 }

@@ -248,6 +248,8 @@ func (t *Table) check(name string) error {
 			return bad("ordered algorithm %v does not implement %v", e.Ordered, e.Coll)
 		case e.Ordered != Auto && !orderPreserving[e.Coll][e.Ordered]:
 			return bad("ordered algorithm %v does not keep rank order for %v", e.Ordered, e.Coll)
+		case e.Alg == Direct || e.Ordered == Direct:
+			return bad("%v: direct serves buffers from Alloc, whatever the table says; a table cannot choose it", e.Coll)
 		}
 		k := e.key()
 		if prev := last[k]; prev != nil {

@@ -91,6 +91,7 @@ func TestTableBad(t *testing.T) {
 		{"not implemented", ok + "\nbarrier 3 fit 0 inf ring -\n", "test.txt:4: algorithm ring does not implement barrier"},
 		{"ordered not implemented", ok + "bcast 3 fit 0 inf flat dualroot\n", "test.txt:3: ordered algorithm dualroot does not implement bcast"},
 		{"ordered not ordered", ok + "allreduce 3 fit 1K inf flat ring\n", "test.txt:3: ordered algorithm ring does not keep rank order"},
+		{"direct", ok + "allgather 3 fit 0 inf direct -\n", "test.txt:3: allgather: direct serves buffers from Alloc"},
 		{"overlap", ok + "allreduce 3 fit 512 2K flat -\n", "test.txt:3: allreduce p=3: range [512, 2K) overlaps [0, 1K)"},
 		{"unsorted", "allreduce 3 fit 1K 2K flat -\n# comment\nallreduce 3 fit 0 1K flat -\n", "test.txt:3: allreduce p=3: range from 0 comes after the range from 1K"},
 		{"empty range", "allreduce 3 fit 1K 1K flat -\n", "test.txt:1: empty or negative range"},

@@ -178,6 +178,9 @@ type Config struct {
 	ArenaKind ArenaKind
 	// SlotBytes is the slot size of a memfd arena (0: shm.DefaultSlotBytes).
 	SlotBytes int
+	// HeapBytes is the heap of each rank of a memfd arena (0: none), from
+	// which collectives.Alloc hands out buffers.
+	HeapBytes int
 	// Arena names a named arena (and implies ArenaNamed); "" generates a
 	// fresh name shmcoll.<uid>.<nonce> when one is needed. Whatever is left
 	// of the segment in /dev/shm is removed when the job ends.
@@ -318,6 +321,9 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if cfg.SlotBytes < 0 {
 		return nil, fmt.Errorf("%w: slot size %d", ErrBadConfig, cfg.SlotBytes)
 	}
+	if cfg.HeapBytes < 0 {
+		return nil, fmt.Errorf("%w: heap size %d", ErrBadConfig, cfg.HeapBytes)
+	}
 	var arena string
 	var arenaFile *os.File
 	kind := cfg.ArenaKind
@@ -326,7 +332,7 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	switch kind {
 	case ArenaMemfd:
-		arenaFile, err = shm.CreateFD(cfg.NP, shm.Options{SlotBytes: cfg.SlotBytes})
+		arenaFile, err = shm.CreateFD(cfg.NP, shm.Options{SlotBytes: cfg.SlotBytes, HeapBytes: cfg.HeapBytes})
 		switch {
 		case err == nil:
 			arena = "fd:" + strconv.Itoa(ArenaFD)

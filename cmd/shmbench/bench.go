@@ -24,6 +24,8 @@ type timing struct {
 	minIters int           // timed iterations at least, when iters is 0 (0: 5)
 	full     bool          // check every element of every result (-check)
 	light    bool          // check only the changed elements, not all of the last result (tune)
+	arena    bool          // buffers from collectives.Alloc (-arena)
+	dirty    bool          // rewrite the whole input before every iteration (-dirty)
 }
 
 // bench is one rank's side of a sweep.
@@ -136,6 +138,8 @@ type typedCase[T simd.Element] struct {
 	prevJ int // the input element the last touch changed (-1: none), and its value before
 	prevV T
 	pl    iterPlan[T]
+
+	pristine []T // -dirty: the input as prepare wrote it
 }
 
 // collCall is the table of collective calls by DESIGN.md name: the one
@@ -222,7 +226,27 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 	}
 	k.poison = k.conv(-7)
 	r := b.rank
-	k.send, k.recv = reuse[T](&b.spare[0], k.lay.sendLen(r)), reuse[T](&b.spare[1], k.lay.recvLen(r))
+	if b.tm.arena {
+		// A case's own buffers, from the heap of the communicator that
+		// runs it.
+		var err error
+		for i, n := range []int{k.lay.sendLen(r), k.lay.recvLen(r)} {
+			var buf []T
+			if n > 0 {
+				if buf, err = collectives.Alloc[T](c, n); err != nil {
+					return benchfmt.Result{}, err
+				}
+				defer collectives.Free(c, buf)
+			}
+			if i == 0 {
+				k.send = buf
+			} else {
+				k.recv = buf
+			}
+		}
+	} else {
+		k.send, k.recv = reuse[T](&b.spare[0], k.lay.sendLen(r)), reuse[T](&b.spare[1], k.lay.recvLen(r))
+	}
 	if k.lay.recvLen(r) == 0 && (cs.coll == "reduce_scatter") {
 		k.recv = []T{} // a zero-length block still takes part
 	}
@@ -240,6 +264,7 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 		for done := 0; done < batch; {
 			n := k.plan(it, batch-done)
 			for range n {
+				k.dirty()
 				k.touch(it)
 				if err := k.iterate(ctx); err != nil {
 					return benchfmt.Result{}, err
@@ -280,6 +305,7 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 			n := k.plan(iters, chunk)
 			chunk -= n
 			for range n {
+				k.dirty()
 				k.touch(iters)
 				if err := collectives.Barrier(ctx, c); err != nil {
 					return benchfmt.Result{}, err
@@ -345,6 +371,19 @@ func (k *typedCase[T]) prepare() {
 		for i := range k.recv {
 			k.recv[i] = k.poison
 		}
+	}
+	if k.b.tm.dirty {
+		k.pristine = append(k.pristine[:0], k.in...)
+	}
+}
+
+// dirty rewrites the whole input (-dirty), before touch changes one
+// element: the lines are then modified in this rank's cache, as after a
+// program computed them, and a rank that reads them in place (direct)
+// cannot find them in its own cache from the last iteration.
+func (k *typedCase[T]) dirty() {
+	if k.b.tm.dirty {
+		copy(k.in, k.pristine)
 	}
 }
 

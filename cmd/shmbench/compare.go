@@ -64,6 +64,7 @@ type compareImpl struct {
 	name string   // "openmpi", "mpich", "shmcoll", "hier-openmpi", "hier-mpich"
 	mpi  mpi.Impl // the MPI library, or the one hier runs under
 	hier bool     // shmcoll's hierarchical collectives under mpi
+	args []string // shmcoll: more flags of its shmbench run (-arena)
 }
 
 // library reports whether p is an MPI library's own collectives.
@@ -130,6 +131,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on a block after this long")
 	blockBy := fs.String("block", "size", "what one block measures: size (one size: the implementations alternate every size) or sweep (every size)")
 	plotDir := fs.String("plot", "", "write latency and bandwidth charts (a line per implementation, medians over rounds) into this directory")
+	arena := fs.Bool("arena", false, "shmcoll: buffers from collectives.Alloc, each rank's input rewritten before every iteration (shmbench run -arena)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -180,7 +182,11 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		case "mpich":
 			parts = append(parts, compareImpl{name: name, mpi: mpi.MPICH})
 		case "shmcoll":
-			parts = append(parts, compareImpl{name: name})
+			im := compareImpl{name: name}
+			if *arena {
+				im.args = []string{"-arena"}
+			}
+			parts = append(parts, im)
 		case "hier-openmpi":
 			parts = append(parts, compareImpl{name: name, mpi: mpi.OpenMPI, hier: true})
 		case "hier-mpich":
@@ -343,7 +349,7 @@ func runBlock(ctx context.Context, b *block, p compareImpl, exe string, np int, 
 			err = runMPIBlock(ctx, b, p.mpi, o)
 		}
 	} else {
-		err = runShmBlock(ctx, b, exe, np, colls, sizes, per, warm, dtype, stderr)
+		err = runShmBlock(ctx, b, exe, np, colls, sizes, per, warm, dtype, p.args, stderr)
 	}
 	b.Seconds = time.Since(start).Seconds()
 	b.byKey = map[compareKey]int{}
@@ -378,13 +384,14 @@ func runMPIBlock(ctx context.Context, b *block, impl mpi.Impl, o mpibench.Option
 	return err
 }
 
-func runShmBlock(ctx context.Context, b *block, exe string, np int, colls []string, sizes []int64, per, warm time.Duration, dtype string, stderr io.Writer) error {
+func runShmBlock(ctx context.Context, b *block, exe string, np int, colls []string, sizes []int64, per, warm time.Duration, dtype string, more []string, stderr io.Writer) error {
 	var ss []string
 	for _, s := range sizes {
 		ss = append(ss, strconv.FormatInt(s, 10))
 	}
 	args := []string{"-np", strconv.Itoa(np), "-coll", strings.Join(colls, ","), "-sizes", strings.Join(ss, ","),
 		"-time", per.String(), "-warmup", warm.String(), "-dtype", dtype, "-format", "json"}
+	args = append(args, more...)
 	cfg, err := parseRun(args, stderr, io.Discard)
 	if err != nil {
 		return err

@@ -103,6 +103,8 @@ func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
 	plotDir := fs.String("plot", "", "write latency and bandwidth charts (PNG and SVG) into this directory")
 	bind := fs.String("bind", "auto", "binding of the ranks shmbench starts: core, socket, none or auto")
 	timeout := fs.Duration("timeout", 30*time.Minute, "stop the ranks after this long")
+	arena := fs.Bool("arena", false, "buffers from collectives.Alloc in the arena, which the direct algorithm reads in place from 64 KiB up (implies -dirty)")
+	dirty := fs.Bool("dirty", false, "rewrite each rank's whole input before every iteration, outside the timing, as a program that produces it would")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -113,7 +115,8 @@ func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
 		return nil, badUsage("unexpected arguments: %q", fs.Args())
 	}
 	c := &runConfig{np: *np, format: *format, plotDir: *plotDir, timeout: *timeout,
-		tm: timing{iters: *iters, target: *tsize, warmup: *warm, maxIters: *maxIters, full: *check}}
+		tm: timing{iters: *iters, target: *tsize, warmup: *warm, maxIters: *maxIters, full: *check,
+			arena: *arena, dirty: *dirty || *arena}}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "np" {
 			c.npSet = *np
@@ -157,7 +160,7 @@ func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
 	if c.colls, err = parseColls(*coll); err != nil {
 		return nil, err
 	}
-	if c.algos, err = parseAlgos(*algo, c.colls, notes); err != nil {
+	if c.algos, err = parseAlgos(*algo, c.colls, c.tm.arena, notes); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -194,7 +197,7 @@ func allAlgorithms() []collectives.Algorithm {
 // table; all is every algorithm that implements the collective; named
 // algorithms that do not implement a collective are left out of it with a
 // note.
-func parseAlgos(s string, colls []string, stderr io.Writer) (map[string][]string, error) {
+func parseAlgos(s string, colls []string, arena bool, stderr io.Writer) (map[string][]string, error) {
 	var named []collectives.Algorithm
 	auto := false
 	for _, name := range strings.Split(s, ",") {
@@ -202,7 +205,11 @@ func parseAlgos(s string, colls []string, stderr io.Writer) (map[string][]string
 		case "auto":
 			auto = true
 		case "all":
-			named = append(named, allAlgorithms()...)
+			for _, a := range allAlgorithms() {
+				if a != collectives.Direct || arena {
+					named = append(named, a)
+				}
+			}
 		default:
 			a, err := collectives.ParseAlgorithm(name)
 			if err != nil {
@@ -211,6 +218,9 @@ func parseAlgos(s string, colls []string, stderr io.Writer) (map[string][]string
 					names = append(names, a.String())
 				}
 				return nil, badUsage("-algo: unknown algorithm %q (known: %s, auto or all)", name, strings.Join(names, ", "))
+			}
+			if a == collectives.Direct && !arena {
+				return nil, badUsage("-algo direct reads the ranks' buffers in the arena: it needs -arena")
 			}
 			named = append(named, a)
 		}
@@ -308,8 +318,12 @@ func runLauncher(ctx context.Context, cfg *runConfig, args []string, stdout, std
 // feeds the results rank 0 streams back to s.
 func launchSweep(ctx context.Context, cfg *runConfig, exe string, args []string, s *sink, stderr io.Writer) error {
 	stream := &streamReader{sink: s, stderr: stderr}
+	heap := 0
+	if cfg.tm.arena {
+		heap = heapFor(cfg.cases(cfg.np), cfg.dtype.Size(), cfg.np)
+	}
 	job, err := launch.Start(ctx, launch.Config{
-		NP: cfg.np, Prog: exe, Args: append([]string{"run"}, args...),
+		NP: cfg.np, Prog: exe, Args: append([]string{"run"}, args...), HeapBytes: heap,
 		Env: []string{envStream + "=1"}, Bind: cfg.bind,
 		Stdout: stream, Stderr: stderr, Timeout: cfg.timeout,
 	})
@@ -433,7 +447,11 @@ func runRank(ctx context.Context, cfg *runConfig, env shm.EnvJoin, stdout, stder
 		}
 		h = hostHeader(launcher, env.Size, cfg.dtype.String(), cfg.op.String())
 	}
-	helper, err := collectives.JoinEnv(ctx, collectives.Options{})
+	var opt collectives.Options
+	if cfg.tm.arena {
+		opt.HeapBytes = heapFor(cfg.cases(env.Size), cfg.dtype.Size(), env.Size)
+	}
+	helper, err := collectives.JoinEnv(ctx, opt)
 	if err != nil {
 		fmt.Fprintf(stderr, "shmbench run: rank %d: %v\n", env.Rank, err)
 		return 1
@@ -501,6 +519,18 @@ func runRank(ctx context.Context, cfg *runConfig, env shm.EnvJoin, stdout, stder
 		return 0
 	}
 	return finishRun(cfg, s, stdout, stderr)
+}
+
+// heapFor is the heap that -arena needs: the send and receive buffers of
+// the largest case of any rank, and a line of alignment each.
+func heapFor(cases []caseSpec, esz, p int) int {
+	n := 0
+	for _, cs := range cases {
+		for r := range p {
+			n = max(n, (cs.lay.sendLen(r)+cs.lay.recvLen(r))*esz)
+		}
+	}
+	return n + 2*64
 }
 
 // arenaPrefix starts the nonce of the arenas shmbench names itself, so that

@@ -161,7 +161,9 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 	return c, nil
 }
 
-// tuneAlgorithms lists the algorithms that implement coll.
+// tuneAlgorithms lists the algorithms that implement coll and that the
+// selection table can choose: not Direct, which serves buffers from Alloc
+// whatever the table says.
 func tuneAlgorithms(coll string) []collectives.Algorithm {
 	cl, err := collectives.ParseCollective(coll)
 	if err != nil {
@@ -169,7 +171,7 @@ func tuneAlgorithms(coll string) []collectives.Algorithm {
 	}
 	var out []collectives.Algorithm
 	for _, a := range allAlgorithms() {
-		if collectives.Implements(cl, a) {
+		if collectives.Implements(cl, a) && a != collectives.Direct {
 			out = append(out, a)
 		}
 	}
@@ -346,7 +348,7 @@ func joinPinned(ctx context.Context, helper *collectives.Comm, pins map[collecti
 	if err := collectives.Bcast(ctx, helper, name, 0); err != nil {
 		return nil, err
 	}
-	opt := collectives.Options{Algorithms: pins}
+	opt := collectives.Options{Algorithms: pins, HeapBytes: helper.HeapBytes()}
 	return collectives.Join(ctx, string(name[:clen(name)]), helper.Rank(), helper.Size(), opt)
 }
 

@@ -25,8 +25,10 @@
 // the host's modulo their count.
 //
 // Arena: with -arena memfd (the default) shmrun creates the arena in a memfd
-// with -slot bytes per rank (K, M and G suffixes allowed; default 4M) that
-// the ranks inherit as descriptor 3 (SHMCOLL_ARENA=fd:3); nothing appears in
+// with -slot bytes per rank (K, M and G suffixes allowed; default 4M) and a
+// heap of -heap bytes per rank (default 0: none; collectives.Alloc hands out
+// buffers from it, and the ranks must join with Options.HeapBytes 0 or
+// the same size) that the ranks inherit as descriptor 3 (SHMCOLL_ARENA=fd:3); nothing appears in
 // /dev/shm and its size limit does not apply. With -arena named,
 // SHMCOLL_ARENA is a fresh name: rank 0 creates the segment with its own slot
 // size and the last rank to join unlinks it. Either way a program joins with
@@ -79,6 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	noPrefix := fs.Bool("noprefix", false, "do not prefix output lines with the rank")
 	arenaFlag := fs.String("arena", "memfd", "arena handoff: `memfd` (inherited descriptor) or named")
 	slotFlag := fs.String("slot", "4M", "slot `bytes` per rank of a memfd arena (K, M, G suffixes)")
+	heapFlag := fs.String("heap", "0", "heap `bytes` per rank of a memfd arena, for collectives.Alloc (K, M, G suffixes)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: shmrun -np N [flags] prog [args...]")
 		fs.PrintDefaults()
@@ -116,6 +119,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError("-slot %q: %v", *slotFlag, err)
 	}
+	heap := 0
+	if *heapFlag != "0" {
+		if heap, err = parseBytes(*heapFlag); err != nil {
+			return usageError("-heap %q: %v", *heapFlag, err)
+		}
+	}
 	if *timeout < 0 || *grace < 0 {
 		return usageError("-timeout and -grace must not be negative")
 	}
@@ -138,6 +147,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		KillGrace: *grace,
 		ArenaKind: arenaKind,
 		SlotBytes: slot,
+		HeapBytes: heap,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "shmrun:", err)
