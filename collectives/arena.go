@@ -87,10 +87,11 @@ func (h *heap) largest() int {
 // Alloc returns a zeroed buffer of n elements in this rank's heap in the
 // arena (Options.HeapBytes), aligned to a cache line. A collective call
 // whose buffers (send and receive, or the one buffer of an in-place call or
-// of Bcast) all come from Alloc on every rank, with a vector of at least 64
-// KiB, lets the ranks read each other's buffers in place: no copy into the
-// arena (the Direct algorithm; allreduce, reduce-scatter, allgather(v) and
-// bcast). If some ranks pass arena buffers and others do not, the call
+// of Bcast) all come from Alloc on every rank lets the ranks read each
+// other's buffers in place: no copy into the arena (the Direct algorithm;
+// allreduce, reduce-scatter, allgather(v) and bcast), from 64 KiB for
+// allreduce and allgather, 8 KiB for reduce-scatter and 4 KiB for bcast
+// (from 1, 16, 1 MiB and 256 KiB when the ranks outnumber the CPUs). If some ranks pass arena buffers and others do not, the call
 // fails on every rank with ErrMismatch. The buffer is valid until Free or
 // Close; only the calling rank may use it. Alloc is not safe for concurrent
 // use with other calls on c.

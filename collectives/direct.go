@@ -44,8 +44,46 @@ func init() {
 }
 
 // directMin is the smallest vector (the call's bytes) for which arena
-// buffers take the Direct algorithm without a pin.
-const directMin = 64 << 10
+// buffers take the Direct algorithm without a pin, by collective, for
+// ranks with CPUs of their own and for ranks that outnumber the CPUs
+// (where every synchronization is a hand-off of a CPU, and Direct has one
+// more than Flat). Measured with shmbench run -arena against -dirty (Go
+// buffers, the selection table), interleaved:
+//
+//   - np=2: from 64 KiB Direct is ahead for allreduce and allgather on one
+//     L3 and on different dies, where below it the allreduce took up to
+//     1.6x as long (different dies, 4-32 KiB) and the allgather 1.1-1.5x;
+//     bcast is ahead or even from 4 KiB, reduce_scatter_block from 8 KiB
+//     (different dies: 8 KiB 0.73 against 0.78 µs, 4 KiB 1.05 against
+//     0.87).
+//   - np=4 and np=8 on two CPUs: allreduce and reduce_scatter_block are
+//     behind at 256 KiB (np=8: 118 against 87 µs) and ahead from 1 MiB
+//     (np=8 allreduce of 1 MiB: 295 against 447 µs); bcast from 256 KiB;
+//     allgather only from 16 MiB (np=8: 4 MiB 515 against 395 µs, 16 MiB
+//     2747 against 2997).
+func directMin(coll Collective, oversub bool) int {
+	switch coll {
+	case CollBcast:
+		if oversub {
+			return 256 << 10
+		}
+		return 4 << 10
+	case CollReduceScatterBlock, CollReduceScatter:
+		if oversub {
+			return 1 << 20
+		}
+		return 8 << 10
+	case CollAllgather, CollAllgatherv:
+		if oversub {
+			return 16 << 20
+		}
+		return 64 << 10
+	}
+	if oversub {
+		return 1 << 20
+	}
+	return 64 << 10
+}
 
 // directChunk is the chunk of an in-place reduction that reduceDirect
 // copies into the slot half at a time.
@@ -60,7 +98,7 @@ const directChunk = 64 << 10
 func (c *Comm) useDirect(bytes int) bool {
 	a := &c.cur
 	pin := c.pinned[a.coll]
-	if algorithms[a.coll][Direct] == nil || pin != Auto && pin != Direct || pin == Auto && bytes < directMin {
+	if algorithms[a.coll][Direct] == nil || pin != Auto && pin != Direct || pin == Auto && bytes < directMin(a.coll, c.ep.Oversubscribed()) {
 		return false
 	}
 	return c.heapOrEmpty(a.send) && c.heapOrEmpty(a.recv)

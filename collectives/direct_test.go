@@ -316,7 +316,8 @@ func directCalls[T simd.Element](c *Comm, sizes []int, pinned bool) error {
 			if dc.coll != CollAllreduce && dc.coll != CollBcast {
 				bytes *= c.Size() // at least: the blocks of allgatherv and reduce_scatter differ a little
 			}
-			if want := pinned || bytes >= directMin+c.Size()*8*esz; want && alg != Direct || bytes < directMin-c.Size()*8*esz && !pinned && alg == Direct {
+			min := directMin(dc.coll, c.ep.Oversubscribed())
+			if want := pinned || bytes >= min+c.Size()*8*esz; want && alg != Direct || bytes < min-c.Size()*8*esz && !pinned && alg == Direct {
 				return fmt.Errorf("%v of %d elements took %v", dc.coll, dc.n, alg)
 			}
 		}
@@ -342,7 +343,7 @@ func TestDirect(t *testing.T) {
 		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
 			// A 4 KiB slot: the in-place reductions run in 2 KiB chunks.
 			small := []int{0, 1, 300}
-			large := []int{directMin/8 + 13}
+			large := []int{64<<10/8 + 13}
 			if testing.Short() {
 				large = nil
 			}
@@ -380,7 +381,7 @@ func TestDirect(t *testing.T) {
 // they do when they ask for non-temporal stores).
 func TestDirectBitwise(t *testing.T) {
 	for _, p := range []int{2, 3, 6} {
-		n := directMin/8*2 + 5
+		n := 64<<10/8*2 + 5
 		rng := rand.New(rand.NewPCG(uint64(p), 9))
 		in := make([][]float64, p)
 		for r := range in {
@@ -456,7 +457,7 @@ func TestDirectBitwise(t *testing.T) {
 // every rank with ErrMismatch, naming Alloc; Direct pinned for Go buffers
 // fails with ErrInvalidArgument.
 func TestDirectMisuse(t *testing.T) {
-	const n = directMin / 8 * 2
+	const n = 64 << 10 / 8 * 2
 	errs := make([]error, 3)
 	Run(3, Options{HeapBytes: 1 << 20}, func(c *Comm) error {
 		recv := make([]float64, n)
@@ -504,7 +505,15 @@ func TestDirectChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := directCalls[float64](c, []int{100, directMin/8 + 13}, false); err != nil {
+	// Auto, with the thresholds of ranks that outnumber the CPUs or not,
+	// then Direct pinned.
+	if err := directCalls[float64](c, []int{100, 8<<10/8 + 13, 64<<10/8 + 13}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, coll := range []Collective{CollAllreduce, CollReduceScatterBlock, CollReduceScatter, CollAllgather, CollAllgatherv, CollBcast} {
+		c.pinned[coll] = Direct
+	}
+	if err := directCalls[int32](c, []int{0, 1, 1000}, true); err != nil {
 		t.Fatal(err)
 	}
 }
