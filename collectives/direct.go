@@ -85,6 +85,10 @@ func directMin(coll Collective, oversub bool) int {
 	return 64 << 10
 }
 
+// soloMax is the largest vector for which two ranks each reduce both
+// blocks on advice (directAllreduce).
+const soloMax = 4 << 20
+
 // directChunk is the chunk of an in-place reduction that reduceDirect
 // copies into the slot half at a time.
 const directChunk = 64 << 10
@@ -207,8 +211,11 @@ func (c *Comm) directAllreduce(ctx context.Context) error {
 	// 7.40 -> 4.60 µs, 256 KiB 23.9 -> 14.2, 1 MiB 91 -> 69, 4 MiB 368
 	// -> 279 (the Flat and Circulant with Go buffers: 5.4, 18.5, 81,
 	// 324); on one L3, where copying the result is the faster, nobody
-	// asks.
-	solo := p == 2 && a.send != nil && c.advisedNT()
+	// asks. Up to soloMax: from 16 MiB the reductions run at the memory's
+	// pace, which can look slow enough to ask on one L3 too, and there
+	// the second reduction's reads cost more than the copy (16 MiB on one
+	// L3: 1.60 against 1.22 ms when it happened).
+	solo := p == 2 && a.send != nil && len(in) <= soloMax && c.advisedNT()
 	for i := 1; i < p; i++ {
 		q := (r + i) % p
 		qlo, qhi := pre[q]*esz, pre[q+1]*esz
