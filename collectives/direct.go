@@ -159,6 +159,40 @@ func (c *Comm) reduceDirect(dst []byte, srcs [][]byte, tmp []byte) {
 	}
 }
 
+// directSources sets the sources of this rank's reduction in step e:
+// bytes [lo, hi) of every rank's input, this rank's being in (c.sc.srcs),
+// and every rank's whole input (c.sc.whole), after a wait for each
+// peer's phase 1.
+func (c *Comm) directSources(ctx context.Context, e uint64, in []byte, lo, hi int) error {
+	for q := range c.size {
+		if q == c.rank {
+			c.sc.srcs[q], c.sc.whole[q] = in[lo:hi], in
+			continue
+		}
+		if err := c.wait(ctx, q, e, 1); err != nil {
+			return err
+		}
+		src, err := c.peerBuf(q, e, 0, len(in))
+		if err != nil {
+			return err
+		}
+		c.sc.srcs[q], c.sc.whole[q] = src[lo:hi], src
+	}
+	return nil
+}
+
+// directEnd posts phase of step e, waits until every rank has posted it,
+// after which nobody reads this rank's buffers, and closes the step.
+func (c *Comm) directEnd(ctx context.Context, e uint64, phase int) error {
+	c.post(e, phase)
+	if err := c.waitAll(ctx, e, phase); err != nil {
+		return err
+	}
+	c.cur.fully = true
+	c.end(e)
+	return nil
+}
+
 // waitAll waits for phase of step e from every other rank.
 func (c *Comm) waitAll(ctx context.Context, e uint64, phase int) error {
 	for i := 1; i < c.size; i++ {
@@ -182,22 +216,9 @@ func (c *Comm) directAllreduce(ctx context.Context) error {
 	lo, hi := pre[r]*esz, pre[r+1]*esz
 	c.putOffsets(e, in, a.recv)
 	c.post(e, 1)
-	for q := range p {
-		if q == r {
-			c.sc.srcs[q] = in[lo:hi]
-			continue
-		}
-		if err := c.wait(ctx, q, e, 1); err != nil {
-			return err
-		}
-		src, err := c.peerBuf(q, e, 0, len(in))
-		if err != nil {
-			return err
-		}
-		c.sc.srcs[q] = src[lo:hi]
-		c.sc.whole[q] = src
+	if err := c.directSources(ctx, e, in, lo, hi); err != nil {
+		return err
 	}
-	c.sc.whole[r] = in
 	t0 := c.copyStart(hi - lo)
 	c.reduceDirect(a.recv[lo:hi], c.sc.srcs, c.slotHalf(r, e))
 	c.reduceDone(hi-lo, t0)
@@ -237,17 +258,11 @@ func (c *Comm) directAllreduce(ctx context.Context) error {
 		}
 		simd.Copy(a.recv[qlo:qhi], src[qlo:])
 	}
-	c.post(e, 3)
-	if err := c.waitAll(ctx, e, 3); err != nil {
-		return err
-	}
 	c.last.Rounds += 2
 	c.last.Sent += 2 * uint64(p-1)
 	c.last.Received += 2 * uint64(p-1)
 	c.last.Reduced += uint64(p - 1)
-	a.fully = true
-	c.end(e)
-	return nil
+	return c.directEnd(ctx, e, 3)
 }
 
 func (c *Comm) directReduceScatter(ctx context.Context) error {
@@ -260,32 +275,15 @@ func (c *Comm) directReduceScatter(ctx context.Context) error {
 	c.putOffsets(e, a.send, nil)
 	c.post(e, 1)
 	lo, hi := a.displs[r]*esz, (a.displs[r]+a.counts[r])*esz
-	for q := range p {
-		if q == r {
-			c.sc.srcs[q] = a.send[lo:hi]
-			continue
-		}
-		if err := c.wait(ctx, q, e, 1); err != nil {
-			return err
-		}
-		src, err := c.peerBuf(q, e, 0, hi)
-		if err != nil {
-			return err
-		}
-		c.sc.srcs[q] = src[lo:hi]
-	}
-	c.reduceDirect(a.recv, c.sc.srcs, c.slotHalf(r, e))
-	c.post(e, 2)
-	if err := c.waitAll(ctx, e, 2); err != nil {
+	if err := c.directSources(ctx, e, a.send, lo, hi); err != nil {
 		return err
 	}
+	c.reduceDirect(a.recv, c.sc.srcs, c.slotHalf(r, e))
 	c.last.Rounds++
 	c.last.Sent += uint64(p - 1)
 	c.last.Received += uint64(p - 1)
 	c.last.Reduced += uint64(p - 1)
-	a.fully = true
-	c.end(e)
-	return nil
+	return c.directEnd(ctx, e, 2)
 }
 
 func (c *Comm) directAllgather(ctx context.Context) error {
@@ -316,16 +314,10 @@ func (c *Comm) directAllgather(ctx context.Context) error {
 		}
 		simd.Copy(span(a.recv, esz, a.displs[q], a.displs[q]+a.counts[q]), src)
 	}
-	c.post(e, 2)
-	if err := c.waitAll(ctx, e, 2); err != nil {
-		return err
-	}
 	c.last.Rounds++
 	c.last.Sent += uint64(p - 1)
 	c.last.Received += uint64(p - 1)
-	a.fully = true
-	c.end(e)
-	return nil
+	return c.directEnd(ctx, e, 2)
 }
 
 func (c *Comm) directBcast(ctx context.Context) error {
