@@ -517,3 +517,41 @@ func TestDirectChild(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDirectDup: a communicator made by Dup has heaps of the parent's size,
+// and its arena buffers take Direct.
+func TestDirectDup(t *testing.T) {
+	const n = 64 << 10 / 8 * 2
+	err := Run(2, Options{HeapBytes: 1 << 20}, func(c *Comm) error {
+		d, err := c.Dup(bg)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if d.HeapBytes() != c.HeapBytes() {
+			return fmt.Errorf("Dup's heap: %d bytes, the parent's %d", d.HeapBytes(), c.HeapBytes())
+		}
+		v, err := Alloc[int64](d, n)
+		if err != nil {
+			return err
+		}
+		for i := range v {
+			v[i] = int64(i + d.Rank())
+		}
+		if err := Allreduce(bg, d, nil, v, Sum); err != nil {
+			return err
+		}
+		if d.LastAlgorithm() != Direct {
+			return fmt.Errorf("took %v", d.LastAlgorithm())
+		}
+		for i, x := range v {
+			if x != int64(2*i+1) {
+				return fmt.Errorf("element %d = %d, want %d", i, x, 2*i+1)
+			}
+		}
+		return Free(d, v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

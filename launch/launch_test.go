@@ -169,14 +169,14 @@ func TestJoinEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		cfg   Config
-		arena string
-		slot  int
+		cfg        Config
+		arena      string
+		slot, heap int
 	}{
-		{Config{NP: 4}, "fd:3", shm.DefaultSlotBytes},
-		{Config{NP: 3, SlotBytes: 64 << 10}, "fd:3", 64 << 10},
-		{Config{NP: 4, ArenaKind: ArenaNamed}, "shmcoll.", shm.DefaultSlotBytes},
-		{Config{NP: 2, Arena: name}, name, shm.DefaultSlotBytes},
+		{Config{NP: 4}, "fd:3", shm.DefaultSlotBytes, 0},
+		{Config{NP: 3, SlotBytes: 64 << 10, HeapBytes: 1 << 20}, "fd:3", 64 << 10, 1 << 20},
+		{Config{NP: 4, ArenaKind: ArenaNamed}, "shmcoll.", shm.DefaultSlotBytes, 0},
+		{Config{NP: 2, Arena: name}, name, shm.DefaultSlotBytes, 0},
 	} {
 		j, stdout, stderr := job(t, tc.cfg, "join")
 		jobs = append(jobs, j)
@@ -188,7 +188,7 @@ func TestJoinEnv(t *testing.T) {
 		}
 		var want []string
 		for r := range tc.cfg.NP {
-			want = append(want, fmt.Sprintf("[%d] joined %d of %d slot %d", r, r, tc.cfg.NP, tc.slot))
+			want = append(want, fmt.Sprintf("[%d] joined %d of %d slot %d heap %d", r, r, tc.cfg.NP, tc.slot, tc.heap))
 		}
 		if got := sortedLines(stdout.String()); !slices.Equal(got, want) {
 			t.Errorf("%v: got %q, want %q", tc.cfg.ArenaKind, got, want)

@@ -68,6 +68,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-np", "2", "-slot", "4Q", self}, `-slot "4Q": want a positive size`},
 		{[]string{"-np", "2", "-slot", "1025G", self}, `-slot "1025G": want a positive size`},
 		{[]string{"-np", "2", "-slot", "128G", self}, "slot of 137438953472 bytes"},
+		{[]string{"-np", "2", "-heap", "4Q", self}, `-heap "4Q": want a positive size`},
 		{[]string{"-np", "x", self}, `invalid value "x" for flag -np`},
 		{[]string{"-frobnicate", self}, "flag provided but not defined: -frobnicate"},
 	} {
@@ -276,18 +277,18 @@ func TestFailureEndsShmrun(t *testing.T) {
 func TestJoin(t *testing.T) {
 	before, _ := filepath.Glob("/dev/shm/shmcoll.*")
 	for _, tc := range []struct {
-		args []string
-		slot int
+		args       []string
+		slot, heap int
 	}{
-		{[]string{"-np", "3"}, 4 << 20},
-		{[]string{"-np", "3", "-slot", "64K"}, 64 << 10},
-		{[]string{"-np", "2", "-arena", "named"}, 4 << 20},
+		{[]string{"-np", "3"}, 4 << 20, 0},
+		{[]string{"-np", "3", "-slot", "64K", "-heap", "1M"}, 64 << 10, 1 << 20},
+		{[]string{"-np", "2", "-arena", "named"}, 4 << 20, 0},
 	} {
 		code, stdout, stderr := shmrun(t, append(tc.args, os.Args[0], "join")...)
 		np, _ := strconv.Atoi(tc.args[1])
 		var want []string
 		for r := range np {
-			want = append(want, fmt.Sprintf("[%d] joined %d of %d slot %d", r, r, np, tc.slot))
+			want = append(want, fmt.Sprintf("[%d] joined %d of %d slot %d heap %d", r, r, np, tc.slot, tc.heap))
 		}
 		if got := sortedLines(stdout); code != 0 || !slices.Equal(got, want) {
 			t.Errorf("shmrun %q: exit %d, stdout %q, stderr %q; want %q", tc.args, code, got, stderr, want)

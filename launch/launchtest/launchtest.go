@@ -218,6 +218,6 @@ func join() error {
 			}
 		}
 	}
-	fmt.Printf("joined %d of %d slot %d\n", ep.Rank(), ep.Size(), ep.SlotBytes())
+	fmt.Printf("joined %d of %d slot %d heap %d\n", ep.Rank(), ep.Size(), ep.SlotBytes(), ep.HeapBytes())
 	return nil
 }
