@@ -84,8 +84,9 @@
 //
 // All offsets are fixed by the header, which a joining rank checks against
 // its own constants (a foreign, truncated or mismatched segment is an
-// ErrBadHeader error, never a crash). p ranks, S = slot bytes rounded up to
-// the page size:
+// ErrBadHeader error, never a crash). p ranks, S = slot bytes and H = heap
+// bytes (Options.HeapBytes, 0 for none), each rounded up to the page size;
+// this is format version 3:
 //
 //	offset 0        header (4096 bytes)
 //	  +0     magic "shmcoll1" (u64, stored last by the creator)
@@ -93,7 +94,8 @@
 //	         counters per rank, inline bytes, descriptor bytes (u32 each)
 //	  +40    S, slots offset, total size (u64)
 //	  +64    creator pid, arena kind, creator start time, uid, page size
-//	  +88    FNV-1a checksum of bytes 8..88
+//	  +88    H (u64)
+//	  +96    FNV-1a checksum of bytes 8..96
 //	  +128   joined-rank count (u32, own cache line)
 //	  +256   abort word (u64, own cache line): 0, or 1 + first aborting rank
 //	offset 4096     control block of rank 0 (2048 bytes), then rank 1, ...
@@ -105,7 +107,8 @@
 //	         adjacent-line prefetcher does not couple counters)
 //	           +0 counter (u64; its low half is the futex word)
 //	           +8 inline payload (48 bytes)
-//	           +56 sleeper count (u32)
+//	           +64 sleeper count (u32, in the second line)
 //	  +1152  counter 1 ... counter 7 (up to +2048)
 //	roundup(4096 + 2048p, page)   data slot of rank 0 (S bytes), rank 1, ...
+//	then                          heap of rank 0 (H bytes), rank 1, ...
 package shm

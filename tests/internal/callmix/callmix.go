@@ -391,14 +391,17 @@ func Implements(coll collectives.Collective, a collectives.Algorithm) bool {
 
 func containsNotImpl(err error) bool { return strings.Contains(err.Error(), "does not implement") }
 
-// Algorithms lists every named algorithm (not Auto).
+// Algorithms lists every named algorithm (not Auto) but Direct, which
+// serves buffers from collectives.Alloc: callmix passes Go buffers.
 func Algorithms() []collectives.Algorithm {
 	var out []collectives.Algorithm
 	for a := collectives.Auto + 1; a < 64; a++ {
 		if _, err := collectives.ParseAlgorithm(a.String()); err != nil {
 			break
 		}
-		out = append(out, a)
+		if a != collectives.Direct {
+			out = append(out, a)
+		}
 	}
 	return out
 }
