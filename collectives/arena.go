@@ -89,11 +89,11 @@ func (h *heap) largest() int {
 // whose buffers (send and receive, or the one buffer of an in-place call or
 // of Bcast) all come from Alloc on every rank lets the ranks read each
 // other's buffers in place: no copy into the arena (the Direct algorithm;
-// allreduce, reduce-scatter, allgather(v) and bcast). It does so from 64
-// KiB for allreduce and allgather, 8 KiB for reduce-scatter and 4 KiB for
-// bcast; when the ranks outnumber the CPUs, from 1 MiB for allreduce and
-// reduce-scatter, 16 MiB for allgather and 256 KiB for bcast. If some ranks
-// pass arena buffers and others do not, the call fails on every rank with
+// allreduce, reduce-scatter, allgather(v) and bcast). It does so from 1
+// MiB, and from 4 MiB for allgather (16 MiB when the ranks outnumber the
+// CPUs): below that, the program's next write of a buffer that the peers
+// read costs more than the copy saves (see directMin). If some ranks pass
+// arena buffers and others do not, the call fails on every rank with
 // ErrMismatch. The buffer is valid until Free or Close and belongs to the
 // calling rank: the others read it only within a collective call that it
 // is passed to. Alloc is not safe for concurrent use with other calls on

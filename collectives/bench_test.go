@@ -10,7 +10,12 @@ import (
 // (goroutines) of a communicator with alg pinned for coll; the time per
 // operation is that of the whole group.
 func benchRanks(b *testing.B, p int, coll Collective, alg Algorithm, bytes int, call func(c *Comm) error) {
-	cs := localComms(b, p, Options{Algorithms: map[Collective]Algorithm{coll: alg}})
+	benchComms(b, localComms(b, p, Options{Algorithms: map[Collective]Algorithm{coll: alg}}), bytes, call)
+}
+
+// benchComms runs call(rank) b.N times on each rank of cs, goroutines.
+func benchComms(b *testing.B, cs []*Comm, bytes int, call func(c *Comm) error) {
+	p := len(cs)
 	run := func(iters int) {
 		errs := make([]error, p)
 		var wg sync.WaitGroup
@@ -125,4 +130,74 @@ func BenchmarkAllreduceOneElementOneRank(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkDirect: two in-process ranks, Go buffers (the selection table)
+// against buffers from Alloc (Direct from directMin up), each rank
+// rewriting its whole input before every call, inside the timing for both,
+// as a program that computes its data would: the rewrite of lines the peer
+// read is part of what reading in place costs (directMin).
+func BenchmarkDirect(b *testing.B) {
+	for _, coll := range []Collective{CollAllreduce, CollReduceScatterBlock, CollAllgather, CollBcast} {
+		for _, bytes := range []int{64 << 10, 1 << 20, 4 << 20} {
+			for _, arena := range []bool{false, true} {
+				name := fmt.Sprintf("coll=%v/bytes=%d/buffers=go", coll, bytes)
+				if arena {
+					name = fmt.Sprintf("coll=%v/bytes=%d/buffers=arena", coll, bytes)
+				}
+				b.Run(name, func(b *testing.B) { benchDirect(b, coll, bytes, arena) })
+			}
+		}
+	}
+}
+
+func benchDirect(b *testing.B, coll Collective, bytes int, arena bool) {
+	const p = 2
+	cs := localComms(b, p, Options{HeapBytes: 4 * bytes})
+	n := bytes / 8
+	type bufs struct{ in, out, pristine []float64 }
+	bs := make([]bufs, p)
+	for r, c := range cs {
+		inN, outN := n, n
+		switch coll {
+		case CollAllgather:
+			inN = n / p
+		case CollReduceScatterBlock:
+			outN = n / p
+		}
+		mk := func(k int) []float64 {
+			if !arena {
+				return make([]float64, k)
+			}
+			v, err := Alloc[float64](c, k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return v
+		}
+		bs[r] = bufs{in: mk(inN), out: mk(outN), pristine: make([]float64, inN)}
+		for i := range bs[r].pristine {
+			bs[r].pristine[i] = float64(r + i)
+		}
+	}
+	direct := arena && bytes >= directMin(coll, false)
+	benchComms(b, cs, bytes, func(c *Comm) error {
+		r := c.Rank()
+		copy(bs[r].in, bs[r].pristine)
+		var err error
+		switch coll {
+		case CollAllreduce:
+			err = Allreduce(bg, c, bs[r].in, bs[r].out, Sum)
+		case CollReduceScatterBlock:
+			err = ReduceScatterBlock(bg, c, bs[r].in, bs[r].out, Sum)
+		case CollAllgather:
+			err = Allgather(bg, c, bs[r].in, bs[r].out)
+		case CollBcast:
+			err = Bcast(bg, c, bs[r].in, 0)
+		}
+		if err == nil && (c.LastAlgorithm() == Direct) != direct {
+			err = fmt.Errorf("%v took %v", coll, c.LastAlgorithm())
+		}
+		return err
+	})
 }

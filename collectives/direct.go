@@ -44,45 +44,32 @@ func init() {
 }
 
 // directMin is the smallest vector (the call's bytes) for which arena
-// buffers take the Direct algorithm without a pin, by collective, for
-// ranks with CPUs of their own and for ranks that outnumber the CPUs
-// (where every synchronization is a hand-off of a CPU, and Direct has one
-// more than Flat). Measured with shmbench run -arena against -dirty (Go
-// buffers, the selection table), interleaved:
+// buffers take the Direct algorithm without a pin, by collective and by
+// whether the ranks outnumber the CPUs.
 //
-//   - np=2: from 64 KiB Direct is ahead for allreduce and allgather on one
-//     L3 and on different dies, where below it the allreduce took up to
-//     1.6x as long (different dies, 4-32 KiB) and the allgather 1.1-1.5x;
-//     bcast is ahead or even from 4 KiB, reduce_scatter_block from 8 KiB
-//     (different dies: 8 KiB 0.73 against 0.78 µs, 4 KiB 1.05 against
-//     0.87).
-//   - np=4 and np=8 on two CPUs: allreduce and reduce_scatter_block are
-//     behind at 256 KiB (np=8: 118 against 87 µs) and ahead from 1 MiB
-//     (np=8 allreduce of 1 MiB: 295 against 447 µs); bcast from 256 KiB;
-//     allgather only from 16 MiB (np=8: 4 MiB 515 against 395 µs, 16 MiB
-//     2747 against 2997).
+// The price of reading a rank's buffer in place is paid after the call:
+// the lines the peers read are shared, and the program's next write of the
+// buffer must take them back from the peers' caches. Measured with that
+// rewrite in the timing (shmbench run -dirty against -arena -timed-rewrite,
+// interleaved, np=2): at 64 KiB Direct lost everywhere (one L3: allgather
+// 1.49 against 2.14 µs; different dies: allreduce 5.9 against 12.7), from
+// 128 to 512 KiB on different dies too (allreduce of 512 KiB 42.5 against
+// 86.7 µs), and from 1 MiB it won for allreduce, reduce-scatter and bcast
+// at both placements (different dies: allreduce 106 against 91 µs,
+// reduce_scatter_block 76 against 55, bcast 81 against 52; one L3:
+// allreduce 106 against 94); the allgather lost at 1 MiB on different dies
+// (41 against 77 µs) and won from 4 MiB (226 against 178). With np=4 on
+// two CPUs the bcast lost at 256 KiB (30 against 46 µs) and won from 1 MiB,
+// and the allgather won only at 16 MiB (1975 against 1851 µs).
 func directMin(coll Collective, oversub bool) int {
 	switch coll {
-	case CollBcast:
-		if oversub {
-			return 256 << 10
-		}
-		return 4 << 10
-	case CollReduceScatterBlock, CollReduceScatter:
-		if oversub {
-			return 1 << 20
-		}
-		return 8 << 10
 	case CollAllgather, CollAllgatherv:
 		if oversub {
 			return 16 << 20
 		}
-		return 64 << 10
+		return 4 << 20
 	}
-	if oversub {
-		return 1 << 20
-	}
-	return 64 << 10
+	return 1 << 20
 }
 
 // soloMax is the largest vector for which two ranks each reduce both

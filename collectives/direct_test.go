@@ -343,7 +343,7 @@ func TestDirect(t *testing.T) {
 		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
 			// A 4 KiB slot: the in-place reductions run in 2 KiB chunks.
 			small := []int{0, 1, 300}
-			large := []int{64<<10/8 + 13}
+			large := []int{1<<20/8 + 13}
 			if testing.Short() {
 				large = nil
 			}
@@ -398,7 +398,7 @@ func TestDirectBitwise(t *testing.T) {
 			if err := Allreduce(bg, c, in[r], flat, Sum); err != nil {
 				return err
 			}
-			c.pinned[CollAllreduce] = Auto
+			c.pinned[CollAllreduce] = Direct // below directMin
 			for _, ip := range []bool{false, true, false} {
 				solo := ip == false && res[r] != nil
 				if solo {
@@ -457,9 +457,9 @@ func TestDirectBitwise(t *testing.T) {
 // every rank with ErrMismatch, naming Alloc; Direct pinned for Go buffers
 // fails with ErrInvalidArgument.
 func TestDirectMisuse(t *testing.T) {
-	const n = 64 << 10 / 8 * 2
+	const n = 1 << 20 / 8 * 2
 	errs := make([]error, 3)
-	Run(3, Options{HeapBytes: 1 << 20}, func(c *Comm) error {
+	Run(3, Options{HeapBytes: 4 << 20}, func(c *Comm) error {
 		recv := make([]float64, n)
 		if c.Rank() != 1 {
 			recv, _ = Alloc[float64](c, n)
@@ -500,14 +500,14 @@ func TestDirectChild(t *testing.T) {
 	if os.Getenv(shm.EnvArena) == "" {
 		t.Skip("run by TestDirectProcesses")
 	}
-	c, err := JoinEnv(bg, Options{HeapBytes: 4 << 20})
+	c, err := JoinEnv(bg, Options{HeapBytes: 16 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	// Auto, with the thresholds of ranks that outnumber the CPUs or not,
 	// then Direct pinned.
-	if err := directCalls[float64](c, []int{100, 8<<10/8 + 13, 64<<10/8 + 13}, false); err != nil {
+	if err := directCalls[float64](c, []int{100, 64<<10/8 + 13, 1<<20/8 + 13}, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, coll := range []Collective{CollAllreduce, CollReduceScatterBlock, CollReduceScatter, CollAllgather, CollAllgatherv, CollBcast} {
@@ -521,8 +521,8 @@ func TestDirectChild(t *testing.T) {
 // TestDirectDup: a communicator made by Dup has heaps of the parent's size,
 // and its arena buffers take Direct.
 func TestDirectDup(t *testing.T) {
-	const n = 64 << 10 / 8 * 2
-	err := Run(2, Options{HeapBytes: 1 << 20}, func(c *Comm) error {
+	const n = 1 << 20 / 8 * 2
+	err := Run(2, Options{HeapBytes: 4 << 20}, func(c *Comm) error {
 		d, err := c.Dup(bg)
 		if err != nil {
 			return err

@@ -24,11 +24,11 @@ func ExampleRun() {
 	// Output: [6 40] [6 40]
 }
 
-// Buffers from Alloc live in the arena: from 64 KiB up, an allreduce of
+// Buffers from Alloc live in the arena: from 1 MiB up, an allreduce of
 // them reads the other ranks' buffers in place, with no copy into the
 // arena (the direct algorithm).
 func ExampleAlloc() {
-	const n = 1 << 16 // 512 KiB of float64
+	const n = 1 << 17 // 1 MiB of float64
 	opt := collectives.Options{HeapBytes: 2 * 8 * n}
 	err := collectives.Run(2, opt, func(c *collectives.Comm) error {
 		send, err := collectives.Alloc[float64](c, n)

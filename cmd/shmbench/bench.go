@@ -26,6 +26,9 @@ type timing struct {
 	light    bool          // check only the changed elements, not all of the last result (tune)
 	arena    bool          // buffers from collectives.Alloc (-arena)
 	dirty    bool          // rewrite the whole input before every iteration (-dirty)
+	// timedRewrite: the rewrite inside the timing, after the barrier
+	// (-timed-rewrite)
+	timedRewrite bool
 }
 
 // bench is one rank's side of a sweep.
@@ -305,12 +308,18 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 			n := k.plan(iters, chunk)
 			chunk -= n
 			for range n {
-				k.dirty()
-				k.touch(iters)
+				if !b.tm.timedRewrite {
+					k.dirty()
+					k.touch(iters)
+				}
 				if err := collectives.Barrier(ctx, c); err != nil {
 					return benchfmt.Result{}, err
 				}
 				t0 := clock.Nanotime()
+				if b.tm.timedRewrite {
+					k.dirty()
+					k.touch(iters)
+				}
 				if err := k.call(ctx, k); err != nil {
 					return benchfmt.Result{}, err
 				}

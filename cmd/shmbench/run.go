@@ -105,6 +105,7 @@ func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
 	timeout := fs.Duration("timeout", 30*time.Minute, "stop the ranks after this long")
 	arena := fs.Bool("arena", false, "buffers from collectives.Alloc in the arena, which the direct algorithm reads in place from 64 KiB up (implies -dirty)")
 	dirty := fs.Bool("dirty", false, "rewrite each rank's whole input before every iteration, outside the timing, as a program that produces it would")
+	timedRewrite := fs.Bool("timed-rewrite", false, "with -dirty or -arena: rewrite the input inside the timing, after the barrier (what the next write of a buffer the peers read costs)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -116,7 +117,7 @@ func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
 	}
 	c := &runConfig{np: *np, format: *format, plotDir: *plotDir, timeout: *timeout,
 		tm: timing{iters: *iters, target: *tsize, warmup: *warm, maxIters: *maxIters, full: *check,
-			arena: *arena, dirty: *dirty || *arena}}
+			arena: *arena, dirty: *dirty || *arena, timedRewrite: *timedRewrite}}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "np" {
 			c.npSet = *np
@@ -136,6 +137,8 @@ func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
 		return nil, badUsage("-maxiters %d: must be >= 1", c.tm.maxIters)
 	case c.timeout <= 0:
 		return nil, badUsage("-timeout %v: must be positive", c.timeout)
+	case c.tm.timedRewrite && !c.tm.dirty:
+		return nil, badUsage("-timed-rewrite needs -dirty or -arena")
 	case !slices.Contains(benchfmt.Formats, c.format):
 		return nil, badUsage("-format %q: want %s", c.format, strings.Join(benchfmt.Formats, ", "))
 	}
