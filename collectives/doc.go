@@ -67,9 +67,9 @@
 //
 // With Options.HeapBytes each rank has a heap in the arena, and [Alloc]
 // hands out buffers from it ([Free] returns them). A call whose buffers
-// all come from Alloc on every rank, with a vector above a size that
-// depends on the collective (4-64 KiB, more when ranks outnumber the CPUs;
-// see [Alloc]), takes the Direct algorithm (allreduce, reduce-scatter, allgather(v),
+// all come from Alloc on every rank, with a vector of at least 1 MiB (4
+// MiB for allgather, 16 MiB when ranks outnumber the CPUs; see [Alloc]),
+// takes the Direct algorithm (allreduce, reduce-scatter, allgather(v),
 // bcast): the ranks read each other's buffers in place, with no copy into
 // the slots, and return once nobody reads theirs. A Direct allreduce splits
 // the reduction like Flat, in rank order with the same kernel, so its

@@ -143,8 +143,9 @@ const (
 	// Direct (allreduce, reduce-scatter, allgather(v), bcast): for buffers
 	// from [Alloc] on every rank, the ranks read each other's buffers in
 	// place, with no copy into the slots; reductions are split as in Flat.
-	// Taken without a pin from 64 KiB up when every buffer of the call is
-	// in the arena.
+	// Taken without a pin from 1 MiB up (allgather: 4 MiB, 16 MiB when
+	// ranks outnumber the CPUs) when every buffer of the call is in the
+	// arena.
 	Direct
 	numAlgorithms
 )
