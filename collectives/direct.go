@@ -168,28 +168,6 @@ func (c *Comm) directSources(ctx context.Context, e uint64, in []byte, lo, hi in
 	return nil
 }
 
-// directEnd posts phase of step e, waits until every rank has posted it,
-// after which nobody reads this rank's buffers, and closes the step.
-func (c *Comm) directEnd(ctx context.Context, e uint64, phase int) error {
-	c.post(e, phase)
-	if err := c.waitAll(ctx, e, phase); err != nil {
-		return err
-	}
-	c.cur.fully = true
-	c.end(e)
-	return nil
-}
-
-// waitAll waits for phase of step e from every other rank.
-func (c *Comm) waitAll(ctx context.Context, e uint64, phase int) error {
-	for i := 1; i < c.size; i++ {
-		if err := c.wait(ctx, (c.rank+i)%c.size, e, phase); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (c *Comm) directAllreduce(ctx context.Context) error {
 	a := &c.cur
 	esz, p, r := a.esz, c.size, c.rank
@@ -249,7 +227,7 @@ func (c *Comm) directAllreduce(ctx context.Context) error {
 	c.last.Sent += 2 * uint64(p-1)
 	c.last.Received += 2 * uint64(p-1)
 	c.last.Reduced += uint64(p - 1)
-	return c.directEnd(ctx, e, 3)
+	return c.endAll(ctx, e, 3)
 }
 
 func (c *Comm) directReduceScatter(ctx context.Context) error {
@@ -270,7 +248,7 @@ func (c *Comm) directReduceScatter(ctx context.Context) error {
 	c.last.Sent += uint64(p - 1)
 	c.last.Received += uint64(p - 1)
 	c.last.Reduced += uint64(p - 1)
-	return c.directEnd(ctx, e, 2)
+	return c.endAll(ctx, e, 2)
 }
 
 func (c *Comm) directAllgather(ctx context.Context) error {
@@ -304,7 +282,7 @@ func (c *Comm) directAllgather(ctx context.Context) error {
 	c.last.Rounds++
 	c.last.Sent += uint64(p - 1)
 	c.last.Received += uint64(p - 1)
-	return c.directEnd(ctx, e, 2)
+	return c.endAll(ctx, e, 2)
 }
 
 func (c *Comm) directBcast(ctx context.Context) error {

@@ -149,7 +149,11 @@ func runDirect[T simd.Element](c *Comm, dc directCase, it int, alloc func(n int)
 		for q := range p {
 			xs[q] = []T{in(q, i)}
 		}
-		return refReduceNoT(Sum, xs)[0]
+		out, err := reduceRef(Sum, xs)
+		if err != nil {
+			panic(err)
+		}
+		return out[0]
 	}
 	counts := make([]int, p)
 	displs := make([]int, p)
@@ -271,19 +275,6 @@ func runDirect[T simd.Element](c *Comm, dc directCase, it int, alloc func(n int)
 		}
 	}
 	return alg, err
-}
-
-// refReduceNoT is refReduce without a testing.T, for the built-in operators.
-func refReduceNoT[T simd.Element](op Op, xs [][]T) []T {
-	out := append([]T(nil), xs[0]...)
-	red, err := op.bind(simd.TypeOf[T]())
-	if err != nil {
-		panic(err)
-	}
-	for _, x := range xs[1:] {
-		red.reduce(simd.AsBytes(out), simd.AsBytes(x))
-	}
-	return out
 }
 
 // directCalls runs every Direct case on c for three iterations (buffers

@@ -384,16 +384,8 @@ func (c *Comm) flatBarrier(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.post(e, 1)
-	for i := 1; i < c.size; i++ {
-		if err := c.wait(ctx, (c.rank+i)%c.size, e, 1); err != nil {
-			return err
-		}
-	}
 	c.last.Rounds++
-	c.cur.fully = true
-	c.end(e)
-	return nil
+	return c.endAll(ctx, e, 1)
 }
 
 // replicatedAllreduce (allreduce, reduce): every rank copies its segment

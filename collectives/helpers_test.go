@@ -111,15 +111,24 @@ func input[T simd.Element](r, i, mod int) T { return val[T]((r*7+i*3+1)%mod + 1)
 // refReduce combines xs[0] op xs[1] op ... element-wise, left to right.
 func refReduce[T simd.Element](t *testing.T, op Op, xs [][]T) []T {
 	t.Helper()
+	out, err := reduceRef(op, xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// reduceRef is refReduce for callers without a testing.T.
+func reduceRef[T simd.Element](op Op, xs [][]T) ([]T, error) {
 	out := append([]T(nil), xs[0]...)
 	red, err := op.bind(simd.TypeOf[T]())
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for _, x := range xs[1:] {
 		red.reduce(simd.AsBytes(out), simd.AsBytes(x))
 	}
-	return out
+	return out, nil
 }
 
 func equal[T comparable](a, b []T) (int, bool) {

@@ -208,6 +208,29 @@ func (c *Comm) end(e uint64) {
 	}
 }
 
+// endAll posts phase of step e, waits until every rank has posted it (so
+// this rank depends on every rank's step: after it, nobody reads this
+// rank's data of the step any more) and closes the step.
+func (c *Comm) endAll(ctx context.Context, e uint64, phase int) error {
+	c.post(e, phase)
+	if err := c.waitAll(ctx, e, phase); err != nil {
+		return err
+	}
+	c.cur.fully = true
+	c.end(e)
+	return nil
+}
+
+// waitAll waits for phase of step e from every other rank.
+func (c *Comm) waitAll(ctx context.Context, e uint64, phase int) error {
+	for i := 1; i < c.size; i++ {
+		if err := c.wait(ctx, (c.rank+i)%c.size, e, phase); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // post publishes phase of step e.
 //
 // The first post of a step also writes the descriptor hash into the
