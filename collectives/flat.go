@@ -581,8 +581,9 @@ const (
 // the readers' copies or reductions of one quarter then run while the
 // writer publishes the next, which pays from 32 KiB (np=2, one L3, -algo
 // runs: flat bcast 32K-128K 0.86-3.16 -> 0.78-2.55 µs, replicated reduce
-// 1.19-4.48 -> 1.06-3.89; replicated allreduce, where every rank writes and
-// reads, 32K 3.01 -> 2.41). Ranks that share CPUs keep whole vectors up to
+// 1.19-4.48 -> 1.06-3.89). The replicated allreduce, where every rank
+// writes and reads, keeps vectors up to pipelineBytes whole there (see
+// replicatedAllreduce). Ranks that share CPUs keep whole vectors up to
 // pipelineBytes/2: each segment is a step, and a step is turns of the run
 // queue.
 func (c *Comm) pipeElems(N int) int {

@@ -103,7 +103,7 @@ func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
 	plotDir := fs.String("plot", "", "write latency and bandwidth charts (PNG and SVG) into this directory")
 	bind := fs.String("bind", "auto", "binding of the ranks shmbench starts: core, socket, none or auto")
 	timeout := fs.Duration("timeout", 30*time.Minute, "stop the ranks after this long")
-	arena := fs.Bool("arena", false, "buffers from collectives.Alloc in the arena, which the direct algorithm reads in place from 64 KiB up (implies -dirty)")
+	arena := fs.Bool("arena", false, "buffers from collectives.Alloc in the arena, which the direct algorithm reads in place from 1 MiB up (allgather 4 MiB; implies -dirty)")
 	dirty := fs.Bool("dirty", false, "rewrite each rank's whole input before every iteration, outside the timing, as a program that produces it would")
 	timedRewrite := fs.Bool("timed-rewrite", false, "with -dirty or -arena: rewrite the input inside the timing, after the barrier (what the next write of a buffer the peers read costs)")
 	if err := fs.Parse(args); err != nil {
