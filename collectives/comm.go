@@ -72,19 +72,20 @@ type Comm struct {
 	closed  bool
 	pinned  [numColls]Algorithm
 	// the kernel of the last built-in operator bound, and for what
-	kern     *simd.Kernel
-	kernOp   uint64
-	kernType simd.Type
-	small    [numSmall]smallMemo
-	last     Stats // counts of the current or last call
-	total    Stats
-	cur      call
-	sc       scratch
-	chosen   [numColls]choice
-	checked  []uint64 // checked[q] == step: q's descriptor for this step was compared
-	half     int      // bytes of a slot half
-	slow     [2]int   // slow large reads and writes in a row (judge)
-	samples  uint64   // calls that could have sampled (sample)
+	kern      *simd.Kernel
+	kernOp    uint64
+	kernType  simd.Type
+	small     [numSmall]smallMemo
+	last      Stats // counts of the current or last call
+	total     Stats
+	cur       call
+	sc        scratch
+	chosen    [numColls]choice
+	checked   []uint64 // checked[q] == step: q's descriptor for this step was compared
+	half      int      // bytes of a slot half
+	slow      [3]int   // slow large reads and writes in a row (judge), slow probes (probeRead)
+	probeSink byte     // what probeRead loaded, kept
+	samples   uint64   // calls that could have sampled (sample)
 
 	opt   Options
 	sel   selection // the selection table's entries for this p

@@ -75,7 +75,7 @@ func TestPublishAdvice(t *testing.T) {
 	check(true)
 	cs[0].advice(0).Store(0)
 	cs[1].advice(1).Store(0)
-	cs[0].slow = [2]int{}
+	cs[0].slow = [3]int{}
 	// Two slow copies in a row (a zero start time is "not timed", so use
 	// a start long ago) advise; a fast one in between resets the count.
 	c := cs[0]
@@ -193,7 +193,7 @@ func TestSmallAllreduceAdvice(t *testing.T) {
 	cs[0].advice(0).Store(0)
 
 	c := cs[0]
-	c.slow = [2]int{}
+	c.slow = [3]int{}
 	hits := 0
 	for range 4 * sampleSmallEvery {
 		if c.sample(sampleSmallEvery) {
@@ -321,7 +321,7 @@ func TestPublishOwn(t *testing.T) {
 						return err
 					}
 					c.advice(r).Store(0)
-					c.slow = [2]int{}
+					c.slow = [3]int{}
 					if err := Barrier(context.Background(), c); err != nil {
 						return err
 					}
@@ -354,6 +354,67 @@ func TestPublishOwn(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestProbeRead: the placement probe of the allreduce's schedule segments
+// (rabenseifnerodd, rabenseifner, bde, mst, ring) advises after two slow
+// probes in a row, a fast one resets the count, and no rank probes while
+// advised; the allreduce gives exact results with and without the advice
+// (non-temporal copy-in and reductions), on two and three ranks.
+func TestProbeRead(t *testing.T) {
+	for _, p := range []int{2, 3} {
+		for _, alg := range []Algorithm{RabenseifnerOdd, Ring} {
+			cs := localComms(t, p, Options{SlotBytes: 256 << 10, Algorithms: map[Collective]Algorithm{CollAllreduce: alg}})
+			n := 3*(64<<10)/4 + 5 // int32s: several segments of 64 KiB, the last short
+			check := func(advised bool) {
+				err := runComms(cs, func(c *Comm) error {
+					for it := range 3 {
+						recv := make([]int32, n)
+						if err := Allreduce(bg, c, vec(c.Rank()+it, n), recv, Sum); err != nil {
+							return err
+						}
+						want := make([]int32, n)
+						for r := range p {
+							for i, x := range vec(r+it, n) {
+								want[i] += x
+							}
+						}
+						expect(t, fmt.Sprintf("%v p=%d advised=%v it %d rank %d", alg, p, advised, it, c.Rank()), recv, want)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			check(false)
+			cs[p-1].advice(p - 1).Store(cs[p-1].seq + 1000)
+			c := cs[0]
+			before := c.samples
+			c.probeRead(make([]byte, probeBytes))
+			if c.samples != before {
+				t.Errorf("%v p=%d: a rank under advice probed", alg, p)
+			}
+			check(true)
+			cs[p-1].advice(p - 1).Store(0)
+			c.advice(0).Store(0)
+			c.slow = [3]int{}
+			c.probeDone(probeBytes, probeBytes) // 1 byte/ns: slow
+			if c.advisedNT() {
+				t.Fatal("one slow probe advised")
+			}
+			c.probeDone(probeBytes, 1) // fast
+			c.probeDone(probeBytes, probeBytes)
+			if c.advisedNT() {
+				t.Fatal("a fast probe did not reset the count")
+			}
+			c.probeDone(probeBytes, probeBytes)
+			if got := c.advice(0).Load(); got != c.seq+ntCalls {
+				t.Fatalf("two slow probes in a row: advice %d at call %d, want %d", got, c.seq, c.seq+ntCalls)
+			}
+			c.advice(0).Store(0)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/shmcoll/shmcoll/internal/clock"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
@@ -400,6 +401,10 @@ type schedOut struct {
 	// base+off[i] (vector) or block i at element c.sc.uoff[i] (blocks):
 	// the fused reductions read it.
 	in []byte
+	// probe: the fused reductions of an allreduce's segments
+	// (schedVector) probe the placement and store non-temporally when
+	// advised (probeRead), like the circulant allreduce's.
+	probe bool
 }
 
 // Schedules are pure functions of their key, built once per process.
@@ -521,9 +526,17 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 			case x.op == xReduce || commutes:
 				// A commutative operator gives the same bits in either
 				// order (IEEE addition and multiplication commute).
-				if inPlace {
+				switch {
+				case inPlace:
 					a.red.reduce(dst, src)
-				} else {
+				case out.probe && x.fused && len(dst) >= pipelineBytes/8 && !c.ep.Oversubscribed():
+					c.probeRead(src)
+					if c.advisedNT() {
+						a.red.reduce3Stream(dst, own, src)
+					} else {
+						a.red.reduce3(dst, own, src)
+					}
+				default:
 					a.red.reduce3(dst, own, src)
 				}
 			case inPlace:
@@ -699,3 +712,46 @@ func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
 	}
 	return nil
 }
+
+// probeRead times loads of the first probeBytes of src, lines a peer has
+// just written, in one call of sampleEvery: the placement probe of
+// reductions whose own input streams from memory, whose whole time tells
+// the placement apart no better than that memory's speed (judge). Two slow
+// probes in a row ask for non-temporal stores for ntCalls calls, during
+// which it does not probe: the peers' data then comes from memory, and
+// would keep the advice alive on one L3 too (4M 183 -> 364 µs). The loads
+// bring in lines that the reduction reads next.
+func (c *Comm) probeRead(src []byte) {
+	if c.advisedNT() || !c.sample(sampleEvery) {
+		return
+	}
+	n := min(len(src), probeBytes)
+	t0 := clock.Nanotime()
+	var s byte
+	for i := 0; i < n; i += lineBytes {
+		s += src[i]
+	}
+	c.probeSink += s
+	c.probeDone(n, clock.Nanotime()-t0)
+}
+
+// probeDone judges a probe that loaded n bytes in d ns.
+func (c *Comm) probeDone(n int, d int64) {
+	if d <= 0 || int64(n) >= probeRate*d {
+		c.slow[2] = 0
+		return
+	}
+	if c.slow[2]++; c.slow[2] >= 2 {
+		c.slow[2] = 0
+		c.advice(c.rank).Store(c.seq + ntCalls)
+	}
+}
+
+// probeBytes is what probeRead loads. probeRate (bytes/ns) separates the
+// placements: np=2, rabenseifnerodd, 4M-64M, per probe, vCPUs on one L3
+// median 41-71 and 10th percentile 30-54; on different dies median 21-24,
+// at most 26.8.
+const (
+	probeBytes = 16 << 10
+	probeRate  = 28
+)
