@@ -115,10 +115,7 @@ func Alloc[T simd.Element](c *Comm, n int) ([]T, error) {
 	}
 	b := c.ep.Heap(c.rank)[off : off+n*esz]
 	clear(b)
-	if n == 0 {
-		return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), 0), nil
-	}
-	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), nil
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n), nil
 }
 
 // Free returns a buffer that Alloc gave to the heap. buf must begin where

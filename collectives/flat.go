@@ -454,9 +454,10 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 					continue
 				}
 				if q == c.rank {
-					c.sc.srcs[q] = c.stepBuf(q, e, tiny)[:m*esz]
 					if ownIn {
 						c.sc.srcs[q] = span(in, esz, base, base+m)
+					} else {
+						c.sc.srcs[q] = c.stepBuf(q, e, tiny)[:m*esz]
 					}
 					continue
 				}

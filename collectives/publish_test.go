@@ -393,7 +393,9 @@ func TestProbeRead(t *testing.T) {
 			cs[p-1].advice(p - 1).Store(cs[p-1].seq + 1000)
 			c := cs[0]
 			before := c.samples
-			c.probeRead(make([]byte, probeBytes))
+			if !c.probeRead(make([]byte, probeBytes)) {
+				t.Errorf("%v p=%d: probeRead under another rank's advice reports none", alg, p)
+			}
 			if c.samples != before {
 				t.Errorf("%v p=%d: a rank under advice probed", alg, p)
 			}

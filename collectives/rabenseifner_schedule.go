@@ -402,8 +402,9 @@ type schedOut struct {
 	// the fused reductions read it.
 	in []byte
 	// probe: the fused reductions of an allreduce's segments
-	// (schedVector) probe the placement and store non-temporally when
-	// advised (probeRead), like the circulant allreduce's.
+	// (schedVector), where the ranks have CPUs of their own, probe the
+	// placement and store non-temporally when advised (probeRead), like
+	// the circulant allreduce's.
 	probe bool
 }
 
@@ -529,9 +530,8 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 				switch {
 				case inPlace:
 					a.red.reduce(dst, src)
-				case out.probe && x.fused && len(dst) >= pipelineBytes/8 && !c.ep.Oversubscribed():
-					c.probeRead(src)
-					if c.advisedNT() {
+				case out.probe && x.fused && len(dst) >= pipelineBytes/8:
+					if c.probeRead(src) {
 						a.red.reduce3Stream(dst, own, src)
 					} else {
 						a.red.reduce3(dst, own, src)
@@ -720,10 +720,14 @@ func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
 // probes in a row ask for non-temporal stores for ntCalls calls, during
 // which it does not probe: the peers' data then comes from memory, and
 // would keep the advice alive on one L3 too (4M 183 -> 364 µs). The loads
-// bring in lines that the reduction reads next.
-func (c *Comm) probeRead(src []byte) {
-	if c.advisedNT() || !c.sample(sampleEvery) {
-		return
+// bring in lines that the reduction reads next. advised reports whether
+// some rank asked for non-temporal stores before this probe.
+func (c *Comm) probeRead(src []byte) (advised bool) {
+	if c.advisedNT() {
+		return true
+	}
+	if !c.sample(sampleEvery) {
+		return false
 	}
 	n := min(len(src), probeBytes)
 	t0 := clock.Nanotime()
@@ -733,6 +737,7 @@ func (c *Comm) probeRead(src []byte) {
 	}
 	c.probeSink += s
 	c.probeDone(n, clock.Nanotime()-t0)
+	return false
 }
 
 // probeDone judges a probe that loaded n bytes in d ns.
