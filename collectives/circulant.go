@@ -155,7 +155,14 @@ func finalFirst(pl *circulant.Plan) bool {
 // the copy into dst) one L3 was even and different dies 10-30 % slower,
 // the peer reading lines stored by the kernel from the other die. The
 // slot is stored regularly: non-temporally on advice, even (16M 1315
-// against 1335, 1M 59.5 against 58.0). The placement probe (probeRead),
+// against 1335, 1M 59.5 against 58.0). On one L3 at 32M-64M (out of
+// cache) that order was 0-1 % slower than before and this one 1-3 %, so
+// it was tried where advised only: on different dies, whenever the probe
+// had not advised yet, 1M 64.1 -> 66.1, 16M 1421 -> 1480. The same for
+// the schedule allreduces' last reductions (rabenseifnerodd, bde, ring)
+// was not kept: np=2 different dies 16M 1518 -> 1682-1693 µs, 64M 7238 ->
+// 7306-7541, one L3 32M-64M 1-3 % slower, np=3 4M 592 -> 643, np=8 bde 4M
+// 2573 -> 2662. The placement probe (probeRead),
 // not the reduction's time, gives the advice (the copy-in's non-temporal
 // stores): timing the reduction, which now also stores the result twice,
 // advised on one L3 too at 16M, whose copy-in then took the vector from

@@ -365,7 +365,7 @@ func TestPublishOwn(t *testing.T) {
 // (non-temporal copy-in and reductions), on two and three ranks.
 func TestProbeRead(t *testing.T) {
 	for _, p := range []int{2, 3} {
-		for _, alg := range []Algorithm{RabenseifnerOdd, Ring} {
+		for _, alg := range []Algorithm{RabenseifnerOdd, Ring, Circulant} {
 			cs := localComms(t, p, Options{SlotBytes: 256 << 10, Algorithms: map[Collective]Algorithm{CollAllreduce: alg}})
 			n := 3*(64<<10)/4 + 5 // int32s: several segments of 64 KiB, the last short
 			check := func(advised bool) {
