@@ -149,24 +149,26 @@ func finalFirst(pl *circulant.Plan) bool {
 // Before, the reduction wrote the slot and the rank copied its result out
 // of the slot at the end of the step, reading it back from L2, or from
 // memory where the slot was stored non-temporally on advice. np=2,
-// circulant, interleaved: one L3 1M 43.3 -> 34.6 µs, 4M 177 -> 142, 16M
-// 1232-1295 -> 1150-1210; different dies 1M 66.1 -> 58.0, 4M 267 -> 237,
-// 16M 1468 -> 1335. In the other order (the reduction into the slot, then
-// the copy into dst) one L3 was even and different dies 10-30 % slower,
-// the peer reading lines stored by the kernel from the other die. The
-// slot is stored regularly: non-temporally on advice, even (16M 1315
-// against 1335, 1M 59.5 against 58.0). On one L3 at 32M-64M (out of
-// cache) that order was 0-1 % slower than before and this one 1-3 %, so
-// it was tried where advised only: on different dies, whenever the probe
-// had not advised yet, 1M 64.1 -> 66.1, 16M 1421 -> 1480. The same for
-// the schedule allreduces' last reductions (rabenseifnerodd, bde, ring)
-// was not kept: np=2 different dies 16M 1518 -> 1682-1693 µs, 64M 7238 ->
-// 7306-7541, one L3 32M-64M 1-3 % slower, np=3 4M 592 -> 643, np=8 bde 4M
-// 2573 -> 2662. The placement probe (probeRead),
-// not the reduction's time, gives the advice (the copy-in's non-temporal
-// stores): timing the reduction, which now also stores the result twice,
-// advised on one L3 too at 16M, whose copy-in then took the vector from
-// memory (1.74 against 1.26 ms).
+// interleaved: one L3 1M 43.7 -> 35.4 µs, 4M 180 -> 147, 16M 1.22-2.18 ->
+// 1.16 ms; different dies 1M 66.1 -> 58.0, 4M 267 -> 237, 16M 1468 ->
+// 1335 in one series, even in another.
+//
+// Measured and not kept (docs/PERFORMANCE.md, session 11):
+//   - the other order, the reduction into the slot and the copy into
+//     dst: one L3 even, 0-1 % faster at 32M-64M; different dies slower
+//     (one run: 4M 431 against 228, 16M 1886 against 1188), as the peer
+//     reads lines the kernel stored from the other die more slowly than
+//     lines the string copy stored; taken only where not advised, it cost
+//     the calls before the probe advises (1M 64.1 -> 66.1, 16M 1421 ->
+//     1480);
+//   - the slot stored non-temporally on advice: even;
+//   - the same for the schedule allreduces' last reductions: one L3
+//     32M-64M 1-3 % slower, different dies 16M 1518 -> 1682-1693 µs.
+//
+// The placement probe (probeRead) gives the advice (the copy-in's
+// non-temporal stores), not the reduction's time: timed with its second
+// store, the reduction advised on one L3 too at 16M, whose copy-in then
+// took the vector from memory (1.74 against 1.26 ms).
 func (c *Comm) reduceResult(dst, slot, in, peer []byte) {
 	r := &c.cur.red
 	for lo := 0; lo < len(dst); lo += resultChunk {
