@@ -359,10 +359,12 @@ func TestPublishOwn(t *testing.T) {
 }
 
 // TestProbeRead: the placement probe of the allreduce's schedule segments
-// (rabenseifnerodd, rabenseifner, bde, mst, ring) advises after two slow
-// probes in a row, a fast one resets the count, and no rank probes while
-// advised; the allreduce gives exact results with and without the advice
-// (non-temporal copy-in and reductions), on two and three ranks.
+// (rabenseifnerodd, rabenseifner, bde, mst, ring) and of the p=2 circulant
+// allreduce advises after two slow probes in a row, a fast one resets the
+// count, and no rank probes while advised; the allreduce gives exact
+// results with and without the advice (non-temporal copy-in and
+// reductions; at p=2 circulant's result reduced into the user's buffer,
+// reduceResult), on two and three ranks.
 func TestProbeRead(t *testing.T) {
 	for _, p := range []int{2, 3} {
 		for _, alg := range []Algorithm{RabenseifnerOdd, Ring, Circulant} {
