@@ -111,9 +111,10 @@ func forceGeneral(c *Comm) {
 	}
 }
 
-// smallSequence runs a sequence of barriers, allreduces, bcasts and reduces
-// of 1 to smallBytes bytes (roots and in-place calls varied) and returns
-// every rank's results and counts, in call order.
+// smallSequence runs a sequence of barriers, allreduces and reduces of 1
+// to smallBytes bytes and bcasts of 1 to smallBcastBytes (roots and
+// in-place calls varied) and returns every rank's results and counts, in
+// call order.
 func smallSequence(c *Comm) ([]float64, []Stats, error) {
 	var out []float64
 	var stats []Stats
@@ -139,9 +140,12 @@ func smallSequence(c *Comm) ([]float64, []Stats, error) {
 			return nil, nil, err
 		}
 		keep(res)
-		buf := make([]float64, n)
+		nb := []int{1, 5, 128, 256, 500, 512, 777, 1024}[it%8] // 8 B to 8 KiB
+		buf := make([]float64, nb)
 		if r == root {
-			copy(buf, in)
+			for i := range buf {
+				buf[i] = 1/float64(r+i+2) + float64(it)
+			}
 		}
 		if err := Bcast(bg, c, buf, root); err != nil {
 			return nil, nil, err
@@ -182,7 +186,11 @@ func TestSmallPathSameAsGeneral(t *testing.T) {
 						// The small-call path took every call (the barrier's
 						// where the flat barrier is chosen).
 						for i, m := range c.small {
-							if i != smallBarrierIdx && m.upTo < smallBytes {
+							want := smallBytes
+							if i == smallBcastIdx {
+								want = smallBcastBytes
+							}
+							if i != smallBarrierIdx && m.upTo < want {
 								err = fmt.Errorf("small-call path %d took calls up to %d bytes only", i, m.upTo)
 							}
 						}
