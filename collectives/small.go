@@ -8,9 +8,9 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// The small-call path: barrier, allreduce and reduce of at most
-// smallBytes, bcast of at most smallBcastBytes, where choose picks the
-// flat barrier, the replicated
+// The small-call path: barrier and allreduce of at most smallBytes, bcast
+// and reduce of at most smallRootedBytes, where choose picks the flat
+// barrier, the replicated
 // allreduce and reduce and the flat bcast (for every size up to the
 // call's). They run the one step of flatBarrier, replicatedAllreduce and
 // flatBcast with the same descriptor, posts, waits, checks, counts and
@@ -57,13 +57,17 @@ type smallMemo struct {
 // vector travels in the counter's line up to tinyBytes, above in the slot
 // half (publish: a store per line, from 4 KiB the string copy).
 //
-// Bcast takes up to 8 KiB, where the flat bcast sends the vector whole
-// too: np=2, interleaved against the general path, one L3 2K 0.190 ->
-// 0.170 µs, 4K 0.220 -> 0.200, 8K 0.335 -> 0.311; different dies 2K
-// 0.641 -> 0.621, 4K 0.746-0.771 -> 0.721-0.731, 8K 0.946 -> 0.887; np=4
-// 4K 3.02 -> 2.82, 8K 4.05 -> 3.93; np=8 4K 6.35 -> 6.09, 8K 8.00 ->
-// 7.50. At 16K it lost on one L3 (0.516 -> 0.551) and gained on different
-// dies (1.49 -> 1.35).
+// Bcast and reduce take up to 8 KiB, where the flat bcast and the
+// replicated reduce send the vector whole too. np=2, interleaved against
+// the general path: bcast on one L3 2K 0.190 -> 0.170 µs, 4K 0.220 ->
+// 0.200, 8K 0.335 -> 0.311, on different dies 2K 0.641 -> 0.621, 4K
+// 0.746-0.771 -> 0.721-0.731, 8K 0.946 -> 0.887; reduce on one L3 2K
+// 0.200 -> 0.175, 4K 0.230 -> 0.210, 8K 0.340 -> 0.311, on different dies
+// 2K 0.656 -> 0.601, 4K 0.766 -> 0.701, 8K 0.952 -> 0.896. np=4 and np=8,
+// 2K-8K: bcast 3-11 % faster, reduce 6-12 %. Bcast of 16K lost on one L3
+// (0.516 -> 0.551) and gained on different dies (1.49 -> 1.35). The
+// allreduce keeps 1 KiB: from ntSmall its general path samples the
+// placement (non-temporal copy-in on advice).
 const (
 	smallAllreduceIdx = iota
 	smallBarrierIdx
@@ -71,8 +75,8 @@ const (
 	smallReduceIdx
 	numSmall
 
-	smallBytes      = 1 << 10
-	smallBcastBytes = 8 << 10
+	smallBytes       = 1 << 10
+	smallRootedBytes = 8 << 10
 )
 
 func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
@@ -81,8 +85,8 @@ func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
 	switch coll {
 	case CollBarrier:
 		lo, hi = 0, 0
-	case CollBcast:
-		hi = smallBcastBytes
+	case CollBcast, CollReduce:
+		hi = smallRootedBytes
 	}
 	for b := lo; b <= hi; b++ {
 		if a, err := c.chooseNew(coll, b, true); err != nil || a != alg {
@@ -291,7 +295,7 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	} else {
 		recv = nil
 	}
-	if n == 0 || !c.smallOK(smallReduceIdx, CollReduce, Replicated, n) || ctx.Err() != nil {
+	if n == 0 || n > c.half || !c.smallOK(smallReduceIdx, CollReduce, Replicated, n) || ctx.Err() != nil {
 		return false, nil
 	}
 	k := c.kern
@@ -318,6 +322,9 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 		if q != c.rank {
 			if err := c.smallWait(ctx, q, e, oneLine(src)); err != nil {
 				return true, err
+			}
+			if n > smallBytes { // as replicatedAllreduce's (prefetchMin)
+				simd.Prefetch(src)
 			}
 		}
 	}

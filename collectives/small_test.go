@@ -111,10 +111,10 @@ func forceGeneral(c *Comm) {
 	}
 }
 
-// smallSequence runs a sequence of barriers, allreduces and reduces of 1
-// to smallBytes bytes and bcasts of 1 to smallBcastBytes (roots and
-// in-place calls varied) and returns every rank's results and counts, in
-// call order.
+// smallSequence runs a sequence of barriers and allreduces of 1 to
+// smallBytes bytes and bcasts and reduces of 1 to smallRootedBytes (roots
+// and in-place calls varied) and returns every rank's results and counts,
+// in call order.
 func smallSequence(c *Comm) ([]float64, []Stats, error) {
 	var out []float64
 	var stats []Stats
@@ -151,10 +151,14 @@ func smallSequence(c *Comm) ([]float64, []Stats, error) {
 			return nil, nil, err
 		}
 		keep(buf)
-		red := make([]float64, n)
-		var send []float64 = in
+		rin := make([]float64, nb)
+		for i := range rin {
+			rin[i] = 1/float64(r+i+3) + float64(it)
+		}
+		red := make([]float64, nb)
+		var send []float64 = rin
 		if r == root && it%3 == 0 {
-			copy(red, in)
+			copy(red, rin)
 			send = nil // in place
 		}
 		if err := Reduce(bg, c, send, red, Sum, root); err != nil {
@@ -187,8 +191,8 @@ func TestSmallPathSameAsGeneral(t *testing.T) {
 						// where the flat barrier is chosen).
 						for i, m := range c.small {
 							want := smallBytes
-							if i == smallBcastIdx {
-								want = smallBcastBytes
+							if i == smallBcastIdx || i == smallReduceIdx {
+								want = smallRootedBytes
 							}
 							if i != smallBarrierIdx && m.upTo < want {
 								err = fmt.Errorf("small-call path %d took calls up to %d bytes only", i, m.upTo)
