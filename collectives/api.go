@@ -174,6 +174,9 @@ func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op 
 // blocks on input and block r of the result in its place, recv[r*n:(r+1)*n]
 // with n = len(recv)/p, on output (the other blocks are left undefined).
 func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	if ok, err := c.smallReduceScatter(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), op); ok {
+		return err
+	}
 	if err := c.start(CollReduceScatterBlock, simd.TypeOf[T]()); err != nil {
 		return err
 	}

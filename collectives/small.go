@@ -8,14 +8,14 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// The small-call path: barrier and allreduce of at most smallBytes, bcast
-// and reduce of at most smallRootedBytes, where choose picks the flat
-// barrier, the replicated
-// allreduce and reduce and the flat bcast (for every size up to the
-// call's). They run the one step of flatBarrier, replicatedAllreduce and
-// flatBcast with the same descriptor, posts, waits, checks, counts and
-// results, in one function each, without the layers of the general path
-// (start, bindOp, pick, choose, run, begin, end, finish).
+// The small-call path: barrier, allreduce and reduce_scatter_block of at
+// most smallBytes, bcast and reduce of at most smallRootedBytes, where
+// choose picks the flat barrier, the replicated allreduce and reduce and
+// the flat bcast and reduce_scatter_block (for every size up to the
+// call's). They run the one step of flatBarrier, replicatedAllreduce,
+// flatBcast and flatReduceScatter with the same descriptor, posts, waits,
+// checks, counts and results, in one function each, without the layers of
+// the general path (start, bindOp, pick, choose, run, begin, end, finish).
 //
 // Where ranks share CPUs, what it saves is memory more than instructions:
 // every wait is a context switch, and a rank that gets its CPU back finds
@@ -73,6 +73,7 @@ const (
 	smallBarrierIdx
 	smallBcastIdx
 	smallReduceIdx
+	smallReduceScatterIdx
 	numSmall
 
 	smallBytes       = 1 << 10
@@ -331,5 +332,49 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	k.ReduceK(recv, srcs)
 	c.last.Received, c.last.Reduced = uint64(p-1), uint64(p-1)
 	c.synced = e
+	return true, nil
+}
+
+// smallReduceScatter is flatReduceScatter on the small-call path for
+// ReduceScatterBlock, out of place, with the built-in operator of the
+// last bindOp; ok is false when it does not apply (ReduceScatterBlock
+// checks the arguments). The sizes are the whole input's, as choose sees
+// them (at p=2 the table takes flat below 32 B: one element per rank).
+// Like smallAllreduce it reduces the own block where it is, where ranks
+// have CPUs of their own. Against the general path, interleaved: np=2 16
+// B one L3 0.151 -> 0.100 µs, different dies 0.500 -> 0.390; np=4 32 B
+// 3.58 -> 3.22, 1K 4.23 -> 3.44; np=8 64 B 7.81 -> 7.06, 1K 9.49 -> 7.23.
+func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
+	p, n := c.size, len(recv)
+	if op.hash != c.kernOp || t != c.kernType || op.user != nil || send == nil || n == 0 ||
+		len(send) != p*n || overlaps(send, recv) || len(send) > c.half ||
+		!c.smallOK(smallReduceScatterIdx, CollReduceScatterBlock, Flat, len(send)) || ctx.Err() != nil {
+		return false, nil
+	}
+	k := c.kern
+	e := c.smallCall(CollReduceScatterBlock, Flat, t, n/t.Size(), 0, reducer{k: k, comm: true}, op.hash)
+	c.cur.send, c.cur.recv = send, recv
+	c.last.Sent, c.last.Received, c.last.Reduced = uint64(p-1), uint64(p-1), uint64(p-1)
+	tiny := len(send) <= tinyBytes
+	simd.Copy(c.stepBuf(c.rank, e, tiny), send) // the blocks in rank order, as flatReduceScatter's
+	c.post(e, 1)
+	lo, hi := c.rank*n, (c.rank+1)*n
+	ownIn := !c.ep.Oversubscribed()
+	srcs := c.sc.srcs
+	for q := range srcs {
+		if q == c.rank && ownIn {
+			srcs[q] = send[lo:hi]
+			continue
+		}
+		src := c.stepBuf(q, e, tiny)[lo:hi]
+		if q != c.rank {
+			if err := c.smallWait(ctx, q, e, src); err != nil {
+				return true, err
+			}
+		}
+		srcs[q] = src
+	}
+	k.ReduceK(recv, srcs)
+	c.synced = e // every rank's step-e data was read: every rank has begun it
 	return true, nil
 }

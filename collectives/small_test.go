@@ -106,15 +106,15 @@ func TestSmallPathResults(t *testing.T) {
 
 // forceGeneral makes c take the general path for every call.
 func forceGeneral(c *Comm) {
-	for i, coll := range [numSmall]Collective{CollAllreduce, CollBarrier, CollBcast, CollReduce} {
+	for i, coll := range [numSmall]Collective{CollAllreduce, CollBarrier, CollBcast, CollReduce, CollReduceScatterBlock} {
 		c.small[i] = smallMemo{known: true, pin: c.pinned[coll], upTo: -1}
 	}
 }
 
 // smallSequence runs a sequence of barriers and allreduces of 1 to
-// smallBytes bytes and bcasts and reduces of 1 to smallRootedBytes (roots
-// and in-place calls varied) and returns every rank's results and counts,
-// in call order.
+// smallBytes bytes, bcasts and reduces of 1 to smallRootedBytes (roots and
+// in-place calls varied) and reduce_scatter_blocks of 1 to 4 elements per
+// rank, and returns every rank's results and counts, in call order.
 func smallSequence(c *Comm) ([]float64, []Stats, error) {
 	var out []float64
 	var stats []Stats
@@ -165,6 +165,16 @@ func smallSequence(c *Comm) ([]float64, []Stats, error) {
 			return nil, nil, err
 		}
 		keep(red)
+		nr := 1 + it%4 // elements per rank: at p=2 only 1 takes the small path (flat below 32 B)
+		rsIn := make([]float64, p*nr)
+		for i := range rsIn {
+			rsIn[i] = 1/float64(r+i+4) + float64(it)
+		}
+		rs := make([]float64, nr)
+		if err := ReduceScatterBlock(bg, c, rsIn, rs, Sum); err != nil {
+			return nil, nil, err
+		}
+		keep(rs)
 	}
 	return out, stats, nil
 }
@@ -191,8 +201,11 @@ func TestSmallPathSameAsGeneral(t *testing.T) {
 						// where the flat barrier is chosen).
 						for i, m := range c.small {
 							want := smallBytes
-							if i == smallBcastIdx || i == smallReduceIdx {
+							switch i {
+							case smallBcastIdx, smallReduceIdx:
 								want = smallRootedBytes
+							case smallReduceScatterIdx:
+								want = 8 * p // the smallest of the sequence
 							}
 							if i != smallBarrierIdx && m.upTo < want {
 								err = fmt.Errorf("small-call path %d took calls up to %d bytes only", i, m.upTo)
