@@ -341,9 +341,10 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 // checks the arguments). The sizes are the whole input's, as choose sees
 // them (at p=2 the table takes flat below 32 B: one element per rank).
 // Like smallAllreduce it reduces the own block where it is, where ranks
-// have CPUs of their own. Against the general path, interleaved: np=2 16
-// B one L3 0.151 -> 0.100 µs, different dies 0.500 -> 0.390; np=4 32 B
-// 3.58 -> 3.22, 1K 4.23 -> 3.44; np=8 64 B 7.81 -> 7.06, 1K 9.49 -> 7.23.
+// have CPUs of their own. Against the general path, interleaved: np=2,
+// 16 B, one L3 0.151 -> 0.100 µs, different dies 0.500 -> 0.390; np=4
+// 32 B 3.58 -> 3.22, 1K 4.23 -> 3.44; np=8 64 B 7.81 -> 7.06, 1K 9.49 ->
+// 7.23.
 func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
 	p, n := c.size, len(recv)
 	if op.hash != c.kernOp || t != c.kernType || op.user != nil || send == nil || n == 0 ||
