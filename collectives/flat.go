@@ -742,10 +742,16 @@ func (c *Comm) judge(slow *int, n int, t0 int64, rate int64) {
 
 // judgeFor is judge with advice for the next calls calls.
 func (c *Comm) judgeFor(slow *int, n int, t0 int64, rate int64, calls uint64) {
-	if t0 == 0 {
-		return
+	if t0 != 0 {
+		c.judgeRate(slow, n, clock.Nanotime()-t0, rate, calls)
 	}
-	if d := clock.Nanotime() - t0; d <= 0 || int64(n) >= rate*d {
+}
+
+// judgeRate judges n bytes in d ns against rate (bytes/ns): a fast one
+// resets the count slow, the second slow one in a row asks for
+// non-temporal stores for the next calls calls (judge, probeRead).
+func (c *Comm) judgeRate(slow *int, n int, d int64, rate int64, calls uint64) {
+	if d <= 0 || int64(n) >= rate*d {
 		*slow = 0
 		return
 	}

@@ -405,16 +405,18 @@ func TestProbeRead(t *testing.T) {
 			cs[p-1].advice(p - 1).Store(0)
 			c.advice(0).Store(0)
 			c.slow = [3]int{}
-			c.probeDone(probeBytes, probeBytes) // 1 byte/ns: slow
+			// probeRead's judgement of a probe of n bytes in d ns.
+			probeDone := func(n int, d int64) { c.judgeRate(&c.slow[2], n, d, probeRate, ntCalls) }
+			probeDone(probeBytes, probeBytes) // 1 byte/ns: slow
 			if c.advisedNT() {
 				t.Fatal("one slow probe advised")
 			}
-			c.probeDone(probeBytes, 1) // fast
-			c.probeDone(probeBytes, probeBytes)
+			probeDone(probeBytes, 1) // fast
+			probeDone(probeBytes, probeBytes)
 			if c.advisedNT() {
 				t.Fatal("a fast probe did not reset the count")
 			}
-			c.probeDone(probeBytes, probeBytes)
+			probeDone(probeBytes, probeBytes)
 			if got := c.advice(0).Load(); got != c.seq+ntCalls {
 				t.Fatalf("two slow probes in a row: advice %d at call %d, want %d", got, c.seq, c.seq+ntCalls)
 			}

@@ -736,20 +736,8 @@ func (c *Comm) probeRead(src []byte) (advised bool) {
 		s += src[i]
 	}
 	c.probeSink += s
-	c.probeDone(n, clock.Nanotime()-t0)
+	c.judgeRate(&c.slow[2], n, clock.Nanotime()-t0, probeRate, ntCalls)
 	return false
-}
-
-// probeDone judges a probe that loaded n bytes in d ns.
-func (c *Comm) probeDone(n int, d int64) {
-	if d <= 0 || int64(n) >= probeRate*d {
-		c.slow[2] = 0
-		return
-	}
-	if c.slow[2]++; c.slow[2] >= 2 {
-		c.slow[2] = 0
-		c.advice(c.rank).Store(c.seq + ntCalls)
-	}
 }
 
 // probeBytes is what probeRead loads. probeRate (bytes/ns) separates the
