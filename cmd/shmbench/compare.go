@@ -343,7 +343,8 @@ func runBlock(ctx context.Context, b *block, p compareImpl, exe string, np int, 
 	if p.mpi != "" {
 		o := mpibench.Options{NP: np, Colls: colls, Sizes: sizes, Time: per, Warmup: warm, Dtype: dtype, Hier: p.hier, NodeSize: nodeSize}
 		if p.hier {
-			o.Colls = slices.DeleteFunc(slices.Clone(colls), func(c string) bool { return c == "barrier" })
+			// Barrier and alltoall have no hierarchical versions.
+			o.Colls = slices.DeleteFunc(slices.Clone(colls), func(c string) bool { return c == "barrier" || c == "alltoall" })
 		}
 		if len(o.Colls) > 0 {
 			err = runMPIBlock(ctx, b, p.mpi, o)

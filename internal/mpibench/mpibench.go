@@ -34,7 +34,7 @@ import (
 var source []byte
 
 // Colls are the collectives the benchmark measures, by their DESIGN.md names.
-var Colls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier"}
+var Colls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall"}
 
 // Dtypes are the element types the benchmark supports (the operator is sum).
 var Dtypes = []string{"float64", "float32", "int32", "int64"}

@@ -35,7 +35,7 @@ func TestOptionsArgs(t *testing.T) {
 		}
 	}
 	bad := []Options{
-		{Colls: []string{"alltoall"}},
+		{Colls: []string{"alltoallv"}},
 		{Sizes: []int64{-1}},
 		{Sizes: make([]int64, 257)},
 		{Iters: -1},
@@ -82,7 +82,7 @@ func TestParse(t *testing.T) {
 		"unknown type":       lines[0] + "\n{\"type\":\"summary\"}",
 		"unknown field":      lines[0] + "\n" + strings.Replace(lines[2], `"iters"`, `"iterations"`, 1),
 		"no check":           lines[0] + "\n" + strings.Replace(lines[2], `"check":"ok"`, `"check":""`, 1),
-		"unknown collective": lines[0] + "\n" + strings.Replace(lines[2], "allreduce", "alltoall", 1),
+		"unknown collective": lines[0] + "\n" + strings.Replace(lines[2], "allreduce", "alltoallv", 1),
 	}
 	for name, text := range broken {
 		if _, err := Parse(strings.NewReader(text)); err == nil {
@@ -114,9 +114,11 @@ func TestRun(t *testing.T) {
 				t.Errorf("header %+v", rep.Header)
 			}
 			// Bytes as DESIGN.md counts them, rounded to whole elements
-			// (and to np elements for reduce_scatter_block and allgather).
+			// (and to np elements for reduce_scatter_block, allgather and
+			// alltoall).
 			want := map[string][]int64{
 				"allreduce":            {8, 1000, 65536},
+				"alltoall":             {16, 992, 65536},
 				"reduce_scatter_block": {16, 992, 65536},
 				"allgather":            {16, 992, 65536},
 				"bcast":                {8, 1000, 65536},
@@ -155,11 +157,11 @@ func TestRunOversubscribed(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			rep, err := Run(ctx, impl, Options{NP: np, Colls: []string{"allreduce", "allgather"}, Sizes: []int64{4096}, Iters: 10, Warmup: -1, Dtype: "int32"})
+			rep, err := Run(ctx, impl, Options{NP: np, Colls: []string{"allreduce", "allgather", "alltoall"}, Sizes: []int64{4096}, Iters: 10, Warmup: -1, Dtype: "int32"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rep.Results) != 2 || rep.Header.NP != np || rep.Header.Dtype != "int32" {
+			if len(rep.Results) != 3 || rep.Header.NP != np || rep.Header.Dtype != "int32" {
 				t.Fatalf("report %+v", rep)
 			}
 			for _, r := range rep.Results {
@@ -181,12 +183,14 @@ func TestRunDetectsWrongResult(t *testing.T) {
 	installed(t, impl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, impl, Options{NP: 2, Colls: []string{"allreduce"}, Sizes: []int64{64}, Iters: 10, Warmup: -1, Inject: 4})
-	if !errors.Is(err, ErrCheck) {
-		t.Fatalf("got %v, want ErrCheck", err)
-	}
-	if len(rep.Results) != 1 || !strings.Contains(rep.Results[0].Check, "rank 0") {
-		t.Fatalf("report %+v", rep)
+	for _, coll := range []string{"allreduce", "alltoall"} {
+		rep, err := Run(ctx, impl, Options{NP: 2, Colls: []string{coll}, Sizes: []int64{64}, Iters: 10, Warmup: -1, Inject: 4})
+		if !errors.Is(err, ErrCheck) {
+			t.Fatalf("%s: got %v, want ErrCheck", coll, err)
+		}
+		if len(rep.Results) != 1 || !strings.Contains(rep.Results[0].Check, "rank 0") {
+			t.Fatalf("%s: report %+v", coll, rep)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@
  *   allreduce, reduce, bcast:  each rank's buffer
  *   reduce_scatter_block:      what each rank contributes (it keeps bytes/np)
  *   allgather:                 what each rank receives (it sends bytes/np)
+ *   alltoall:                  what each rank sends (bytes/np to each rank)
  * Sizes are rounded to whole elements (and to np elements for the last two).
  *
  * Input data changes every iteration: one element, a different one each
@@ -46,9 +47,9 @@
 #include <string.h>
 #include <time.h>
 
-enum { ALLREDUCE, RSB, ALLGATHER, BCAST, REDUCE, BARRIER, NCOLL };
+enum { ALLREDUCE, RSB, ALLGATHER, BCAST, REDUCE, BARRIER, ALLTOALL, NCOLL };
 static const char *const names[NCOLL] = {
-	"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier",
+	"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall",
 };
 
 static int rank, np;
@@ -124,10 +125,10 @@ struct kase {
 /* input(r, j, k): rank r's element j in iteration k (k < 0: untouched). */
 static double input(const struct kase *c, int r, size_t j, long k)
 {
-	size_t n = c->coll == RSB ? c->count * (size_t)np : c->count;
+	size_t n = (c->coll == RSB || c->coll == ALLTOALL) ? c->count * (size_t)np : c->count;
 	int touched = k >= 0 && n > 0 && j == (size_t)k % n;
 	switch (c->coll) {
-	case ALLGATHER: return gat_in(r, j) + (touched ? bump(k) : 0);
+	case ALLGATHER: case ALLTOALL: return gat_in(r, j) + (touched ? bump(k) : 0);
 	case BCAST: return bc_in(j) + (touched ? 7 * bump(k) : 0);
 	default: return red_in(r, j) + (touched ? (r + 1) * bump(k) : 0);
 	}
@@ -150,6 +151,8 @@ static double expected(const struct kase *c, size_t i, long k)
 		return input(c, (int)(i / c->count), i % c->count, k);
 	case BCAST:
 		return input(c, 0, i, k);
+	case ALLTOALL: /* block q of the result is block `rank` of rank q's input */
+		return input(c, (int)(i / c->count), (size_t)rank * c->count + i % c->count, k);
 	}
 	return 0;
 }
@@ -160,7 +163,7 @@ static size_t result_len(const struct kase *c)
 	switch (c->coll) {
 	case ALLREDUCE: case BCAST: case RSB: return c->count;
 	case REDUCE: return rank == 0 ? c->count : 0;
-	case ALLGATHER: return c->count * (size_t)np;
+	case ALLGATHER: case ALLTOALL: return c->count * (size_t)np;
 	}
 	return 0;
 }
@@ -177,7 +180,7 @@ static void set_input(struct kase *c, size_t j, long k)
 
 static void prepare(struct kase *c)
 {
-	size_t n = c->coll == RSB ? c->count * (size_t)np : c->count, j;
+	size_t n = (c->coll == RSB || c->coll == ALLTOALL) ? c->count * (size_t)np : c->count, j;
 	if (c->coll == BARRIER) return;
 	for (j = 0; j < n; j++) set_input(c, j, -1);
 	for (j = 0; j < result_len(c); j++)
@@ -187,7 +190,7 @@ static void prepare(struct kase *c)
 /* Iteration k changes one input element and undoes iteration k-1's change. */
 static void touch(struct kase *c, long k)
 {
-	size_t n = c->coll == RSB ? c->count * (size_t)np : c->count;
+	size_t n = (c->coll == RSB || c->coll == ALLTOALL) ? c->count * (size_t)np : c->count;
 	if (c->coll == BARRIER || n == 0) return;
 	if (k > 0) set_input(c, (size_t)(k - 1) % n, -1);
 	set_input(c, (size_t)k % n, k);
@@ -203,6 +206,7 @@ static void run(const struct kase *c)
 	case BCAST: MPI_Bcast(c->rbuf, n, dt.mpi, 0, MPI_COMM_WORLD); break;
 	case REDUCE: MPI_Reduce(c->sbuf, c->rbuf, n, dt.mpi, MPI_SUM, 0, MPI_COMM_WORLD); break;
 	case BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
+	case ALLTOALL: MPI_Alltoall(c->sbuf, n, dt.mpi, c->rbuf, n, dt.mpi, MPI_COMM_WORLD); break;
 	}
 }
 
@@ -215,6 +219,17 @@ static long check_touched(const struct kase *c, long k, size_t *bad_at)
 	if (c->coll == ALLGATHER) {
 		for (int r = 0; r < np; r++) {
 			i = (size_t)r * c->count + (size_t)k % c->count;
+			if (get(c->rbuf, i) != expected(c, i, k)) { *bad_at = i; bad++; }
+		}
+		return bad;
+	}
+	if (c->coll == ALLTOALL) {
+		/* Every rank touched input element t, which lands in rank t / count's
+		 * result, once per sending rank. */
+		size_t t = (size_t)k % (c->count * (size_t)np);
+		if (t / c->count != (size_t)rank) return 0;
+		for (int r = 0; r < np; r++) {
+			i = (size_t)r * c->count + t % c->count;
 			if (get(c->rbuf, i) != expected(c, i, k)) { *bad_at = i; bad++; }
 		}
 		return bad;
@@ -361,7 +376,7 @@ int main(int argc, char **argv)
 		for (size_t s = 0; s < nsizes; s++) {
 			struct kase k = { .coll = c, .sbuf = sbuf, .rbuf = rbuf };
 			size_t n = sizes[s] / dt.size;
-			if (c == RSB || c == ALLGATHER) {
+			if (c == RSB || c == ALLGATHER || c == ALLTOALL) {
 				k.count = n / (size_t)np ? n / (size_t)np : 1;
 				k.bytes = k.count * (size_t)np * dt.size;
 			} else if (c == BARRIER) {
@@ -456,7 +471,7 @@ int main(int argc, char **argv)
 				double med = MEDIAN(dmax), span = MEDIAN(emax);
 				double f = 1;
 				if (c == ALLREDUCE) f = 2.0 * (np - 1) / np;
-				else if (c == RSB || c == ALLGATHER) f = (double)(np - 1) / np;
+				else if (c == RSB || c == ALLGATHER || c == ALLTOALL) f = (double)(np - 1) / np;
 				double algbw = med > 0 ? (double)k.bytes / med / 1e9 : 0;
 				printf("{\"type\":\"result\",\"coll\":\"%s\",\"algo\":\"mpi\",\"impl\":", names[c]);
 				json_str(impl);
