@@ -554,6 +554,9 @@ func Barrier(ctx context.Context, c *Comm) error {
 // stores it as block r of recv. send nil means in place (recv holds the
 // blocks to send).
 func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) error {
+	if ok, err := c.smallAlltoall(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv)); ok {
+		return err
+	}
 	if err := c.start(CollAlltoall, simd.TypeOf[T]()); err != nil {
 		return err
 	}

@@ -12,7 +12,10 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// runAll runs f on p in-process ranks and returns every rank's error.
+// runAll runs f on p in-process ranks and returns every rank's error. A
+// rank whose f fails aborts the arena (a no-op when it is aborted
+// already), so that a test's own check that fails on some ranks only fails
+// the others' waits instead of leaving them to the test's timeout.
 func runAll(t *testing.T, p int, opt Options, f func(c *Comm) error) []error {
 	t.Helper()
 	cs, err := NewLocal(p, opt)
@@ -22,7 +25,11 @@ func runAll(t *testing.T, p int, opt Options, f func(c *Comm) error) []error {
 	errs := make([]error, p)
 	var wg sync.WaitGroup
 	for i, c := range cs {
-		wg.Go(func() { errs[i] = f(c) })
+		wg.Go(func() {
+			if errs[i] = f(c); errs[i] != nil && c.ep.Ok() {
+				c.ep.Abort(fmt.Errorf("test: rank %d failed: %w", i, errs[i]))
+			}
+		})
 	}
 	wg.Wait()
 	for _, c := range cs {

@@ -74,6 +74,7 @@ const (
 	smallBcastIdx
 	smallReduceIdx
 	smallReduceScatterIdx
+	smallAlltoallIdx
 	numSmall
 
 	smallBytes       = 1 << 10
@@ -376,6 +377,45 @@ func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv [
 		srcs[q] = src
 	}
 	k.ReduceK(recv, srcs)
+	c.synced = e // every rank's step-e data was read: every rank has begun it
+	return true, nil
+}
+
+// smallAlltoall is flatAlltoall's one step on the small-call path (ok is
+// false when it does not apply; Alltoall checks the arguments): the pieces
+// for the other ranks in rank order in the slot half, or in the counter's
+// line up to tinyBytes, the own block copied while the peers read.
+func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte) (ok bool, err error) {
+	p, N := c.size, len(recv)
+	if send == nil || N == 0 || len(send) != N || N%(p*t.Size()) != 0 || N > c.half || overlaps(send, recv) ||
+		!c.smallOK(smallAlltoallIdx, CollAlltoall, Flat, N) || ctx.Err() != nil {
+		return false, nil
+	}
+	n := N / p
+	e := c.smallCall(CollAlltoall, Flat, t, n/t.Size(), 0, reducer{}, 0)
+	c.cur.send, c.cur.recv = send, recv
+	c.last.Sent, c.last.Received = uint64(p-1), uint64(p-1)
+	tiny := N <= tinyBytes
+	h := c.stepBuf(c.rank, e, tiny)
+	for j := range p {
+		if j != c.rank {
+			c.publish(h[j*n:(j+1)*n], send[j*n:(j+1)*n])
+		}
+	}
+	c.post(e, 1)
+	lo := c.rank * n
+	simd.Copy(recv[lo:lo+n], send[lo:lo+n])
+	for i := 1; i < p; i++ {
+		q := c.rank + i
+		if q >= p {
+			q -= p
+		}
+		src := c.stepBuf(q, e, tiny)[lo : lo+n]
+		if err := c.smallWait(ctx, q, e, src); err != nil {
+			return true, err
+		}
+		simd.Copy(recv[q*n:(q+1)*n], src)
+	}
 	c.synced = e // every rank's step-e data was read: every rank has begun it
 	return true, nil
 }

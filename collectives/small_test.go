@@ -106,15 +106,16 @@ func TestSmallPathResults(t *testing.T) {
 
 // forceGeneral makes c take the general path for every call.
 func forceGeneral(c *Comm) {
-	for i, coll := range [numSmall]Collective{CollAllreduce, CollBarrier, CollBcast, CollReduce, CollReduceScatterBlock} {
+	for i, coll := range [numSmall]Collective{CollAllreduce, CollBarrier, CollBcast, CollReduce, CollReduceScatterBlock, CollAlltoall} {
 		c.small[i] = smallMemo{known: true, pin: c.pinned[coll], upTo: -1}
 	}
 }
 
 // smallSequence runs a sequence of barriers and allreduces of 1 to
 // smallBytes bytes, bcasts and reduces of 1 to smallRootedBytes (roots and
-// in-place calls varied) and reduce_scatter_blocks of 1 to 4 elements per
-// rank, and returns every rank's results and counts, in call order.
+// in-place calls varied), reduce_scatter_blocks of 1 to 4 elements per
+// rank and alltoalls of 1 to smallBytes bytes (blocks of 1 element and up),
+// and returns every rank's results and counts, in call order.
 func smallSequence(c *Comm) ([]float64, []Stats, error) {
 	var out []float64
 	var stats []Stats
@@ -175,6 +176,23 @@ func smallSequence(c *Comm) ([]float64, []Stats, error) {
 			return nil, nil, err
 		}
 		keep(rs)
+		na := max(1, []int{1, 2, 3, 5, 8, 16, 31, 128}[it%8]/p) // elements per block: 8 B to 1 KiB in all
+		aIn := make([]float64, p*na)
+		for i := range aIn {
+			aIn[i] = float64(1000*r+i) + float64(it)/8
+		}
+		aOut := make([]float64, p*na)
+		if err := Alltoall(bg, c, aIn, aOut); err != nil {
+			return nil, nil, err
+		}
+		for q := range p { // exact: block q of the result is block r of rank q's input
+			for i := range na {
+				if want := float64(1000*q+r*na+i) + float64(it)/8; aOut[q*na+i] != want {
+					return nil, nil, fmt.Errorf("alltoall of %d per block: element %d of block %d is %v, want %v", na, i, q, aOut[q*na+i], want)
+				}
+			}
+		}
+		keep(aOut)
 	}
 	return out, stats, nil
 }
@@ -206,6 +224,8 @@ func TestSmallPathSameAsGeneral(t *testing.T) {
 								want = smallRootedBytes
 							case smallReduceScatterIdx:
 								want = 8 * p // the smallest of the sequence
+							case smallAlltoallIdx:
+								want = 8 * p * max(1, 128/p) // the largest of the sequence
 							}
 							if i != smallBarrierIdx && m.upTo < want {
 								err = fmt.Errorf("small-call path %d took calls up to %d bytes only", i, m.upTo)
