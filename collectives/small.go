@@ -8,14 +8,15 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// The small-call path: barrier, allreduce and reduce_scatter_block of at
-// most smallBytes, bcast and reduce of at most smallRootedBytes, where
-// choose picks the flat barrier, the replicated allreduce and reduce and
-// the flat bcast and reduce_scatter_block (for every size up to the
-// call's). They run the one step of flatBarrier, replicatedAllreduce,
-// flatBcast and flatReduceScatter with the same descriptor, posts, waits,
-// checks, counts and results, in one function each, without the layers of
-// the general path (start, bindOp, pick, choose, run, begin, end, finish).
+// The small-call path: barrier, allreduce, reduce_scatter_block and
+// alltoall of at most smallBytes, bcast and reduce of at most
+// smallRootedBytes, where choose picks the flat barrier, the replicated
+// allreduce and reduce and the flat bcast, reduce_scatter_block and
+// alltoall (for every size up to the call's). They run the one step of
+// flatBarrier, replicatedAllreduce, flatBcast, flatReduceScatter and
+// flatAlltoall with the same descriptor, posts, waits, checks, counts and
+// results, in one function each, without the layers of the general path
+// (start, bindOp, pick, choose, run, begin, end, finish).
 //
 // Where ranks share CPUs, what it saves is memory more than instructions:
 // every wait is a context switch, and a rank that gets its CPU back finds
@@ -385,6 +386,11 @@ func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv [
 // false when it does not apply; Alltoall checks the arguments): the pieces
 // for the other ranks in rank order in the slot half, or in the counter's
 // line up to tinyBytes, the own block copied while the peers read.
+// Against session 11's alltoall (circulant at p=2, the flat alltoall with
+// its table of offsets at p=4 and 8), interleaved: np=2 one L3 16 B 0.160
+// -> 0.090 µs, 256 B 0.170 -> 0.110, 1K 0.200 -> 0.120; different dies 16
+// B 0.516 -> 0.356, 256 B 0.471 -> 0.376, 1K 0.516 -> 0.506; np=4 32 B
+// 3.41 -> 3.18, 1K 3.21 -> 2.86; np=8 64 B 7.13 -> 6.30, 1K 7.44 -> 6.65.
 func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte) (ok bool, err error) {
 	p, N := c.size, len(recv)
 	if send == nil || N == 0 || len(send) != N || N%(p*t.Size()) != 0 || N > c.half || overlaps(send, recv) ||
