@@ -51,7 +51,8 @@ the sizes). Their column hier-X/X is the median over rounds of the
 per-round ratio to that MPI's own collective. shmbench is built without
 MPI, so the MPI-tagged program (internal/mpibench/hiercoll) is built on
 demand with the go command from the source tree of the working directory
-(or of this binary). Barrier has no hierarchical version.
+(or of this binary). Barrier, alltoall, reduce_scatter and allgatherv have no
+hierarchical version there.
 
 Nothing is installed: an MPI that is absent is named with the commands and
 Debian packages it lacks, and the comparison goes on without it.
@@ -343,8 +344,7 @@ func runBlock(ctx context.Context, b *block, p compareImpl, exe string, np int, 
 	if p.mpi != "" {
 		o := mpibench.Options{NP: np, Colls: colls, Sizes: sizes, Time: per, Warmup: warm, Dtype: dtype, Hier: p.hier, NodeSize: nodeSize}
 		if p.hier {
-			// Barrier and alltoall have no hierarchical versions.
-			o.Colls = slices.DeleteFunc(slices.Clone(colls), func(c string) bool { return c == "barrier" || c == "alltoall" })
+			o.Colls = slices.DeleteFunc(slices.Clone(colls), func(c string) bool { return !slices.Contains(mpibench.HierColls, c) })
 		}
 		if len(o.Colls) > 0 {
 			err = runMPIBlock(ctx, b, p.mpi, o)

@@ -34,7 +34,11 @@ import (
 var source []byte
 
 // Colls are the collectives the benchmark measures, by their DESIGN.md names.
-var Colls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall"}
+var Colls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall", "reduce_scatter", "allgatherv"}
+
+// HierColls are the collectives of Colls that the hierarchical benchmark
+// (hiercoll) measures: the others have no hierarchical version there.
+var HierColls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce"}
 
 // Dtypes are the element types the benchmark supports (the operator is sum).
 var Dtypes = []string{"float64", "float32", "int32", "int64"}

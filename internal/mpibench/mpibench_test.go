@@ -119,6 +119,8 @@ func TestRun(t *testing.T) {
 			want := map[string][]int64{
 				"allreduce":            {8, 1000, 65536},
 				"alltoall":             {16, 992, 65536},
+				"reduce_scatter":       {8, 992, 65536}, // blocks of m/2 and m/2+m elements
+				"allgatherv":           {8, 992, 65536},
 				"reduce_scatter_block": {16, 992, 65536},
 				"allgather":            {16, 992, 65536},
 				"bcast":                {8, 1000, 65536},
@@ -157,11 +159,11 @@ func TestRunOversubscribed(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			rep, err := Run(ctx, impl, Options{NP: np, Colls: []string{"allreduce", "allgather", "alltoall"}, Sizes: []int64{4096}, Iters: 10, Warmup: -1, Dtype: "int32"})
+			rep, err := Run(ctx, impl, Options{NP: np, Colls: []string{"allreduce", "allgather", "alltoall", "reduce_scatter", "allgatherv"}, Sizes: []int64{4096}, Iters: 10, Warmup: -1, Dtype: "int32"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rep.Results) != 3 || rep.Header.NP != np || rep.Header.Dtype != "int32" {
+			if len(rep.Results) != 5 || rep.Header.NP != np || rep.Header.Dtype != "int32" {
 				t.Fatalf("report %+v", rep)
 			}
 			for _, r := range rep.Results {
@@ -183,7 +185,7 @@ func TestRunDetectsWrongResult(t *testing.T) {
 	installed(t, impl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, coll := range []string{"allreduce", "alltoall"} {
+	for _, coll := range []string{"allreduce", "reduce_scatter_block", "allgather", "alltoall", "reduce_scatter", "allgatherv"} {
 		rep, err := Run(ctx, impl, Options{NP: 2, Colls: []string{coll}, Sizes: []int64{64}, Iters: 10, Warmup: -1, Inject: 4})
 		if !errors.Is(err, ErrCheck) {
 			t.Fatalf("%s: got %v, want ErrCheck", coll, err)

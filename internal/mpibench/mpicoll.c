@@ -15,6 +15,9 @@
  *   reduce_scatter_block:      what each rank contributes (it keeps bytes/np)
  *   allgather:                 what each rank receives (it sends bytes/np)
  *   alltoall:                  what each rank sends (bytes/np to each rank)
+ *   reduce_scatter, allgatherv: the whole vector, cut into the irregular
+ *                              blocks of shmbench (m/2 + j*m/(np-1) elements
+ *                              for rank j, m = bytes/np/element size)
  * Sizes are rounded to whole elements (and to np elements for the last two).
  *
  * Input data changes every iteration: one element, a different one each
@@ -47,12 +50,17 @@
 #include <string.h>
 #include <time.h>
 
-enum { ALLREDUCE, RSB, ALLGATHER, BCAST, REDUCE, BARRIER, ALLTOALL, NCOLL };
+enum { ALLREDUCE, RSB, ALLGATHER, BCAST, REDUCE, BARRIER, ALLTOALL, RS, ALLGATHERV, NCOLL };
 static const char *const names[NCOLL] = {
 	"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall",
+	"reduce_scatter", "allgatherv",
 };
 
 static int rank, np;
+
+/* The irregular blocks of reduce_scatter and allgatherv (counts and packed
+ * displacements, in elements), the same on every rank. */
+static int *vcount, *vdispl;
 
 /* The element type, chosen at run time; values pass through double. */
 static struct {
@@ -117,18 +125,38 @@ static double bump(long k) { return (double)(k % 5 + 1); }
 /* One benchmark case: a collective at one size. */
 struct kase {
 	int coll;
-	size_t count; /* element count passed to MPI */
+	size_t count; /* element count passed to MPI (the regular block m for the v-variants) */
+	size_t total; /* reduce_scatter and allgatherv: the elements of the whole vector */
 	size_t bytes; /* the full vector, DESIGN.md's convention */
 	void *sbuf, *rbuf;
 };
 
+/* in_len(c, r): the elements of rank r's input. */
+static size_t in_len(const struct kase *c, int r)
+{
+	switch (c->coll) {
+	case RSB: case ALLTOALL: return c->count * (size_t)np;
+	case RS: return c->total;
+	case ALLGATHERV: return (size_t)vcount[r];
+	}
+	return c->count;
+}
+
+/* owner returns the irregular block that holds element i. */
+static int owner(size_t i)
+{
+	int q = np - 1; /* the last block that starts at or before i: not an empty one */
+	while (q > 0 && (size_t)vdispl[q] > i) q--;
+	return q;
+}
+
 /* input(r, j, k): rank r's element j in iteration k (k < 0: untouched). */
 static double input(const struct kase *c, int r, size_t j, long k)
 {
-	size_t n = (c->coll == RSB || c->coll == ALLTOALL) ? c->count * (size_t)np : c->count;
+	size_t n = in_len(c, r);
 	int touched = k >= 0 && n > 0 && j == (size_t)k % n;
 	switch (c->coll) {
-	case ALLGATHER: case ALLTOALL: return gat_in(r, j) + (touched ? bump(k) : 0);
+	case ALLGATHER: case ALLTOALL: case ALLGATHERV: return gat_in(r, j) + (touched ? bump(k) : 0);
 	case BCAST: return bc_in(j) + (touched ? 7 * bump(k) : 0);
 	default: return red_in(r, j) + (touched ? (r + 1) * bump(k) : 0);
 	}
@@ -151,6 +179,13 @@ static double expected(const struct kase *c, size_t i, long k)
 		return input(c, (int)(i / c->count), i % c->count, k);
 	case BCAST:
 		return input(c, 0, i, k);
+	case RS:
+		for (r = 0; r < np; r++) s += input(c, r, (size_t)vdispl[rank] + i, k);
+		return s;
+	case ALLGATHERV: {
+		int q = owner(i);
+		return input(c, q, i - (size_t)vdispl[q], k);
+	}
 	case ALLTOALL: /* block q of the result is block `rank` of rank q's input */
 		return input(c, (int)(i / c->count), (size_t)rank * c->count + i % c->count, k);
 	}
@@ -164,6 +199,8 @@ static size_t result_len(const struct kase *c)
 	case ALLREDUCE: case BCAST: case RSB: return c->count;
 	case REDUCE: return rank == 0 ? c->count : 0;
 	case ALLGATHER: case ALLTOALL: return c->count * (size_t)np;
+	case RS: return (size_t)vcount[rank];
+	case ALLGATHERV: return c->total;
 	}
 	return 0;
 }
@@ -180,7 +217,7 @@ static void set_input(struct kase *c, size_t j, long k)
 
 static void prepare(struct kase *c)
 {
-	size_t n = (c->coll == RSB || c->coll == ALLTOALL) ? c->count * (size_t)np : c->count, j;
+	size_t n = in_len(c, rank), j;
 	if (c->coll == BARRIER) return;
 	for (j = 0; j < n; j++) set_input(c, j, -1);
 	for (j = 0; j < result_len(c); j++)
@@ -190,7 +227,7 @@ static void prepare(struct kase *c)
 /* Iteration k changes one input element and undoes iteration k-1's change. */
 static void touch(struct kase *c, long k)
 {
-	size_t n = (c->coll == RSB || c->coll == ALLTOALL) ? c->count * (size_t)np : c->count;
+	size_t n = in_len(c, rank);
 	if (c->coll == BARRIER || n == 0) return;
 	if (k > 0) set_input(c, (size_t)(k - 1) % n, -1);
 	set_input(c, (size_t)k % n, k);
@@ -207,6 +244,10 @@ static void run(const struct kase *c)
 	case REDUCE: MPI_Reduce(c->sbuf, c->rbuf, n, dt.mpi, MPI_SUM, 0, MPI_COMM_WORLD); break;
 	case BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
 	case ALLTOALL: MPI_Alltoall(c->sbuf, n, dt.mpi, c->rbuf, n, dt.mpi, MPI_COMM_WORLD); break;
+	case RS: MPI_Reduce_scatter(c->sbuf, c->rbuf, vcount, dt.mpi, MPI_SUM, MPI_COMM_WORLD); break;
+	case ALLGATHERV:
+		MPI_Allgatherv(c->sbuf, vcount[rank], dt.mpi, c->rbuf, vcount, vdispl, dt.mpi, MPI_COMM_WORLD);
+		break;
 	}
 }
 
@@ -223,22 +264,39 @@ static long check_touched(const struct kase *c, long k, size_t *bad_at)
 		}
 		return bad;
 	}
+	if (c->coll == ALLGATHERV) {
+		for (int r = 0; r < np; r++) {
+			if (vcount[r] == 0) continue;
+			i = (size_t)vdispl[r] + (size_t)k % (size_t)vcount[r];
+			if (get(c->rbuf, i) != expected(c, i, k)) { *bad_at = i; bad++; }
+		}
+		return bad;
+	}
+	if (c->coll == RS) {
+		/* The touched input element lands in one rank's block; the others
+		 * check an element of theirs that moves with k. */
+		size_t t = (size_t)k % c->total;
+		i = owner(t) == rank ? t - (size_t)vdispl[rank] : (size_t)k % len;
+		if (get(c->rbuf, i) != expected(c, i, k)) { *bad_at = i; bad++; }
+		return bad;
+	}
 	if (c->coll == ALLTOALL) {
 		/* Every rank touched input element t, which lands in rank t / count's
-		 * result, once per sending rank. */
+		 * result, once per sending rank; the other ranks check an element
+		 * of each block that moves with k. */
 		size_t t = (size_t)k % (c->count * (size_t)np);
-		if (t / c->count != (size_t)rank) return 0;
+		size_t j = t / c->count == (size_t)rank ? t % c->count : (size_t)k % c->count;
 		for (int r = 0; r < np; r++) {
-			i = (size_t)r * c->count + t % c->count;
+			i = (size_t)r * c->count + j;
 			if (get(c->rbuf, i) != expected(c, i, k)) { *bad_at = i; bad++; }
 		}
 		return bad;
 	}
 	if (c->coll == RSB) {
-		/* The touched input element lands in one rank's block. */
+		/* The touched input element lands in one rank's block; the others
+		 * check an element of theirs that moves with k. */
 		size_t t = (size_t)k % (c->count * (size_t)np);
-		if (t / c->count != (size_t)rank) return 0;
-		i = t % c->count;
+		i = t / c->count == (size_t)rank ? t % c->count : (size_t)k % c->count;
 	} else {
 		i = (size_t)k % c->count;
 	}
@@ -294,6 +352,9 @@ int main(int argc, char **argv)
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	vcount = calloc((size_t)np, sizeof(int));
+	vdispl = calloc((size_t)np, sizeof(int));
+	if (!vcount || !vdispl) die("out of memory");
 #if defined(OPEN_MPI)
 	snprintf(impl, sizeof impl, "openmpi-%d.%d.%d", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION);
 #elif defined(MPICH_VERSION)
@@ -379,6 +440,19 @@ int main(int argc, char **argv)
 			if (c == RSB || c == ALLGATHER || c == ALLTOALL) {
 				k.count = n / (size_t)np ? n / (size_t)np : 1;
 				k.bytes = k.count * (size_t)np * dt.size;
+			} else if (c == RS || c == ALLGATHERV) {
+				size_t m = n / (size_t)np ? n / (size_t)np : 1;
+				k.count = m;
+				k.total = 0;
+				for (int j = 0; j < np; j++) {
+					size_t cj = np > 1 ? m / 2 + (size_t)j * m / (size_t)(np - 1) : m;
+					if (cj > 0x7fffffff) die("size too large for an int count");
+					vcount[j] = (int)cj;
+					vdispl[j] = (int)k.total;
+					k.total += cj;
+				}
+				if (k.total > 0x7fffffff) die("size too large for an int count");
+				k.bytes = k.total * dt.size;
 			} else if (c == BARRIER) {
 				k.count = 0;
 				k.bytes = 0;
@@ -471,7 +545,7 @@ int main(int argc, char **argv)
 				double med = MEDIAN(dmax), span = MEDIAN(emax);
 				double f = 1;
 				if (c == ALLREDUCE) f = 2.0 * (np - 1) / np;
-				else if (c == RSB || c == ALLGATHER || c == ALLTOALL) f = (double)(np - 1) / np;
+				else if (c == RSB || c == ALLGATHER || c == ALLTOALL || c == RS || c == ALLGATHERV) f = (double)(np - 1) / np;
 				double algbw = med > 0 ? (double)k.bytes / med / 1e9 : 0;
 				printf("{\"type\":\"result\",\"coll\":\"%s\",\"algo\":\"mpi\",\"impl\":", names[c]);
 				json_str(impl);
