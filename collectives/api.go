@@ -3,7 +3,6 @@ package collectives
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"unsafe"
 
 	"github.com/shmcoll/shmcoll/simd"
@@ -140,17 +139,19 @@ func (c *Comm) inPlace(send, recv []byte) ([]byte, error) {
 }
 
 func hashInts(xs ...[]int) uint64 {
-	h := fnv.New64a()
-	var b [8]byte
+	// FNV-1a over the little-endian bytes of each value, written out so
+	// that the small-call path hashes without hash/fnv's allocation.
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
 	for _, x := range xs {
 		for _, v := range x {
-			for i := range b {
-				b[i] = byte(uint64(v) >> (8 * i))
+			for i := range 8 {
+				h ^= uint64(v) >> (8 * i) & 0xff
+				h *= prime
 			}
-			h.Write(b[:])
 		}
 	}
-	return h.Sum64()
+	return h
 }
 
 // Allreduce combines the vectors send of all ranks element-wise with op and
@@ -212,6 +213,9 @@ func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv
 // means in place: recv holds the whole vector on input and block r in its
 // place, recv[counts[0]+...+counts[r-1]:][:counts[r]], on output.
 func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts []int, op Op) error {
+	if ok, err := c.smallReduceScatterV(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), counts, op); ok {
+		return err
+	}
 	if err := c.start(CollReduceScatter, simd.TypeOf[T]()); err != nil {
 		return err
 	}

@@ -118,6 +118,18 @@ func TestMismatch(t *testing.T) {
 			}
 			return ReduceScatter(bg, c, make([]int32, 10), make([]int32, counts[c.Rank()]), counts, Sum)
 		}},
+		{"counts small", "count vectors", func(c *Comm) error {
+			// A matching call binds int32's sum first, so that the
+			// mismatched one takes the small-call path.
+			counts := []int{1, 2, 3, 4}
+			if err := ReduceScatter(bg, c, make([]int32, 10), make([]int32, counts[c.Rank()]), counts, Sum); err != nil {
+				return err
+			}
+			if c.Rank() == 0 {
+				counts = []int{2, 1, 3, 4}
+			}
+			return ReduceScatter(bg, c, make([]int32, 10), make([]int32, counts[c.Rank()]), counts, Sum)
+		}},
 		{"alltoallv counts", "expects", func(c *Comm) error {
 			sc := []int{1, 1, 1, 1}
 			rc := []int{1, 1, 1, 1}

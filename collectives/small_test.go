@@ -2,8 +2,10 @@ package collectives
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"strings"
 	"testing"
@@ -106,7 +108,7 @@ func TestSmallPathResults(t *testing.T) {
 
 // forceGeneral makes c take the general path for every call.
 func forceGeneral(c *Comm) {
-	for i, coll := range [numSmall]Collective{CollAllreduce, CollBarrier, CollBcast, CollReduce, CollReduceScatterBlock, CollAlltoall} {
+	for i, coll := range [numSmall]Collective{CollAllreduce, CollBarrier, CollBcast, CollReduce, CollReduceScatterBlock, CollAlltoall, CollReduceScatter} {
 		c.small[i] = smallMemo{known: true, pin: c.pinned[coll], upTo: -1}
 	}
 }
@@ -114,8 +116,9 @@ func forceGeneral(c *Comm) {
 // smallSequence runs a sequence of barriers and allreduces of 1 to
 // smallBytes bytes, bcasts and reduces of 1 to smallRootedBytes (roots and
 // in-place calls varied), reduce_scatter_blocks of 1 to 4 elements per
-// rank and alltoalls of 1 to smallBytes bytes (blocks of 1 element and up),
-// and returns every rank's results and counts, in call order.
+// rank, alltoalls of 1 to smallBytes bytes (blocks of 1 element and up)
+// and reduce_scatters of blocks of 0 to 2 elements, and returns every
+// rank's results and counts, in call order.
 func smallSequence(c *Comm) ([]float64, []Stats, error) {
 	var out []float64
 	var stats []Stats
@@ -193,6 +196,21 @@ func smallSequence(c *Comm) ([]float64, []Stats, error) {
 			}
 		}
 		keep(aOut)
+		counts := make([]int, p) // 0 to 2 elements per block, some empty
+		total := 0
+		for j := range counts {
+			counts[j] = (it + j) % 3
+			total += counts[j]
+		}
+		vIn := make([]float64, total)
+		for i := range vIn {
+			vIn[i] = 1/float64(r+i+5) + float64(it)
+		}
+		vOut := make([]float64, counts[r])
+		if err := ReduceScatter(bg, c, vIn, vOut, counts, Sum); err != nil {
+			return nil, nil, err
+		}
+		keep(vOut)
 	}
 	return out, stats, nil
 }
@@ -226,6 +244,15 @@ func TestSmallPathSameAsGeneral(t *testing.T) {
 								want = 8 * p // the smallest of the sequence
 							case smallAlltoallIdx:
 								want = 8 * p * max(1, 128/p) // the largest of the sequence
+							case smallReduceScatterVIdx:
+								want = 0 // the most the sequence's counts sum to
+								for it := range 3 {
+									sum := 0
+									for j := range p {
+										sum += (it + j) % 3
+									}
+									want = max(want, 8*sum)
+								}
 							}
 							if i != smallBarrierIdx && m.upTo < want {
 								err = fmt.Errorf("small-call path %d took calls up to %d bytes only", i, m.upTo)
@@ -281,6 +308,25 @@ func TestSmallPathCanceled(t *testing.T) {
 	for r, err := range errs {
 		if !errors.Is(err, context.Canceled) && !(errors.Is(err, ErrAborted) && strings.Contains(err.Error(), "context canceled")) {
 			t.Errorf("rank %d: %v, want context.Canceled", r, err)
+		}
+	}
+}
+
+// TestHashIntsIsFNV: hashInts, written out for the small-call path, is
+// FNV-1a over the little-endian bytes of the values, as the descriptors of
+// earlier builds hashed them with hash/fnv.
+func TestHashIntsIsFNV(t *testing.T) {
+	for _, xs := range [][][]int{nil, {{}}, {{0}}, {{1, 2, 3}}, {{-1, 1 << 40}, {7}}, {{5, 0, 0, 9}, {}, {3}}} {
+		h := fnv.New64a()
+		for _, x := range xs {
+			for _, v := range x {
+				var b [8]byte
+				binary.LittleEndian.PutUint64(b[:], uint64(v))
+				h.Write(b[:])
+			}
+		}
+		if got, want := hashInts(xs...), h.Sum64(); got != want {
+			t.Errorf("hashInts(%v) = %#x, FNV-1a %#x", xs, got, want)
 		}
 	}
 }
