@@ -95,6 +95,23 @@ func BenchmarkCollectives(b *testing.B) {
 		{CollReduce, []Algorithm{Flat, Circulant, Replicated}, func(c *Comm, bufs [][]float64, n int) error {
 			return Reduce(bg, c, bufs[0], bufs[1], Sum, 0)
 		}, one, one},
+		{CollAlltoall, []Algorithm{Flat, Circulant}, func(c *Comm, bufs [][]float64, n int) error {
+			return Alltoall(bg, c, bufs[0], bufs[1])
+		}, one, one},
+		{CollReduceScatter, []Algorithm{Flat, Circulant}, func(c *Comm, bufs [][]float64, n int) error {
+			// Blocks of m/2 + j·m/(p-1) elements, m = n/p, as shmbench cuts
+			// them; the last takes what rounding leaves.
+			var counts [8]int
+			p, m, sum := c.Size(), n/c.Size(), 0
+			for j := range p {
+				counts[j] = m/2 + j*m/(p-1)
+				if j == p-1 {
+					counts[j] = n - sum
+				}
+				sum += counts[j]
+			}
+			return ReduceScatter(bg, c, bufs[0], bufs[1][:counts[c.Rank()]], counts[:p], Sum)
+		}, one, one},
 	}
 	for _, bn := range benches {
 		for _, p := range []int{2, 4} {
