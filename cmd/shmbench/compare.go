@@ -51,7 +51,7 @@ the sizes). Their column hier-X/X is the median over rounds of the
 per-round ratio to that MPI's own collective. shmbench is built without
 MPI, so the MPI-tagged program (internal/mpibench/hiercoll) is built on
 demand with the go command from the source tree of the working directory
-(or of this binary). Barrier, alltoall, reduce_scatter and allgatherv have no
+(or of this binary). Barrier, alltoall(v), reduce_scatter and allgatherv have no
 hierarchical version there.
 
 Nothing is installed: an MPI that is absent is named with the commands and

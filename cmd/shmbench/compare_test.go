@@ -20,7 +20,7 @@ func TestCompareBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-coll", "alltoallv"}, "not one the MPI benchmark measures"},
+		{[]string{"-coll", "scan"}, "not one the MPI benchmark measures"},
 		{[]string{"-dtype", "bfloat16"}, "-dtype"},
 		{[]string{"-rounds", "0"}, "-rounds"},
 		{[]string{"-impls", "openmpi,mpich"}, "must take part"},

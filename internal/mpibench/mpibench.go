@@ -34,7 +34,7 @@ import (
 var source []byte
 
 // Colls are the collectives the benchmark measures, by their DESIGN.md names.
-var Colls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall", "reduce_scatter", "allgatherv"}
+var Colls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall", "reduce_scatter", "allgatherv", "alltoallv"}
 
 // HierColls are the collectives of Colls that the hierarchical benchmark
 // (hiercoll) measures: the others have no hierarchical version there.

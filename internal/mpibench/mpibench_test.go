@@ -35,7 +35,7 @@ func TestOptionsArgs(t *testing.T) {
 		}
 	}
 	bad := []Options{
-		{Colls: []string{"alltoallv"}},
+		{Colls: []string{"scan"}},
 		{Sizes: []int64{-1}},
 		{Sizes: make([]int64, 257)},
 		{Iters: -1},
@@ -82,7 +82,7 @@ func TestParse(t *testing.T) {
 		"unknown type":       lines[0] + "\n{\"type\":\"summary\"}",
 		"unknown field":      lines[0] + "\n" + strings.Replace(lines[2], `"iters"`, `"iterations"`, 1),
 		"no check":           lines[0] + "\n" + strings.Replace(lines[2], `"check":"ok"`, `"check":""`, 1),
-		"unknown collective": lines[0] + "\n" + strings.Replace(lines[2], "allreduce", "alltoallv", 1),
+		"unknown collective": lines[0] + "\n" + strings.Replace(lines[2], "allreduce", "scan", 1),
 	}
 	for name, text := range broken {
 		if _, err := Parse(strings.NewReader(text)); err == nil {
@@ -121,6 +121,7 @@ func TestRun(t *testing.T) {
 				"alltoall":             {16, 992, 65536},
 				"reduce_scatter":       {8, 992, 65536}, // blocks of m/2 and m/2+m elements
 				"allgatherv":           {8, 992, 65536},
+				"alltoallv":            {8, 992, 65536}, // each rank's row of the same blocks, rotated
 				"reduce_scatter_block": {16, 992, 65536},
 				"allgather":            {16, 992, 65536},
 				"bcast":                {8, 1000, 65536},
@@ -159,11 +160,11 @@ func TestRunOversubscribed(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			rep, err := Run(ctx, impl, Options{NP: np, Colls: []string{"allreduce", "allgather", "alltoall", "reduce_scatter", "allgatherv"}, Sizes: []int64{4096}, Iters: 10, Warmup: -1, Dtype: "int32"})
+			rep, err := Run(ctx, impl, Options{NP: np, Colls: []string{"allreduce", "allgather", "alltoall", "reduce_scatter", "allgatherv", "alltoallv"}, Sizes: []int64{4096}, Iters: 10, Warmup: -1, Dtype: "int32"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rep.Results) != 5 || rep.Header.NP != np || rep.Header.Dtype != "int32" {
+			if len(rep.Results) != 6 || rep.Header.NP != np || rep.Header.Dtype != "int32" {
 				t.Fatalf("report %+v", rep)
 			}
 			for _, r := range rep.Results {
@@ -185,7 +186,7 @@ func TestRunDetectsWrongResult(t *testing.T) {
 	installed(t, impl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, coll := range []string{"allreduce", "reduce_scatter_block", "allgather", "alltoall", "reduce_scatter", "allgatherv"} {
+	for _, coll := range []string{"allreduce", "reduce_scatter_block", "allgather", "alltoall", "reduce_scatter", "allgatherv", "alltoallv"} {
 		rep, err := Run(ctx, impl, Options{NP: 2, Colls: []string{coll}, Sizes: []int64{64}, Iters: 10, Warmup: -1, Inject: 4})
 		if !errors.Is(err, ErrCheck) {
 			t.Fatalf("%s: got %v, want ErrCheck", coll, err)

@@ -18,6 +18,9 @@
  *   reduce_scatter, allgatherv: the whole vector, cut into the irregular
  *                              blocks of shmbench (m/2 + j*m/(np-1) elements
  *                              for rank j, m = bytes/np/element size)
+ *   alltoallv:                 what each rank sends: rank q sends those
+ *                              blocks rotated by q (rank t gets block
+ *                              (t+q) mod np), as shmbench's matrix
  * Sizes are rounded to whole elements (and to np elements for the last two).
  *
  * Input data changes every iteration: one element, a different one each
@@ -50,17 +53,34 @@
 #include <string.h>
 #include <time.h>
 
-enum { ALLREDUCE, RSB, ALLGATHER, BCAST, REDUCE, BARRIER, ALLTOALL, RS, ALLGATHERV, NCOLL };
+enum { ALLREDUCE, RSB, ALLGATHER, BCAST, REDUCE, BARRIER, ALLTOALL, RS, ALLGATHERV, ALLTOALLV, NCOLL };
 static const char *const names[NCOLL] = {
 	"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall",
-	"reduce_scatter", "allgatherv",
+	"reduce_scatter", "allgatherv", "alltoallv",
 };
 
 static int rank, np;
 
 /* The irregular blocks of reduce_scatter and allgatherv (counts and packed
- * displacements, in elements), the same on every rank. */
+ * displacements, in elements), the same on every rank; for alltoallv, what
+ * this rank sends to (and, the counts being symmetric, receives from) each
+ * rank. */
 static int *vcount, *vdispl;
+static size_t vm; /* alltoallv: the m of the blocks */
+
+/* a2av(q, t): the elements rank q sends to rank t in alltoallv. */
+static size_t a2av(int q, int t)
+{
+	return np > 1 ? vm / 2 + (size_t)((t + q) % np) * vm / (size_t)(np - 1) : vm;
+}
+
+/* a2avoff(q, t): where they start in rank q's send buffer. */
+static size_t a2avoff(int q, int t)
+{
+	size_t o = 0;
+	for (int u = 0; u < t; u++) o += a2av(q, u);
+	return o;
+}
 
 /* The element type, chosen at run time; values pass through double. */
 static struct {
@@ -138,6 +158,7 @@ static size_t in_len(const struct kase *c, int r)
 	case RSB: case ALLTOALL: return c->count * (size_t)np;
 	case RS: return c->total;
 	case ALLGATHERV: return (size_t)vcount[r];
+	case ALLTOALLV: return c->total;
 	}
 	return c->count;
 }
@@ -156,7 +177,7 @@ static double input(const struct kase *c, int r, size_t j, long k)
 	size_t n = in_len(c, r);
 	int touched = k >= 0 && n > 0 && j == (size_t)k % n;
 	switch (c->coll) {
-	case ALLGATHER: case ALLTOALL: case ALLGATHERV: return gat_in(r, j) + (touched ? bump(k) : 0);
+	case ALLGATHER: case ALLTOALL: case ALLGATHERV: case ALLTOALLV: return gat_in(r, j) + (touched ? bump(k) : 0);
 	case BCAST: return bc_in(j) + (touched ? 7 * bump(k) : 0);
 	default: return red_in(r, j) + (touched ? (r + 1) * bump(k) : 0);
 	}
@@ -186,6 +207,10 @@ static double expected(const struct kase *c, size_t i, long k)
 		int q = owner(i);
 		return input(c, q, i - (size_t)vdispl[q], k);
 	}
+	case ALLTOALLV: { /* block q of the result comes from rank q's block for this rank */
+		int q = owner(i);
+		return input(c, q, a2avoff(q, rank) + i - (size_t)vdispl[q], k);
+	}
 	case ALLTOALL: /* block q of the result is block `rank` of rank q's input */
 		return input(c, (int)(i / c->count), (size_t)rank * c->count + i % c->count, k);
 	}
@@ -200,7 +225,7 @@ static size_t result_len(const struct kase *c)
 	case REDUCE: return rank == 0 ? c->count : 0;
 	case ALLGATHER: case ALLTOALL: return c->count * (size_t)np;
 	case RS: return (size_t)vcount[rank];
-	case ALLGATHERV: return c->total;
+	case ALLGATHERV: case ALLTOALLV: return c->total;
 	}
 	return 0;
 }
@@ -248,6 +273,9 @@ static void run(const struct kase *c)
 	case ALLGATHERV:
 		MPI_Allgatherv(c->sbuf, vcount[rank], dt.mpi, c->rbuf, vcount, vdispl, dt.mpi, MPI_COMM_WORLD);
 		break;
+	case ALLTOALLV:
+		MPI_Alltoallv(c->sbuf, vcount, vdispl, dt.mpi, c->rbuf, vcount, vdispl, dt.mpi, MPI_COMM_WORLD);
+		break;
 	}
 }
 
@@ -268,6 +296,25 @@ static long check_touched(const struct kase *c, long k, size_t *bad_at)
 		for (int r = 0; r < np; r++) {
 			if (vcount[r] == 0) continue;
 			i = (size_t)vdispl[r] + (size_t)k % (size_t)vcount[r];
+			if (get(c->rbuf, i) != expected(c, i, k)) { *bad_at = i; bad++; }
+		}
+		return bad;
+	}
+	if (c->coll == ALLTOALLV) {
+		/* Each rank touched element t of its input, which goes to the rank
+		 * whose block of that sender holds it; a rank it misses checks an
+		 * element that moves with k. */
+		size_t t = (size_t)k % c->total;
+		int hit = 0;
+		for (int q = 0; q < np; q++) {
+			size_t o = a2avoff(q, rank);
+			if (t < o || t >= o + a2av(q, rank)) continue;
+			i = (size_t)vdispl[q] + t - o;
+			hit = 1;
+			if (get(c->rbuf, i) != expected(c, i, k)) { *bad_at = i; bad++; }
+		}
+		if (!hit) {
+			i = (size_t)k % len;
 			if (get(c->rbuf, i) != expected(c, i, k)) { *bad_at = i; bad++; }
 		}
 		return bad;
@@ -453,6 +500,19 @@ int main(int argc, char **argv)
 				}
 				if (k.total > 0x7fffffff) die("size too large for an int count");
 				k.bytes = k.total * dt.size;
+			} else if (c == ALLTOALLV) {
+				vm = n / (size_t)np ? n / (size_t)np : 1;
+				k.count = vm;
+				k.total = 0;
+				for (int t = 0; t < np; t++) {
+					size_t ct = a2av(rank, t);
+					if (ct > 0x7fffffff) die("size too large for an int count");
+					vcount[t] = (int)ct;
+					vdispl[t] = (int)k.total;
+					k.total += ct;
+				}
+				if (k.total > 0x7fffffff) die("size too large for an int count");
+				k.bytes = k.total * dt.size;
 			} else if (c == BARRIER) {
 				k.count = 0;
 				k.bytes = 0;
@@ -545,7 +605,7 @@ int main(int argc, char **argv)
 				double med = MEDIAN(dmax), span = MEDIAN(emax);
 				double f = 1;
 				if (c == ALLREDUCE) f = 2.0 * (np - 1) / np;
-				else if (c == RSB || c == ALLGATHER || c == ALLTOALL || c == RS || c == ALLGATHERV) f = (double)(np - 1) / np;
+				else if (c == RSB || c == ALLGATHER || c == ALLTOALL || c == RS || c == ALLGATHERV || c == ALLTOALLV) f = (double)(np - 1) / np;
 				double algbw = med > 0 ? (double)k.bytes / med / 1e9 : 0;
 				printf("{\"type\":\"result\",\"coll\":\"%s\",\"algo\":\"mpi\",\"impl\":", names[c]);
 				json_str(impl);
