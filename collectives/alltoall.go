@@ -17,12 +17,16 @@ import (
 // Alltoall's pieces sit where every rank computes them (the counts are
 // equal, and part of the descriptor), in the counter's line when the step's
 // data fits tinyBytes, as flatReduceScatter's. Alltoallv's sit behind a
-// table of (offset, length) per destination, and it first agrees on S in a
-// step of its own: every rank publishes the S its own blocks need and its
-// send counts, all take the largest S, and each checks that what every
-// source sends it is what it expects to receive, so that mismatched counts
-// abort the call on every rank (all wait for all in the data steps) before
-// data moves.
+// header in every step: the number of segments S_q the sender cuts its
+// blocks into (what its send counts need), its send counts and its receive
+// counts; a reader finds its piece from the sender's counts and S_q. In the
+// first step every rank waits for every peer's header before it copies
+// anything, checks the whole matrix (what each rank sends each rank against
+// what that rank expects), so that every rank sees a mismatch in the same
+// call and aborts, and takes the largest S_q as the number of steps; a
+// rank's steps past its own S_q carry empty pieces. The counts used to be
+// agreed in a step of their own before the data (np=2, one L3: 8 B 0.260
+// -> 0.110 µs, 256 B 0.271 -> 0.120).
 //
 // Slot reuse: the half is written only before phase 1 of a step; halves
 // alternate between steps and begin() orders the reuse (see step.go).
@@ -32,58 +36,40 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 	v := a.coll == CollAlltoallv
 	hdr := 0
 	if v {
-		hdr = alignUp(16 * p)
-		if hdr >= c.half || 8*(p+1) > c.half {
+		hdr = alignUp(8 + 16*p)
+		if hdr >= c.half {
 			return c.fail(fmt.Errorf("%w: slot half of %d bytes too small for %d ranks", ErrInvalidArgument, c.half, p))
 		}
 	}
-	S, err := numPieces(a.counts, (c.half-hdr)/esz)
+	own, err := numPieces(a.counts, (c.half-hdr)/esz)
 	if err != nil {
 		return c.fail(err)
 	}
 	le := binary.LittleEndian
-	if v {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		h := c.slotHalf(c.rank, e)
-		le.PutUint64(h, uint64(S))
-		for j, n := range a.counts {
-			le.PutUint64(h[8+8*j:], uint64(n))
-		}
-		c.post(e, 1)
-		for i := 1; i < p; i++ {
-			q := (c.rank + i) % p
-			if err := c.wait(ctx, q, e, 1); err != nil {
-				return err
-			}
-			qh := c.slotHalf(q, e)
-			S = max(S, int(le.Uint64(qh)))
-			if n := int(le.Uint64(qh[8+8*c.rank:])); n != a.rcounts[q] {
-				return c.mismatch(fmt.Sprintf("rank %d expects %d elements from rank %d, which sends %d", c.rank, a.rcounts[q], q, n))
-			}
-		}
-		c.last.Rounds++
-		a.fully = true
-		c.end(e)
-	}
 	in := a.input()
-	for k := range S {
+	S := own // alltoall: the same on every rank; alltoallv: the largest, after the first step
+	for k := 0; k < S; k++ {
 		e, err := c.begin(ctx)
 		if err != nil {
 			return err
 		}
-		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
+		if k < own {
+			c.pieces(k, own, a.counts, a.displs)
+		} else {
+			clear(pre) // past this rank's segments: empty pieces
+		}
 		tiny := !v && S == 1 && pre[p]*esz <= tinyBytes
 		h := c.stepBuf(c.rank, e, tiny)
+		if v {
+			le.PutUint64(h, uint64(own))
+			for j := range p {
+				le.PutUint64(h[8+8*j:], uint64(a.counts[j]))
+				le.PutUint64(h[8+8*(p+j):], uint64(a.rcounts[j]))
+			}
+		}
 		for j := range p {
 			n := pre[j+1] - pre[j]
-			if v {
-				le.PutUint64(h[16*j:], uint64(pre[j]))
-				le.PutUint64(h[16*j+8:], uint64(n))
-			}
 			if j == c.rank || n == 0 {
 				continue
 			}
@@ -96,34 +82,44 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 			simd.Copy(h[hdr+pre[j]*esz:hdr+pre[j+1]*esz], span(in, esz, uoff[j], uoff[j]+n))
 		}
 		c.post(e, 1)
+		if v && k == 0 {
+			if S, err = c.alltoallvCheck(ctx, e, own); err != nil {
+				return err
+			}
+		}
 		// Own block: straight from the input (the same memory in place),
 		// while the peers read.
-		myLo := uoff[c.rank]
-		myN := pre[c.rank+1] - pre[c.rank]
-		rn := a.rcounts[c.rank]
-		lo, hi := pieceLo(k, S, rn), pieceLo(k+1, S, rn)
-		if myN != hi-lo {
-			return c.mismatch(fmt.Sprintf("rank %d sends %d elements to itself but receives %d", c.rank, a.counts[c.rank], rn))
+		if n := pre[c.rank+1] - pre[c.rank]; n > 0 {
+			lo := pieceLo(k, own, a.counts[c.rank])
+			simd.Copy(span(a.recv, esz, a.rdispls[c.rank]+lo, a.rdispls[c.rank]+lo+n), span(in, esz, uoff[c.rank], uoff[c.rank]+n))
 		}
-		simd.Copy(span(a.recv, esz, a.rdispls[c.rank]+lo, a.rdispls[c.rank]+hi), span(in, esz, myLo, myLo+myN))
 		for i := 1; i < p; i++ {
 			q := (c.rank + i) % p
 			rn := a.rcounts[q]
-			lo, hi := pieceLo(k, S, rn), pieceLo(k+1, S, rn)
-			dst := span(a.recv, esz, a.rdispls[q]+lo, a.rdispls[q]+hi)
 			var src []byte
+			var lo, hi int
 			if v {
 				if err := c.wait(ctx, q, e, 1); err != nil {
 					return err
 				}
 				qh := c.slotHalf(q, e)
-				off, n := int(le.Uint64(qh[16*c.rank:])), int(le.Uint64(qh[16*c.rank+8:]))
-				if n != hi-lo || hdr+(off+n)*esz > len(qh) {
-					return c.mismatch(fmt.Sprintf("rank %d expects %d elements from rank %d, which sends a different number", c.rank, rn, q))
+				sq := int(le.Uint64(qh))
+				off := 0 // the sender's pieces before this rank's
+				for j := range c.rank {
+					if m := int(le.Uint64(qh[8+8*j:])); k < sq {
+						off += pieceLo(k+1, sq, m) - pieceLo(k, sq, m)
+					}
 				}
-				src = qh[hdr+off*esz : hdr+(off+n)*esz]
+				if k < sq {
+					lo, hi = pieceLo(k, sq, rn), pieceLo(k+1, sq, rn)
+				}
+				if hdr+(off+hi-lo)*esz > len(qh) {
+					return c.mismatch(fmt.Sprintf("rank %d's header does not fit its slot", q))
+				}
+				src = qh[hdr+off*esz : hdr+(off+hi-lo)*esz]
 			} else {
 				// pre is every rank's: the counts are equal.
+				lo, hi = pieceLo(k, S, rn), pieceLo(k+1, S, rn)
 				src = span(c.stepBuf(q, e, tiny), esz, pre[c.rank], pre[c.rank+1])
 				if err := c.waitData(ctx, q, e, 1, src); err != nil {
 					return err
@@ -132,7 +128,7 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 			if len(src) >= copyPrefetchMin && len(src) <= copyPrefetchMax && !c.ep.Oversubscribed() {
 				simd.Prefetch(src) // as copyPeer, which also times large copies (see the publish)
 			}
-			simd.Copy(dst, src)
+			simd.Copy(span(a.recv, esz, a.rdispls[q]+lo, a.rdispls[q]+hi), src)
 		}
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
@@ -141,6 +137,39 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 		c.end(e)
 	}
 	return nil
+}
+
+// alltoallvCheck waits for every peer's header of alltoallv's first step
+// e and checks the whole matrix of counts: what each rank sends each rank
+// against what that rank expects from it. Every rank reads the same
+// headers, so every rank finds a mismatch and fails with the same cause.
+// It returns the number of steps: the largest S_q of the headers (own is
+// this rank's).
+func (c *Comm) alltoallvCheck(ctx context.Context, e uint64, own int) (int, error) {
+	p, le := c.size, binary.LittleEndian
+	hs := c.sc.srcs // the headers, rank by rank
+	S := own
+	for q := range p {
+		if q != c.rank {
+			if err := c.wait(ctx, q, e, 1); err != nil {
+				return 0, err
+			}
+		}
+		hs[q] = c.slotHalf(q, e)
+		sq := int(le.Uint64(hs[q]))
+		if sq < 1 {
+			return 0, c.mismatch(fmt.Sprintf("rank %d cuts its blocks into %d segments", q, sq))
+		}
+		S = max(S, sq)
+	}
+	for q := range p {
+		for t := range p {
+			if sent, want := le.Uint64(hs[q][8+8*t:]), le.Uint64(hs[t][8+8*(p+q):]); sent != want {
+				return 0, c.mismatch(fmt.Sprintf("rank %d expects %d elements from rank %d, which sends %d", t, int(want), q, int(sent)))
+			}
+		}
+	}
+	return S, nil
 }
 
 // mismatch aborts the communicator with a descriptor-mismatch cause.
