@@ -61,7 +61,9 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 		}
 		tiny := !v && S == 1 && pre[p]*esz <= tinyBytes
 		h := c.stepBuf(c.rank, e, tiny)
+		d := 0 // where the pieces start
 		if v {
+			d = a2avData(p, pre[p]*esz)
 			le.PutUint64(h, uint64(own))
 			for j := range p {
 				le.PutUint64(h[8+8*j:], uint64(a.counts[j]))
@@ -79,7 +81,7 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 			// blocks even), and above it the non-temporal advice of its
 			// timed copies slowed 16 MiB and 64 MiB on one L3 (1034 ->
 			// 1282 µs, 5586 -> 8154).
-			simd.Copy(h[hdr+pre[j]*esz:hdr+pre[j+1]*esz], span(in, esz, uoff[j], uoff[j]+n))
+			simd.Copy(h[d+pre[j]*esz:d+pre[j+1]*esz], span(in, esz, uoff[j], uoff[j]+n))
 		}
 		c.post(e, 1)
 		if v && k == 0 {
@@ -104,19 +106,22 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 				}
 				qh := c.slotHalf(q, e)
 				sq := int(le.Uint64(qh))
-				off := 0 // the sender's pieces before this rank's
-				for j := range c.rank {
-					if m := int(le.Uint64(qh[8+8*j:])); k < sq {
-						off += pieceLo(k+1, sq, m) - pieceLo(k, sq, m)
-					}
-				}
+				off, all := 0, 0 // the sender's pieces before this rank's, and all of them
 				if k < sq {
+					for j := range p {
+						m := int(le.Uint64(qh[8+8*j:]))
+						if j == c.rank {
+							off = all
+						}
+						all += pieceLo(k+1, sq, m) - pieceLo(k, sq, m)
+					}
 					lo, hi = pieceLo(k, sq, rn), pieceLo(k+1, sq, rn)
 				}
-				if hdr+(off+hi-lo)*esz > len(qh) {
+				d := a2avData(p, all*esz)
+				if d+(off+hi-lo)*esz > len(qh) {
 					return c.mismatch(fmt.Sprintf("rank %d's header does not fit its slot", q))
 				}
-				src = qh[hdr+off*esz : hdr+(off+hi-lo)*esz]
+				src = qh[d+off*esz : d+(off+hi-lo)*esz]
 			} else {
 				// pre is every rank's: the counts are equal.
 				lo, hi = pieceLo(k, S, rn), pieceLo(k+1, S, rn)
@@ -137,6 +142,21 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 		c.end(e)
 	}
 	return nil
+}
+
+// a2avData is where alltoallv's pieces start in a step whose pieces take
+// n bytes, p ranks: right after the header when they fit in the rest of
+// its line (up to 24 bytes at p=2), so that they travel with it, else at
+// the next line. Both the sender and, from the sender's header, its
+// readers work it out. np=2, one L3: 8 B 0.220-0.240 -> 0.181-0.215 µs,
+// different dies 0.651 -> 0.541; packed up to 256 B, 64 B and 256 B took
+// 0.01 µs longer; packed at every size, 64 KiB took 1.89 -> 2.18 µs on one
+// L3 and 3.67 -> 8.47 on different dies.
+func a2avData(p, n int) int {
+	if d := 8 + 16*p; d+n <= lineBytes {
+		return d
+	}
+	return alignUp(8 + 16*p)
 }
 
 // alltoallvCheck waits for every peer's header of alltoallv's first step
