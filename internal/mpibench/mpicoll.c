@@ -66,9 +66,10 @@ static int rank, np;
  * this rank sends to (and, the counts being symmetric, receives from) each
  * rank. */
 static int *vcount, *vdispl;
-static size_t vm; /* alltoallv: the m of the blocks */
+static size_t vm; /* the m of the irregular blocks */
 
-/* a2av(q, t): the elements rank q sends to rank t in alltoallv. */
+/* a2av(q, t): the elements rank q sends to rank t in alltoallv; a2av(0, j)
+ * is block j of reduce_scatter and allgatherv. */
 static size_t a2av(int q, int t)
 {
 	return np > 1 ? vm / 2 + (size_t)((t + q) % np) * vm / (size_t)(np - 1) : vm;
@@ -487,25 +488,13 @@ int main(int argc, char **argv)
 			if (c == RSB || c == ALLGATHER || c == ALLTOALL) {
 				k.count = n / (size_t)np ? n / (size_t)np : 1;
 				k.bytes = k.count * (size_t)np * dt.size;
-			} else if (c == RS || c == ALLGATHERV) {
-				size_t m = n / (size_t)np ? n / (size_t)np : 1;
-				k.count = m;
-				k.total = 0;
-				for (int j = 0; j < np; j++) {
-					size_t cj = np > 1 ? m / 2 + (size_t)j * m / (size_t)(np - 1) : m;
-					if (cj > 0x7fffffff) die("size too large for an int count");
-					vcount[j] = (int)cj;
-					vdispl[j] = (int)k.total;
-					k.total += cj;
-				}
-				if (k.total > 0x7fffffff) die("size too large for an int count");
-				k.bytes = k.total * dt.size;
-			} else if (c == ALLTOALLV) {
+			} else if (c == RS || c == ALLGATHERV || c == ALLTOALLV) {
+				/* The irregular blocks; alltoallv's rotated by the rank. */
 				vm = n / (size_t)np ? n / (size_t)np : 1;
 				k.count = vm;
 				k.total = 0;
 				for (int t = 0; t < np; t++) {
-					size_t ct = a2av(rank, t);
+					size_t ct = a2av(c == ALLTOALLV ? rank : 0, t);
 					if (ct > 0x7fffffff) die("size too large for an int count");
 					vcount[t] = (int)ct;
 					vdispl[t] = (int)k.total;
