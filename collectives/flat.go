@@ -714,19 +714,12 @@ func (c *Comm) sample(every uint64) bool {
 // slower with it); large copies are timed (copyStart, copyDone).
 func (c *Comm) copyPeer(dst, src []byte) {
 	n := len(src)
-	c.prefetchPeer(src)
+	if n >= copyPrefetchMin && n <= copyPrefetchMax && !c.ep.Oversubscribed() {
+		simd.Prefetch(src)
+	}
 	t0 := c.copyStart(n)
 	simd.Copy(dst, src)
 	c.copyDone(n, t0)
-}
-
-// prefetchPeer asks for every line of src, out of a peer's slot whose post
-// was just seen, when it is copyPrefetchMin to copyPrefetchMax bytes and
-// the ranks have CPUs of their own (copyPeer).
-func (c *Comm) prefetchPeer(src []byte) {
-	if n := len(src); n >= copyPrefetchMin && n <= copyPrefetchMax && !c.ep.Oversubscribed() {
-		simd.Prefetch(src)
-	}
 }
 
 // copyDone judges a copy of n bytes out of a peer's slot that began at

@@ -270,9 +270,7 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 	if err := c.smallWait(ctx, root, e, oneLine(src)); err != nil {
 		return true, err
 	}
-	// prefetchPeer's test, written here: it does not inline, and most
-	// calls here are tiny (smallRootedBytes is copyPrefetchMax).
-	if n >= copyPrefetchMin && !c.ep.Oversubscribed() {
+	if n >= copyPrefetchMin && !c.ep.Oversubscribed() { // as copyPeer (smallRootedBytes is copyPrefetchMax)
 		simd.Prefetch(src)
 	}
 	simd.Copy(buf, src)
