@@ -1,0 +1,141 @@
+// bcast_rule: what DESIGN.md's mismatch rule costs an np=2 broadcast of 8 bytes
+// from rank 0, timed the way shmbench compare times it (a barrier, then the
+// broadcast; the slower rank's time counts). Two threads pinned to CPUs 0 and 1.
+//
+//   mode "returns": the root writes the data and its descriptor in one line,
+//     posts it and returns (MPICH's eager broadcast);
+//   mode "waits": the receiver posts its descriptor as well, and the root
+//     returns only after it has read it, so that a mismatch fails on both
+//     ranks in the same call (shmcoll).
+//   barrier "symmetric": each rank posts its arrival and waits for the other's
+//     (the last to arrive leaves at once); "root-first": gather to rank 0 and
+//     release from it (MPICH's order: rank 0 leaves a handoff earlier).
+//
+//   gcc -O2 -pthread -o /tmp/bcast_rule docs/floors/bcast_rule.c
+//   for b in symmetric root-first; do for m in returns waits; do /tmp/bcast_rule $m $b; done; done
+//
+// docs/PERFORMANCE.md ("Floors of the cells that miss") has the figures.
+#define _GNU_SOURCE
+#include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+enum { ITERS = 200000 };
+
+typedef struct {
+	_Alignas(64) volatile uint64_t v[8]; // v[0] counter, v[1] data, v[2] descriptor
+} line;
+
+static line *bar, *post; // one line per rank each
+static int waits, rootfirst;
+static uint64_t *dur[2];
+
+static uint64_t now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000ull + t.tv_nsec;
+}
+
+static void pin(int cpu) {
+	cpu_set_t s;
+	CPU_ZERO(&s);
+	CPU_SET(cpu, &s);
+	if (sched_setaffinity(0, sizeof s, &s) != 0) {
+		perror("sched_setaffinity");
+		exit(1);
+	}
+}
+
+static void await(volatile uint64_t *w, uint64_t i) {
+	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < i)
+		_mm_pause();
+}
+
+static void barrier(int r, uint64_t i) {
+	if (!rootfirst) {
+		__atomic_store_n(&bar[r].v[0], i, __ATOMIC_RELEASE);
+		await(&bar[1 - r].v[0], i);
+	} else if (r == 1) {
+		__atomic_store_n(&bar[1].v[0], i, __ATOMIC_RELEASE);
+		await(&bar[0].v[0], i);
+	} else {
+		await(&bar[1].v[0], i);
+		__atomic_store_n(&bar[0].v[0], i, __ATOMIC_RELEASE);
+	}
+}
+
+static void *rank(void *arg) {
+	int r = (int)(intptr_t)arg;
+	uint64_t sum = 0;
+	pin(r);
+	for (uint64_t i = 1; i <= ITERS; i++) {
+		barrier(r, i);
+		uint64_t t0 = now();
+		if (r == 0) {
+			post[0].v[1] = i * 7;
+			post[0].v[2] = 8;
+			__atomic_store_n(&post[0].v[0], i, __ATOMIC_RELEASE);
+			if (waits) {
+				await(&post[1].v[0], i);
+				if (post[1].v[2] != 8)
+					abort();
+			}
+		} else {
+			if (waits) {
+				post[1].v[2] = 8;
+				__atomic_store_n(&post[1].v[0], i, __ATOMIC_RELEASE);
+			}
+			await(&post[0].v[0], i);
+			if (post[0].v[2] != 8 || post[0].v[1] != i * 7)
+				abort();
+			sum += post[0].v[1];
+		}
+		dur[r][i - 1] = now() - t0;
+	}
+	return (void *)(uintptr_t)sum;
+}
+
+static int cmp(const void *a, const void *b) {
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+	if (argc != 3 || (strcmp(argv[1], "returns") && strcmp(argv[1], "waits")) ||
+	    (strcmp(argv[2], "symmetric") && strcmp(argv[2], "root-first"))) {
+		fprintf(stderr, "usage: bcast_rule returns|waits symmetric|root-first\n");
+		return 2;
+	}
+	waits = strcmp(argv[1], "waits") == 0;
+	rootfirst = strcmp(argv[2], "root-first") == 0;
+	char *m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	bar = (line *)m;
+	post = (line *)(m + 4096);
+	for (int r = 0; r < 2; r++)
+		dur[r] = malloc(sizeof(uint64_t) * ITERS);
+	pthread_t t[2];
+	for (int r = 0; r < 2; r++)
+		pthread_create(&t[r], NULL, rank, (void *)(intptr_t)r);
+	for (int r = 0; r < 2; r++)
+		pthread_join(t[r], NULL);
+	static uint64_t slowest[ITERS];
+	for (int i = 0; i < ITERS; i++)
+		slowest[i] = dur[0][i] > dur[1][i] ? dur[0][i] : dur[1][i];
+	qsort(slowest, ITERS, sizeof slowest[0], cmp);
+	qsort(dur[0], ITERS, sizeof dur[0][0], cmp);
+	qsort(dur[1], ITERS, sizeof dur[1][0], cmp);
+	printf("%-10s barrier, root %-7s: slower rank %4lu ns (median); root %4lu, receiver %4lu\n",
+	       argv[2], argv[1], (unsigned long)slowest[ITERS / 2], (unsigned long)dur[0][ITERS / 2],
+	       (unsigned long)dur[1][ITERS / 2]);
+	return 0;
+}
