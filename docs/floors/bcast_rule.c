@@ -9,10 +9,13 @@
 //     ranks in the same call (shmcoll).
 //   barrier "symmetric": each rank posts its arrival and waits for the other's
 //     (the last to arrive leaves at once); "root-first": gather to rank 0 and
-//     release from it (MPICH's order: rank 0 leaves a handoff earlier).
+//     release from it (MPICH's order: rank 0 leaves a handoff earlier);
+//     "receiver-first": gather to rank 1 and release from it.
 //
 //   gcc -O2 -pthread -o /tmp/bcast_rule docs/floors/bcast_rule.c
-//   for b in symmetric root-first; do for m in returns waits; do /tmp/bcast_rule $m $b; done; done
+//   for b in symmetric root-first receiver-first; do
+//     for m in returns waits; do /tmp/bcast_rule $m $b; done
+//   done
 //
 // docs/PERFORMANCE.md ("Floors of the cells that miss") has the figures.
 #define _GNU_SOURCE
@@ -33,7 +36,7 @@ typedef struct {
 } line;
 
 static line *bar, *post; // one line per rank each
-static int waits, rootfirst;
+static int waits, first = -1; // first: the rank the barrier releases first, or -1
 static uint64_t *dur[2];
 
 static uint64_t now(void) {
@@ -58,15 +61,15 @@ static void await(volatile uint64_t *w, uint64_t i) {
 }
 
 static void barrier(int r, uint64_t i) {
-	if (!rootfirst) {
+	if (first < 0) {
 		__atomic_store_n(&bar[r].v[0], i, __ATOMIC_RELEASE);
 		await(&bar[1 - r].v[0], i);
-	} else if (r == 1) {
-		__atomic_store_n(&bar[1].v[0], i, __ATOMIC_RELEASE);
-		await(&bar[0].v[0], i);
+	} else if (r != first) {
+		__atomic_store_n(&bar[r].v[0], i, __ATOMIC_RELEASE);
+		await(&bar[first].v[0], i);
 	} else {
-		await(&bar[1].v[0], i);
-		__atomic_store_n(&bar[0].v[0], i, __ATOMIC_RELEASE);
+		await(&bar[1 - r].v[0], i);
+		__atomic_store_n(&bar[r].v[0], i, __ATOMIC_RELEASE);
 	}
 }
 
@@ -108,12 +111,15 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
 	if (argc != 3 || (strcmp(argv[1], "returns") && strcmp(argv[1], "waits")) ||
-	    (strcmp(argv[2], "symmetric") && strcmp(argv[2], "root-first"))) {
-		fprintf(stderr, "usage: bcast_rule returns|waits symmetric|root-first\n");
+	    (strcmp(argv[2], "symmetric") && strcmp(argv[2], "root-first") && strcmp(argv[2], "receiver-first"))) {
+		fprintf(stderr, "usage: bcast_rule returns|waits symmetric|root-first|receiver-first\n");
 		return 2;
 	}
 	waits = strcmp(argv[1], "waits") == 0;
-	rootfirst = strcmp(argv[2], "root-first") == 0;
+	if (strcmp(argv[2], "root-first") == 0)
+		first = 0;
+	else if (strcmp(argv[2], "receiver-first") == 0)
+		first = 1;
 	char *m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED) {
 		perror("mmap");
@@ -134,7 +140,7 @@ int main(int argc, char **argv) {
 	qsort(slowest, ITERS, sizeof slowest[0], cmp);
 	qsort(dur[0], ITERS, sizeof dur[0][0], cmp);
 	qsort(dur[1], ITERS, sizeof dur[1][0], cmp);
-	printf("%-10s barrier, root %-7s: slower rank %4lu ns (median); root %4lu, receiver %4lu\n",
+	printf("%-14s barrier, root %-7s: slower rank %4lu ns (median); root %4lu, receiver %4lu\n",
 	       argv[2], argv[1], (unsigned long)slowest[ITERS / 2], (unsigned long)dur[0][ITERS / 2],
 	       (unsigned long)dur[1][ITERS / 2]);
 	return 0;
