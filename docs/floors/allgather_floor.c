@@ -18,16 +18,12 @@
 // previous segment: with R >= 2 the peer has finished reading it then.
 // docs/PERFORMANCE.md ("Floors of the cells that miss") has the figures at
 // both placements.
-#define _GNU_SOURCE
+#include "floors.h"
+
 #include <immintrin.h>
 #include <pthread.h>
-#include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 enum { ITERS = 400, SEG = 512 << 10 };
 
@@ -37,22 +33,6 @@ static char *slot[2], *sendb[2], *recvb[2];
 static volatile uint64_t *flag[2], *bar[2];
 static double phase[2][4]; // publish, own copy, wait, copy-out: ns summed
 static uint64_t *total[2];
-
-static uint64_t now(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000000ull + t.tv_nsec;
-}
-
-static void pin(int cpu) {
-	cpu_set_t s;
-	CPU_ZERO(&s);
-	CPU_SET(cpu, &s);
-	if (sched_setaffinity(0, sizeof s, &s) != 0) {
-		perror("sched_setaffinity");
-		exit(1);
-	}
-}
 
 static void *rank(void *arg) {
 	int r = (int)(intptr_t)arg, q = 1 - r;
@@ -87,11 +67,6 @@ static void *rank(void *arg) {
 		total[r][i - 1] = now() - start;
 	}
 	return NULL;
-}
-
-static int cmp(const void *a, const void *b) {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
@@ -133,7 +108,7 @@ int main(int argc, char **argv) {
 	static uint64_t slowest[ITERS];
 	for (int i = 0; i < ITERS; i++)
 		slowest[i] = total[0][i] > total[1][i] ? total[0][i] : total[1][i];
-	qsort(slowest, ITERS, sizeof slowest[0], cmp);
+	qsort(slowest, ITERS, sizeof slowest[0], cmp_u64);
 	double n = (ITERS - ITERS / 4) * 1e3;
 	printf("%zu KiB blocks, %d slots%s: slowest rank median %.1f us\n", B >> 10, R,
 	       unread ? ", copy-out from the own slot" : "", slowest[ITERS / 2] / 1e3);

@@ -18,16 +18,12 @@
 //   done
 //
 // docs/PERFORMANCE.md ("Floors of the cells that miss") has the figures.
-#define _GNU_SOURCE
+#include "floors.h"
+
 #include <immintrin.h>
 #include <pthread.h>
-#include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 enum { ITERS = 200000 };
 
@@ -38,22 +34,6 @@ typedef struct {
 static line *bar, *post; // one line per rank each
 static int waits, first = -1; // first: the rank the barrier releases first, or -1
 static uint64_t *dur[2];
-
-static uint64_t now(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000000ull + t.tv_nsec;
-}
-
-static void pin(int cpu) {
-	cpu_set_t s;
-	CPU_ZERO(&s);
-	CPU_SET(cpu, &s);
-	if (sched_setaffinity(0, sizeof s, &s) != 0) {
-		perror("sched_setaffinity");
-		exit(1);
-	}
-}
 
 static void await(volatile uint64_t *w, uint64_t i) {
 	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < i)
@@ -104,11 +84,6 @@ static void *rank(void *arg) {
 	return (void *)(uintptr_t)sum;
 }
 
-static int cmp(const void *a, const void *b) {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
 	if (argc != 3 || (strcmp(argv[1], "returns") && strcmp(argv[1], "waits")) ||
 	    (strcmp(argv[2], "symmetric") && strcmp(argv[2], "root-first") && strcmp(argv[2], "receiver-first"))) {
@@ -137,9 +112,9 @@ int main(int argc, char **argv) {
 	static uint64_t slowest[ITERS];
 	for (int i = 0; i < ITERS; i++)
 		slowest[i] = dur[0][i] > dur[1][i] ? dur[0][i] : dur[1][i];
-	qsort(slowest, ITERS, sizeof slowest[0], cmp);
-	qsort(dur[0], ITERS, sizeof dur[0][0], cmp);
-	qsort(dur[1], ITERS, sizeof dur[1][0], cmp);
+	qsort(slowest, ITERS, sizeof slowest[0], cmp_u64);
+	qsort(dur[0], ITERS, sizeof dur[0][0], cmp_u64);
+	qsort(dur[1], ITERS, sizeof dur[1][0], cmp_u64);
 	printf("%-14s barrier, root %-7s: slower rank %4lu ns (median); root %4lu, receiver %4lu\n",
 	       argv[2], argv[1], (unsigned long)slowest[ITERS / 2], (unsigned long)dur[0][ITERS / 2],
 	       (unsigned long)dur[1][ITERS / 2]);
