@@ -29,9 +29,9 @@ func TestFloorPrograms(t *testing.T) {
 		{"allgather_floor", []string{"512", "2"}, `^512 KiB blocks, 2 slots: slowest rank median [0-9.]+ us\n  rank 0: publish`},
 		{"allgather_floor", []string{"600", "2"}, `^600 KiB blocks, 2 slots: `},
 		{"allgather_floor", []string{"512", "4", "unread"}, `^512 KiB blocks, 4 slots, copy-out from the own slot: `},
-		{"bcast_rule", []string{"waits", "symmetric"}, `^symmetric +barrier, root waits  : slower rank +[0-9]+ ns`},
-		{"bcast_rule", []string{"returns", "root-first"}, `^root-first +barrier, root returns: slower rank +[0-9]+ ns`},
-		{"bcast_rule", []string{"waits", "receiver-first"}, `^receiver-first barrier, root waits  : slower rank +[0-9]+ ns`},
+		{"bcast_rule", []string{"waits", "symmetric", "5000"}, `^symmetric +barrier, root waits  : slower rank +[0-9]+ ns`},
+		{"bcast_rule", []string{"returns", "root-first", "5000"}, `^root-first +barrier, root returns: slower rank +[0-9]+ ns`},
+		{"bcast_rule", []string{"waits", "receiver-first", "5000"}, `^receiver-first barrier, root waits  : slower rank +[0-9]+ ns`},
 	}
 	dir := t.TempDir()
 	built := map[string]bool{}

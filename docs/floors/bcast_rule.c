@@ -12,7 +12,7 @@
 //     release from it (MPICH's order: rank 0 leaves a handoff earlier);
 //     "receiver-first": gather to rank 1 and release from it.
 //
-//   gcc -O2 -pthread -o /tmp/bcast_rule docs/floors/bcast_rule.c
+//   gcc -O2 -pthread -o /tmp/bcast_rule docs/floors/bcast_rule.c   # [calls]: 200000
 //   for b in symmetric root-first receiver-first; do
 //     for m in returns waits; do /tmp/bcast_rule $m $b; done
 //   done
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-enum { ITERS = 200000 };
+static int iters = 200000; // calls, the third argument
 
 typedef struct {
 	_Alignas(64) volatile uint64_t v[8]; // v[0] counter, v[1] data, v[2] descriptor
@@ -57,7 +57,7 @@ static void *rank(void *arg) {
 	int r = (int)(intptr_t)arg;
 	uint64_t sum = 0;
 	pin(r);
-	for (uint64_t i = 1; i <= ITERS; i++) {
+	for (uint64_t i = 1; i <= (uint64_t)iters; i++) {
 		barrier(r, i);
 		uint64_t t0 = now();
 		if (r == 0) {
@@ -85,9 +85,11 @@ static void *rank(void *arg) {
 }
 
 int main(int argc, char **argv) {
-	if (argc != 3 || (strcmp(argv[1], "returns") && strcmp(argv[1], "waits")) ||
+	if (argc > 3)
+		iters = atoi(argv[3]);
+	if (argc < 3 || argc > 4 || iters < 1 || (strcmp(argv[1], "returns") && strcmp(argv[1], "waits")) ||
 	    (strcmp(argv[2], "symmetric") && strcmp(argv[2], "root-first") && strcmp(argv[2], "receiver-first"))) {
-		fprintf(stderr, "usage: bcast_rule returns|waits symmetric|root-first|receiver-first\n");
+		fprintf(stderr, "usage: bcast_rule returns|waits symmetric|root-first|receiver-first [calls]\n");
 		return 2;
 	}
 	waits = strcmp(argv[1], "waits") == 0;
@@ -103,20 +105,20 @@ int main(int argc, char **argv) {
 	bar = (line *)m;
 	post = (line *)(m + 4096);
 	for (int r = 0; r < 2; r++)
-		dur[r] = malloc(sizeof(uint64_t) * ITERS);
+		dur[r] = malloc(sizeof(uint64_t) * iters);
 	pthread_t t[2];
 	for (int r = 0; r < 2; r++)
 		pthread_create(&t[r], NULL, rank, (void *)(intptr_t)r);
 	for (int r = 0; r < 2; r++)
 		pthread_join(t[r], NULL);
-	static uint64_t slowest[ITERS];
-	for (int i = 0; i < ITERS; i++)
+	uint64_t *slowest = malloc(sizeof(uint64_t) * iters);
+	for (int i = 0; i < iters; i++)
 		slowest[i] = dur[0][i] > dur[1][i] ? dur[0][i] : dur[1][i];
-	qsort(slowest, ITERS, sizeof slowest[0], cmp_u64);
-	qsort(dur[0], ITERS, sizeof dur[0][0], cmp_u64);
-	qsort(dur[1], ITERS, sizeof dur[1][0], cmp_u64);
+	qsort(slowest, iters, sizeof slowest[0], cmp_u64);
+	qsort(dur[0], iters, sizeof dur[0][0], cmp_u64);
+	qsort(dur[1], iters, sizeof dur[1][0], cmp_u64);
 	printf("%-14s barrier, root %-7s: slower rank %4lu ns (median); root %4lu, receiver %4lu\n",
-	       argv[2], argv[1], (unsigned long)slowest[ITERS / 2], (unsigned long)dur[0][ITERS / 2],
-	       (unsigned long)dur[1][ITERS / 2]);
+	       argv[2], argv[1], (unsigned long)slowest[iters / 2], (unsigned long)dur[0][iters / 2],
+	       (unsigned long)dur[1][iters / 2]);
 	return 0;
 }
