@@ -614,7 +614,12 @@ func TestMisuseJoinAfterRendezvous(t *testing.T) {
 }
 
 // TestMisuseRankClaimedTwice: two processes claim rank 1 of one named
-// arena; one of them fails with ErrRankTaken, the arena's other ranks work.
+// arena; one of them fails, the arena's other ranks work. The one that
+// fails gets ErrRankTaken if it comes while the segment is still named, and
+// ErrJoinTimeout (segment does not exist, as in TestMisuseJoinAfterRendezvous)
+// if all three ranks had joined and unlinked it before it came, and waits
+// out its join timeout (20 s): one that started after the other three did,
+// under the race detector on CI (600dff7).
 func TestMisuseRankClaimedTwice(t *testing.T) {
 	rank := tool(t, "tests/internal/faultrank")
 	before := shmSnapshot()
@@ -639,7 +644,8 @@ func TestMisuseRankClaimedTwice(t *testing.T) {
 		pids[cmds[i].Process.Pid] = true
 		out := outs[i].String()
 		switch {
-		case strings.Contains(out, "JOINFAIL") && strings.Contains(out, "rank already joined: rank 1"):
+		case strings.Contains(out, "JOINFAIL") && (strings.Contains(out, "rank already joined: rank 1") ||
+			strings.Contains(out, "join timed out: segment does not exist")):
 			taken++
 		case strings.HasPrefix(out, "READY") && strings.Contains(out, "\nDONE calls=20"):
 			done++
@@ -648,7 +654,7 @@ func TestMisuseRankClaimedTwice(t *testing.T) {
 		}
 	}
 	if taken != 1 || done != 3 {
-		t.Errorf("%d processes refused with ErrRankTaken, %d completed; want 1 and 3", taken, done)
+		t.Errorf("%d processes refused, %d completed; want 1 and 3", taken, done)
 	}
 	noLeak(t, before, pids, filepath.Base(mustPath(t, name)))
 }
