@@ -136,7 +136,7 @@ func TestSteadyRounds(t *testing.T) {
 	res := func(us float64) []benchfmt.Result {
 		return []benchfmt.Result{{Coll: "allreduce", Bytes: 8, MedianUS: us}}
 	}
-	impls := []compareImpl{{name: "openmpi", mpi: mpi.OpenMPI}, {name: "mpich", mpi: mpi.MPICH}, {name: "shmcoll"}}
+	impls := []compareImpl{{name: "openmpi", inst: &mpi.Installation{Impl: mpi.OpenMPI}}, {name: "mpich", inst: &mpi.Installation{Impl: mpi.MPICH}}, {name: "shmcoll"}}
 	var bs []*block
 	for r, us := range [][3]float64{{1, 2, 0.5}, {4, 2, 2}, {1, 1, 3}} {
 		for i, p := range impls {
@@ -222,9 +222,10 @@ func TestCompareHier(t *testing.T) {
 		}
 		rows++
 		for _, h := range []string{"hier-openmpi", "hier-mpich"} {
-			want := r.PerRnd[h][0] / r.PerRnd[strings.TrimPrefix(h, "hier-")][0]
-			if r.Median[h] <= 0 || r.HierRatio[h] != want || r.Ratio != 0 {
-				t.Errorf("%d B: %s median %v, ratio %v (want %v), shmcoll ratio %v", r.Bytes, h, r.Median[h], r.HierRatio[h], want, r.Ratio)
+			base := strings.TrimPrefix(h, "hier-")
+			want := r.PerRnd[h][0] / r.PerRnd[base][0]
+			if got := r.PairRatio[h+"/"+base]; r.Median[h] <= 0 || got != want || r.Ratio != 0 {
+				t.Errorf("%d B: %s median %v, ratio %v (want %v), shmcoll ratio %v", r.Bytes, h, r.Median[h], got, want, r.Ratio)
 			}
 		}
 	}
