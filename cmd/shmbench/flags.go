@@ -110,8 +110,8 @@ func (fs *flagSet) setFlags() map[string]bool {
 
 // parse parses args. -c of nccl-tests takes 0 or 1 as a separate word
 // ("-c 0"), which the flag package gives only to non-boolean flags, while
-// OSU's -c takes none: "-c 0" and "-c 1" are joined into "-c=0" and
-// "-c=1" before parsing, so that both spellings work. The error is
+// OSU's -c takes none: "-c" and the word after it, unless that is a flag,
+// are joined into "-c=word" before parsing, so that both spellings work. The error is
 // flag.ErrHelp for -h, or a *usageError.
 func (fs *flagSet) parse(args []string) error {
 	var joined []string
@@ -121,7 +121,7 @@ func (fs *flagSet) parse(args []string) error {
 			joined = append(joined, args[i:]...)
 			break
 		}
-		if (a == "-c" || a == "--c") && fs.Lookup("c") != nil && i+1 < len(args) && (args[i+1] == "0" || args[i+1] == "1") {
+		if (a == "-c" || a == "--c") && fs.Lookup("c") != nil && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
 			joined = append(joined, a+"="+args[i+1])
 			i++
 			continue
