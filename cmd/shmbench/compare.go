@@ -273,12 +273,18 @@ func parseCompare(args []string, stderr io.Writer) (*compareConfig, error) {
 		mpis[string(impl)] = &in
 	}
 	var named []string // given by path: they take part unless -impls is given
-	addSite := func(name, cc, run string) error {
+	checkName := func(name string) error {
 		if name == "shmcoll" || strings.ContainsAny(name, "@+,=") || strings.HasPrefix(name, "hier-") {
 			return badUsage("MPI name %q: a name of its own, without @ + , =", name)
 		}
 		if slices.Contains(named, name) {
 			return badUsage("MPI %q given twice", name)
+		}
+		return nil
+	}
+	addSite := func(name, cc, run string) error {
+		if err := checkName(name); err != nil {
+			return err
 		}
 		in, err := siteInstallation(cc, run)
 		if err != nil {
@@ -289,6 +295,9 @@ func parseCompare(args []string, stderr io.Writer) (*compareConfig, error) {
 		return nil
 	}
 	for _, s := range sites {
+		if err := checkName(s.name); err != nil {
+			return nil, err
+		}
 		cc, run, err := prefixCommands(s.prefix)
 		if err != nil {
 			return nil, badUsage("-mpi %s=%s: %v", s.name, s.prefix, err)

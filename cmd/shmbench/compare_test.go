@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -231,5 +232,159 @@ func TestCompareHier(t *testing.T) {
 	}
 	if rows != 2 {
 		t.Errorf("%d rows, want 2:\n%s", rows, out)
+	}
+}
+
+func TestCompareBadImpls(t *testing.T) {
+	dir := t.TempDir()
+	notExe := filepath.Join(dir, "lib.so")
+	os.WriteFile(notExe, nil, 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-impls", "shmcoll@" + filepath.Join(dir, "none")}, "is not an executable shmbench"},
+		{[]string{"-impls", "shmcoll@" + notExe}, "is not an executable shmbench"},
+		{[]string{"-impls", "openmpi+shmcoll"}, "name the library"},
+		{[]string{"-impls", "openmpi+shmcoll@" + filepath.Join(dir, "none.so")}, "no such file"},
+		{[]string{"-impls", "lam+shmcoll", "-libshmcoll", notExe}, `unknown MPI "lam"`},
+		{[]string{"-impls", "openmpi+shmcollx"}, "unknown implementation"},
+		{[]string{"-impls", "shmcoll,shmcoll"}, "given twice"},
+		{[]string{"-mpicc", "mpicc.openmpi"}, "give both"},
+		{[]string{"-mpi-name", "x"}, "give them"},
+		{[]string{"-mpi", "x"}, "NAME=PREFIX"},
+		{[]string{"-mpi", "x=" + dir}, "no " + filepath.Join(dir, "bin", "mpicc")},
+		{[]string{"-mpi", "shmcoll=" + dir}, "a name of its own"},
+		{[]string{"-mpi-name", "a+b", "-mpicc", "cc", "-mpirun", "run"}, "a name of its own"},
+		{[]string{"-mpicc", filepath.Join(dir, "none"), "-mpirun", filepath.Join(dir, "none")}, "MPI site"},
+		{[]string{"-mpicc", "/bin/true", "-mpirun", "/bin/echo"}, "neither Open MPI nor Hydra"},
+	} {
+		code, _, errOut := shmbench(t, append([]string{"compare"}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("compare %v: exit %d, %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// TestSiteInstallation tells the launch line of Debian's MPIs from their
+// launchers' --version, as for an MPI given by path.
+func TestSiteInstallation(t *testing.T) {
+	for _, impl := range mpi.Impls {
+		deb := mpi.Lookup(impl)
+		if err := deb.Err(); err != nil {
+			t.Skipf("%v", err)
+		}
+		in, err := siteInstallation(deb.MPICC, deb.MPIRun)
+		if err != nil || in.Impl != impl || in.MPICC != deb.MPICC || in.MPIRun != deb.MPIRun || !in.OK() {
+			t.Errorf("%s: %+v, %v", impl, in, err)
+		}
+	}
+}
+
+// TestCompareSiteMPI compares with Debian's MPIs given as site MPIs: Open
+// MPI by an installation prefix (a bin directory of links named mpicc and
+// mpirun), MPICH by its compiler wrapper and launcher.
+func TestCompareSiteMPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MPI jobs")
+	}
+	ompi, mpich := mpi.Lookup(mpi.OpenMPI), mpi.Lookup(mpi.MPICH)
+	for _, in := range []mpi.Installation{ompi, mpich} {
+		if err := in.Err(); err != nil {
+			t.Skipf("%v", err)
+		}
+	}
+	prefix := t.TempDir()
+	os.Mkdir(filepath.Join(prefix, "bin"), 0o755)
+	for name, target := range map[string]string{"mpicc": ompi.MPICC, "mpirun": ompi.MPIRun} {
+		if err := os.Symlink(target, filepath.Join(prefix, "bin", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := shmbench(t, "compare", "-mpi", "ompi="+prefix, "-mpi-name", "hydra", "-mpicc", mpich.MPICC, "-mpirun", mpich.MPIRun,
+		"-impls", "shmcoll,ompi,hydra", "-np", "2", "-sizes", "8,4K", "-rounds", "1", "-n", "20", "-warmup", "1ms")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"# ompi: " + filepath.Join(prefix, "bin", "mpicc") + ", " + filepath.Join(prefix, "bin", "mpirun") + " (launch line of openmpi)",
+		"# hydra: " + mpich.MPICC + ", " + mpich.MPIRun + " (launch line of mpich)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 5 && f[0] == "allreduce" {
+			rows++
+			for i, impl := range []string{"shmcoll", "ompi", "hydra"} {
+				if us, err := strconv.ParseFloat(f[2+i], 64); err != nil || us <= 0 {
+					t.Errorf("row %q: %s time %q", line, impl, f[2+i])
+				}
+			}
+		}
+	}
+	if rows != 2 {
+		t.Errorf("%d rows, want 2:\n%s", rows, out)
+	}
+}
+
+// TestCompareOtherBuild builds this shmbench into a temporary directory
+// and compares it, as another build, with itself: no MPI is needed, every
+// result is checked, and the per-round ratio shmcoll / shmcoll@PATH is the
+// ratio of the two implementations' times in that round.
+func TestCompareOtherBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds shmbench and starts its ranks")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build shmbench with")
+	}
+	other := filepath.Join(t.TempDir(), "shmbench")
+	if out, err := exec.Command(goCmd, "build", "-o", other, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	name := "shmcoll@" + other
+	code, out, errOut := shmbench(t, "compare", "-impls", "shmcoll,"+name, "-np", "2", "-sizes", "8,64K", "-rounds", "2",
+		"-n", "30", "-warmup", "1ms", "-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	blocks := map[string]int{}
+	var rows int
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var kind struct{ Type string }
+		if err := json.Unmarshal([]byte(line), &kind); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		switch kind.Type {
+		case "block":
+			var b block
+			json.Unmarshal([]byte(line), &b)
+			blocks[b.Impl]++
+			if len(b.Results) != 1 || b.Results[0].Check != "ok" || b.Results[0].Iters != 30 {
+				t.Errorf("block %s round %d: %+v", b.Impl, b.Round, b.Results)
+			}
+		case "compare":
+			var r compareRow
+			json.Unmarshal([]byte(line), &r)
+			rows++
+			k := "shmcoll/" + name
+			for i := range 2 {
+				want := r.PerRnd["shmcoll"][i] / r.PerRnd[name][i]
+				if got := r.PairRatios[k][i]; !(want > 0) || got != want {
+					t.Errorf("%d B round %d: ratio %v, want %v", r.Bytes, i+1, got, want)
+				}
+			}
+			if r.PairRatio[k] <= 0 || r.Ratio != 0 {
+				t.Errorf("%d B: median ratio %v, ratio to MPI %v", r.Bytes, r.PairRatio[k], r.Ratio)
+			}
+		}
+	}
+	if blocks["shmcoll"] != 4 || blocks[name] != 4 || rows != 2 {
+		t.Errorf("blocks %v, %d rows", blocks, rows)
 	}
 }
