@@ -365,6 +365,15 @@ func parseCompare(args []string, stderr io.Writer) (*compareConfig, error) {
 	if !slices.ContainsFunc(c.impls, func(p compareImpl) bool { return !p.library() }) {
 		return nil, badUsage("-impls %s: shmcoll, shmcoll@PATH, MPI+shmcoll or hier-MPI must take part", *impls)
 	}
+	// MPI+shmcoll@LIB is called MPI+shmcoll where that is the only one
+	// for the MPI (the header names the library).
+	for i, p := range c.impls {
+		short := p.base + "+shmcoll"
+		if p.preload != "" && p.name != short &&
+			!slices.ContainsFunc(c.impls, func(q compareImpl) bool { return q.name != p.name && q.preload != "" && q.base == p.base }) {
+			c.impls[i].name = short
+		}
+	}
 	return c, nil
 }
 

@@ -388,3 +388,52 @@ func TestCompareOtherBuild(t *testing.T) {
 		t.Errorf("blocks %v, %d rows", blocks, rows)
 	}
 }
+
+// TestComparePreload builds libshmcoll for Open MPI from this source tree
+// and compares Open MPI with and without it preloaded: the ranks start
+// with the library, every result is checked, and the per-round ratio
+// openmpi+shmcoll / openmpi is that of the two times.
+func TestComparePreload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds libshmcoll and starts MPI jobs")
+	}
+	if err := mpi.Lookup(mpi.OpenMPI).Err(); err != nil {
+		t.Skipf("%v", err)
+	}
+	if src, _ := filepath.Glob("../libshmcoll/*.go"); len(src) == 0 {
+		t.Skip("no cmd/libshmcoll in this tree")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build libshmcoll with")
+	}
+	lib := filepath.Join(t.TempDir(), "libshmcoll.so")
+	build := exec.Command(goCmd, "build", "-buildmode=c-shared", "-tags", "mpi", "-o", lib, "../libshmcoll")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(build.Args, " "), err, out)
+	}
+	code, out, errOut := shmbench(t, "compare", "-impls", "openmpi,openmpi+shmcoll@"+lib, "-coll", "allreduce,bcast",
+		"-np", "2", "-sizes", "8,64K", "-rounds", "1", "-n", "30", "-warmup", "1ms", "-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	rows := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r compareRow
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if r.Type != "compare" {
+			continue
+		}
+		rows++
+		want := r.PerRnd["openmpi+shmcoll"][0] / r.PerRnd["openmpi"][0]
+		if got := r.PairRatio["openmpi+shmcoll/openmpi"]; !(want > 0) || got != want {
+			t.Errorf("%s %d B: ratio %v, want %v", r.Coll, r.Bytes, got, want)
+		}
+	}
+	if rows != 4 {
+		t.Errorf("%d rows, want 4:\n%s", rows, out)
+	}
+}
