@@ -27,7 +27,7 @@ import (
 func init() {
 	register(&command{
 		name:    "compare",
-		summary: "the same sweep through Open MPI, MPICH and shmcoll, interleaved, with ratios",
+		summary: "the same sweep through MPIs and shmcoll builds, interleaved, with ratios",
 		run:     runCompare,
 	})
 }
@@ -159,7 +159,6 @@ type compareConfig struct {
 	sizes             []int64
 	per, warm         time.Duration
 	impls             []compareImpl
-	missing           []error // MPIs named in -impls that are not installed
 	nodeSize          string
 	format            string
 	timeout           time.Duration

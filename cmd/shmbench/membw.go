@@ -18,11 +18,11 @@ import (
 	"github.com/shmcoll/shmcoll/numa"
 )
 
-// membw measures the memory bound of issue 10: the aggregate memcpy rate
-// of two processes, one per CPU, each copying its own first-touched
-// buffers of the vector's size at once (../shared/anchors/bench/membw.c's
-// "2p" configuration), and from it the time an allreduce of n bytes needs
-// if every rank copies 2n bytes at half that aggregate rate: 4n / rate.
+// membw measures the memory bound of a two-rank allreduce: the aggregate
+// memcpy rate of two processes, one per CPU, each copying its own
+// first-touched buffers of the vector's size at once, and from it the time
+// an allreduce of n bytes needs if every rank copies 2n bytes at half that
+// aggregate rate: 4n / rate.
 func init() {
 	register(&command{
 		name:    "membw",
