@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -256,6 +257,11 @@ type native struct {
 // alias given together with the flag it stands for.
 func (a *aliases) resolve(n native) error {
 	set := a.fs.setFlags()
+	for _, name := range []string{"b", "e", "f", "m", "n", "i", "w", "x", "c", "d", "o", "r"} {
+		if !slices.Contains(a.fs.alias, name) {
+			delete(set, name) // a flag of the command's own (tune's -o), not an alias
+		}
+	}
 	both := func(alias, own string) error {
 		if set[alias] && set[own] {
 			return badUsage("-%s and -%s name the same setting: give one", alias, own)
