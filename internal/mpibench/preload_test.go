@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/shmcoll/shmcoll/internal/mpi"
@@ -79,6 +80,80 @@ func TestRunPreload(t *testing.T) {
 			}
 			if ranks != 2 {
 				t.Errorf("%d ranks loaded the library, want 2", ranks)
+			}
+		})
+	}
+}
+
+// counter is an MPI interposer that counts the collective calls made
+// through the MPI_ names and writes the counts of each rank at
+// MPI_Finalize into the directory PRELOAD_TEST_DIR names.
+const counter = `#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+static long barrier, allreduce, reduce, bcast;
+int MPI_Barrier(MPI_Comm c) { barrier++; return PMPI_Barrier(c); }
+int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c)
+{ allreduce++; return PMPI_Allreduce(s, r, n, t, o, c); }
+int MPI_Reduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, int root, MPI_Comm c)
+{ reduce++; return PMPI_Reduce(s, r, n, t, o, root, c); }
+int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c)
+{ bcast++; return PMPI_Bcast(b, n, t, root, c); }
+int MPI_Finalize(void)
+{
+	int rank;
+	char path[4096];
+	FILE *f;
+	PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	snprintf(path, sizeof path, "%s/%d", getenv("PRELOAD_TEST_DIR"), rank);
+	if ((f = fopen(path, "w"))) {
+		fprintf(f, "barrier %ld allreduce %ld reduce %ld bcast %ld", barrier, allreduce, reduce, bcast);
+		fclose(f);
+	}
+	return PMPI_Finalize();
+}
+`
+
+// TestTimingCallsPMPI preloads a counting interposer: of the collectives
+// the benchmark calls, only the measured one goes through the MPI_ names
+// (1 warm-up and 5 timed iterations); its barriers and bookkeeping call
+// PMPI, so that an interposer such as libshmcoll serves only what is
+// measured.
+func TestTimingCallsPMPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MPI jobs")
+	}
+	for _, impl := range mpi.Impls {
+		t.Run(string(impl), func(t *testing.T) {
+			in := mpi.Lookup(impl)
+			if err := in.Err(); err != nil {
+				t.Skipf("%v", err)
+			}
+			dir := t.TempDir()
+			src, lib := filepath.Join(dir, "counter.c"), filepath.Join(dir, "libcounter.so")
+			if err := os.WriteFile(src, []byte(counter), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(in.MPICC, "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			for coll, want := range map[string]string{
+				"allreduce": "barrier 0 allreduce 6 reduce 0 bcast 0",
+				"bcast":     "barrier 0 allreduce 0 reduce 0 bcast 6",
+				"barrier":   "barrier 6 allreduce 0 reduce 0 bcast 0",
+			} {
+				counts := t.TempDir()
+				o := Options{NP: 2, Colls: []string{coll}, Sizes: []int64{8}, Iters: 5, Warmup: -1,
+					Env: []string{"PRELOAD_TEST_DIR=" + counts}, Preload: lib}
+				if _, err := RunWith(context.Background(), in, o); err != nil {
+					t.Fatal(err)
+				}
+				for r := range 2 {
+					got, err := os.ReadFile(filepath.Join(counts, strconv.Itoa(r)))
+					if err != nil || string(got) != want {
+						t.Errorf("%s, rank %d: %q, %v; want %q", coll, r, got, err, want)
+					}
+				}
 			}
 		})
 	}
