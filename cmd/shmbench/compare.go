@@ -517,6 +517,10 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			groups = append(groups, []int64{b})
 		}
 	}
+	nameWidth := 8
+	for _, p := range usable {
+		nameWidth = max(nameWidth, len(p.name))
+	}
 	var blocks []*block
 	for r := range cfg.rounds {
 		for g, sizes := range groups {
@@ -543,7 +547,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 					if b.Group > 0 {
 						what = humanSize(sizes[0])
 					}
-					fmt.Fprintf(stdout, "# round %d %-8s %-8s probe %9s, %5.1f s\n", b.Round, b.Impl, what, probe, b.Seconds)
+					fmt.Fprintf(stdout, "# round %d %-*s %-8s probe %9s, %5.1f s\n", b.Round, nameWidth, b.Impl, what, probe, b.Seconds)
 				}
 			}
 		}
@@ -875,7 +879,13 @@ func writeCompareTable(w io.Writer, rows []*compareRow, impls []compareImpl) {
 		if row.Ratio > 0 {
 			ratio, spread = fmt.Sprintf("%.3f", row.Ratio), fmt.Sprintf("%.3g-%.3g", lo, hi)
 		}
-		fmt.Fprintf(w, " %8s %11s %13s  %s\n", ratio, spread, st, strings.Join(row.Best, ","))
+		best := slices.Clone(row.Best)
+		for i, b := range best {
+			if b == "" {
+				best[i] = "-" // no MPI in that round
+			}
+		}
+		fmt.Fprintf(w, " %8s %11s %13s  %s\n", ratio, spread, st, strings.Join(best, ","))
 	}
 	fmt.Fprintln(w, "# ratio: median over rounds of shmcoll / best MPI in that round (< 1: shmcoll faster); times: median over rounds of each block's median")
 	if len(pairs) > 0 {
