@@ -57,6 +57,9 @@ type Options struct {
 	// is complete: a value the ranks must agree on (collectives records
 	// the hash of its selection table). 0 means none.
 	JoinValue uint64
+	// RequireLauncher makes [JoinEnv] fail where no launcher variable is
+	// set, instead of joining a world of one.
+	RequireLauncher bool
 
 	fixedSpin bool          // tests: keep the spin budget at SpinFor
 	sleepFor  time.Duration // tests: bound of one futex sleep
