@@ -98,7 +98,7 @@ func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
 	check := fs.Bool("check", false, "check every element of every iteration's result (without it: the changed elements of every iteration, and all of the last)")
 	format := fs.String("format", "table", "output: table, csv or json (one object per line)")
 	plotDir := fs.String("plot", "", "write latency and bandwidth charts (PNG and SVG) into this directory")
-	bind := fs.String("bind", "auto", "binding of the ranks shmbench starts: core, socket, none or auto")
+	bind := fs.String("bind", "core", "binding of the ranks shmbench starts: core, socket, none or auto")
 	timeout := fs.Duration("timeout", 30*time.Minute, "stop the ranks after this long")
 	arena := fs.Bool("arena", false, "buffers from collectives.Alloc in the arena, which the direct algorithm reads in place from 1 MiB up (allgather 4 MiB; implies -dirty)")
 	dirty := fs.Bool("dirty", false, "rewrite each rank's whole input before every iteration, outside the timing, as a program that produces it would")

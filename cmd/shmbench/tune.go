@@ -89,7 +89,7 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 	margin := fs.Float64("margin", 0.10, "keep the heuristic's choice (the fallback's) while it is at most this fraction slower than the fastest")
 	out := fs.String("o", "", "write the selection table to this file, keeping its entries for other p (default: stdout)")
 	report := fs.String("report", "", "write the markdown report to this file (default: stdout)")
-	bind := fs.String("bind", "auto", "binding of the ranks: core, socket, none or auto")
+	bind := fs.String("bind", "core", "binding of the ranks: core, socket, none or auto")
 	timeout := fs.Duration("timeout", 2*time.Hour, "stop the ranks of one p after this long")
 	al := fs.addAliases(aliasSizes | aliasDtype) // -o is the output file here
 	if err := fs.parse(args); err != nil {
