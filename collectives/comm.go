@@ -28,6 +28,10 @@ type Options struct {
 	// peer's liveness is checked (0: SHMCOLL_TIMEOUT, or 2s). A living but
 	// slow peer is waited for.
 	Timeout time.Duration
+	// RequireLauncher makes [JoinEnv] fail where no launcher variable is
+	// set (as SHMCOLL_REQUIRE_LAUNCHER=1 does), instead of returning a
+	// communicator of one rank.
+	RequireLauncher bool
 	// Algorithms pins an algorithm per collective, for all sizes, so that
 	// results do not change when the selection table does. It overrides
 	// SHMCOLL_ALGO_<COLL>, which overrides the selection table.
@@ -46,15 +50,10 @@ type Options struct {
 	// [shm.Options]): how long joining may take, and how long a wait spins
 	// and then yields before it sleeps.
 	JoinTimeout, SpinFor, YieldFor time.Duration
-	// RequireLauncher makes [JoinEnv] fail where no launcher variable is
-	// set (as SHMCOLL_REQUIRE_LAUNCHER=1 does), instead of returning a
-	// communicator of one rank.
-	RequireLauncher bool
 }
 
 func (o Options) shm() shm.Options {
-	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor,
-		RequireLauncher: o.RequireLauncher}
+	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor}
 }
 
 // Comm is a communicator: a group of ranks sharing one arena. The
@@ -226,7 +225,9 @@ func JoinEnv(ctx context.Context, opt Options) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep, err := shm.JoinEnv(ctx, tc.shm(opt))
+	so := tc.shm(opt)
+	so.RequireLauncher = opt.RequireLauncher
+	ep, err := shm.JoinEnv(ctx, so)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,9 @@ type Options struct {
 	// JoinTimeout bounds how long Join waits for the segment to appear and
 	// for all ranks to join. 0 means 10 × Timeout (at least 20s).
 	JoinTimeout time.Duration
+	// RequireLauncher makes [JoinEnv] fail where no launcher variable is
+	// set, instead of joining a world of one.
+	RequireLauncher bool
 	// NodeOf returns the NUMA node for rank's slot; nil or -1 leaves the
 	// placement to the kernel (first touch by the owning rank, which
 	// allocates its slot when it joins). Each rank places its own slot, so
@@ -57,9 +60,6 @@ type Options struct {
 	// is complete: a value the ranks must agree on (collectives records
 	// the hash of its selection table). 0 means none.
 	JoinValue uint64
-	// RequireLauncher makes [JoinEnv] fail where no launcher variable is
-	// set, instead of joining a world of one.
-	RequireLauncher bool
 
 	fixedSpin bool          // tests: keep the spin budget at SpinFor
 	sleepFor  time.Duration // tests: bound of one futex sleep
