@@ -50,7 +50,8 @@ type EnvJoin struct {
 // The MPI launchers come before Slurm because the ranks of an mpirun inside
 // a Slurm allocation inherit the allocation's SLURM_* variables. A batch
 // script (sbatch) or an salloc shell is no job step: it has no
-// SLURM_STEP_ID, or one of Slurm's special step ids.
+// SLURM_STEP_ID, or one of Slurm's special step ids; nor is the shell of
+// srun --pty (SLURM_PTY_PORT set, one task on the node).
 //
 // With none of these, ReadEnv returns an error wrapping [ErrNoLauncher]
 // when no launcher variable is set at all (JoinEnv then joins a world of
@@ -281,6 +282,10 @@ func (env environ) slurm() (j EnvJoin, step bool, err error) {
 	}
 	if j.Size, err = tasksOnNode(v[3], node); err != nil {
 		return j, true, fmt.Errorf("%w: SLURM_STEP_TASKS_PER_NODE=%q at SLURM_NODEID=%d: %v", ErrNoEnv, v[3], node, err)
+	}
+	if j.Size == 1 && env.get("SLURM_PTY_PORT") != "" {
+		// srun --pty bash: a shell, whose programs are not the step's tasks.
+		return j, false, nil
 	}
 	// Another launcher inside the step: its ranks are not the step's tasks.
 	// Slurm's own MPI plugins set PMI_RANK and PMIX_RANK to the task's

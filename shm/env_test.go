@@ -16,7 +16,7 @@ var launcherVars = []string{
 	"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMIX_HOSTNAME",
 	"MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI_FD", "MPIR_CVAR_CH3_INTERFACE_HOSTNAME",
 	"SLURM_STEP_ID", "SLURM_STEPID", "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_PROCID",
-	"SLURM_STEP_TASKS_PER_NODE",
+	"SLURM_STEP_TASKS_PER_NODE", "SLURM_PTY_PORT",
 }
 
 func init() { launcherVars = append(launcherVars, foreignVars...) }
@@ -183,6 +183,7 @@ func TestReadEnvNoLauncher(t *testing.T) {
 		"batch step id":    with(sbatchVars, "SLURM_STEP_ID", "4294967291", "SLURM_STEP_TASKS_PER_NODE", "1"),
 		"interactive step": with(sbatchVars, "SLURM_STEP_ID", "4294967290", "SLURM_STEPID", "4294967290", "SLURM_STEP_TASKS_PER_NODE", "1"),
 		"empty shmrun":     {EnvRank: "", EnvSize: "", EnvArena: ""},
+		"srun --pty bash":  with(srunVars("5", "0", "1", 0, 0, 0), "SLURM_PTY_PORT", "40123"),
 	} {
 		if j, err := (fakeEnv{vars: vars}).read(); !errors.Is(err, ErrNoLauncher) || !errors.Is(err, ErrNoEnv) {
 			t.Errorf("%s: %+v, %v; want an error wrapping ErrNoLauncher", name, j, err)
@@ -213,6 +214,7 @@ func TestReadEnvPrecedence(t *testing.T) {
 		{all(slurm, hydra, ompi), "openmpi", 2},
 		{all(slurm, hydra), "mpich", 3},
 		{slurm, "slurm", 4},
+		{with(slurm, "SLURM_PTY_PORT", "40123"), "slurm", 4}, // srun --pty with several tasks
 	} {
 		j, err := fakeEnv{vars: tc.vars, proxy: 1}.read()
 		if err != nil || j.Source != tc.source || j.Rank != tc.rank {
