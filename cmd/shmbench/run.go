@@ -40,8 +40,8 @@ const envStream = "SHMBENCH_STREAM"
 const runUsage = `usage: shmbench run [flags]
 
 Times collectives of shmcoll on -np local processes, which shmbench starts
-itself; under shmrun or mpirun (SHMCOLL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or
-PMI_RANK set) each process is one rank and -np is the launcher's.
+itself; under shmrun, mpirun or srun (the variables shm.ReadEnv reads) each
+process is one rank and -np is the launcher's.
 
 One iteration is a barrier, then the collective; its time is the slowest
 rank's. Per case: min, median, mean, max and p99 over the iterations, the
