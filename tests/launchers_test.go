@@ -233,3 +233,12 @@ func TestJoinEnvMPIRun(t *testing.T) {
 		})
 	}
 }
+
+// TestJoinEnvRequireLauncher: a program started alone with
+// SHMCOLL_REQUIRE_LAUNCHER=1 fails, saying that no launcher started it.
+func TestJoinEnvRequireLauncher(t *testing.T) {
+	out, errs := runFakeLauncher(t, 1, func(r, p int) []string { return []string{shm.EnvRequireLauncher + "=1"} }, false)
+	if errs[0] == nil || !strings.Contains(out[0], "no launcher") || strings.Contains(out[0], "allreduce ok") {
+		t.Errorf("%v: %q; want a failure saying no launcher", errs[0], out[0])
+	}
+}
