@@ -771,32 +771,81 @@ func (e *Endpoint) join(pid int, start uint64) (int, error) {
 	*(*uint64)(unsafe.Add(cb, cJoinValue)) = e.joinValue
 	st.Store(stateJoined)
 	e.joined = true
-	return int(e.attachedWord().Add(1)), nil
+	return int(e.attachedWord().Add(1) &^ joinFailed), nil
+}
+
+// joinFailed is the bit of the header's attached word that marks the join
+// failed; the bits below it count the ranks joined.
+const joinFailed = 1 << 31
+
+// failJoin decides the join as failed unless every rank joined first, and
+// reports whether it failed. The attached word holds both outcomes, so
+// that every rank reads the same one: the count reaching the size first
+// means success on every rank, the failed bit first means failure on every
+// rank, whatever each rank sees afterwards (an abort of the complete arena
+// by a rank whose join has returned does not fail a slower rank's join).
+func (e *Endpoint) failJoin() bool {
+	aw := e.attachedWord()
+	for {
+		w := aw.Load()
+		switch {
+		case w&joinFailed != 0:
+			return true
+		case int(w) >= e.size:
+			return false
+		case aw.CompareAndSwap(w, w|joinFailed):
+			return true
+		}
+	}
 }
 
 // rendezvous waits until all ranks have joined. alive, if not nil, reports
 // whether a joined rank's process still lives; opt.Parent is watched.
+//
+// Every way out other than success goes through failJoin, and a rank that
+// fails the join aborts the arena with its cause, which the other ranks
+// then return (or their own view of the parent's failure, which names the
+// cause better). A rank that finds the join failed before the abort is
+// written waits for it, still watching its peers and its deadline.
 func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive func(r int) (int, bool), opt Options) error {
 	aw := e.attachedWord()
 	sleep := 20 * time.Microsecond
+	// fail ends the join with err, aborting the arena with kind, peer and
+	// pid (and err's text for abortUser), unless every rank joined first.
+	fail := func(kind uint32, peer, pid int, err error) error {
+		if !e.failJoin() {
+			return nil
+		}
+		msg := ""
+		if kind == abortUser {
+			msg = err.Error()
+		}
+		e.abort(kind, peer, pid, msg)
+		if err == nil {
+			return e.Err()
+		}
+		return err
+	}
 	for n := 0; ; n++ {
-		if int(aw.Load()) >= e.size {
+		w := aw.Load()
+		if w&joinFailed == 0 && int(w) >= e.size {
 			return nil
 		}
 		// The parent first: its error names the cause of an abort that a
 		// rank watching it made here.
 		if err := opt.parentErr(e, e.rank, e.size); err != nil {
-			if int(aw.Load()) >= e.size {
-				return nil
-			}
-			e.abort(abortUser, -1, 0, err.Error())
-			return err
+			return fail(abortUser, -1, 0, err)
 		}
 		if err := e.Err(); err != nil {
+			// The abort of a rank that failed the join, or one made after
+			// the join completed (by a rank whose join has returned).
+			if !e.failJoin() {
+				return nil
+			}
 			return err
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("shm: rank %d joining: %w", e.rank, context.Cause(ctx))
+			return fail(abortUser, -1, 0, fmt.Errorf("shm: rank %d joining: %w", e.rank, context.Cause(ctx)))
 		}
 		if time.Now().After(deadline) {
 			var missing []int
@@ -805,7 +854,7 @@ func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive fun
 					missing = append(missing, r)
 				}
 			}
-			return fmt.Errorf("%w: rank %d: %d of %d ranks joined; missing %v", ErrJoinTimeout, e.rank, aw.Load(), e.size, missing)
+			return fail(abortUser, -1, 0, fmt.Errorf("%w: rank %d: %d of %d ranks joined; missing %v", ErrJoinTimeout, e.rank, w&^joinFailed, e.size, missing))
 		}
 		if alive != nil && n%16 == 15 {
 			for r := range e.size {
@@ -813,17 +862,16 @@ func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive fun
 					continue
 				}
 				// A rank may complete the join and exit or leave
-				// between the check at the top and this one.
-				if pid, ok := alive(r); !ok && int(aw.Load()) < e.size {
-					e.abort(abortPeerDead, r, pid, "")
-					return e.Err()
+				// between the check at the top and this one: fail
+				// decides.
+				if pid, ok := alive(r); !ok {
+					return fail(abortPeerDead, r, pid, nil)
 				}
 			}
 		}
 		for r := range e.size {
-			if e.u32(r, cState).Load() == stateLeft && int(aw.Load()) < e.size {
-				e.abort(abortPeerLeft, r, 0, "")
-				return e.Err()
+			if e.u32(r, cState).Load() == stateLeft {
+				return fail(abortPeerLeft, r, 0, nil)
 			}
 		}
 		time.Sleep(sleep)
