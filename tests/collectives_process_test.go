@@ -139,7 +139,7 @@ func TestCollectivesRank(t *testing.T) {
 		}
 		fmt.Printf("mismatch reported: %v\n", err)
 	case "dupabort":
-		dupAbortRank(t, ctx, c)
+		dupAbortRank(t, c)
 	default:
 		t.Fatalf("unknown mode %q", mode)
 	}
