@@ -145,7 +145,7 @@ type typedCase[T simd.Element] struct {
 	pristine []T // -dirty: the input as prepare wrote it
 }
 
-// collCall is the table of collective calls by DESIGN.md name: the one
+// collCall is the table of collective calls by docs/DESIGN.md name: the one
 // place where shmbench calls the library.
 func collCall[T simd.Element](coll string) func(context.Context, *typedCase[T]) error {
 	switch coll {
