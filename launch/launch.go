@@ -108,10 +108,8 @@ const (
 	// BindAuto is BindCore, oversubscribed ranks included: the plan deals
 	// the ranks out over the cores, so that each core keeps the same ranks
 	// and takes turns among them. Left to the scheduler, oversubscribed
-	// ranks start unevenly spread and are moved about: np=8 on 2 CPUs,
-	// allreduce 1 MiB in 100 ms runs, 470-690 µs unbound against 350-390
-	// µs bound; 8 B 11.6-13.7 µs against 9.2-9.4 µs, p99 37-41 against
-	// 32-35 µs.
+	// ranks start unevenly spread and are moved about, which makes
+	// collectives slower and their tail longer.
 	BindAuto
 )
 

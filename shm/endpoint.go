@@ -276,8 +276,8 @@ func (e *Endpoint) Load(peer, c int) uint64 { return e.counter(peer, c).Load() }
 // Between processes a post is a plain release store (storeRelease): the
 // peers' polling takes the counter's line away, and a sequentially
 // consistent store would wait for the line to come back before the poster
-// goes on (a cache-line transfer per post: 50-270 ns here, and with a wait
-// right after the post, two transfers in a row instead of two at once).
+// goes on (a cache-line transfer per post, and with a wait right after the
+// post, two transfers in a row instead of two at once).
 // The load of the sleeper count may then be performed before the store is
 // seen, missing a waiter that registers meanwhile; that waiter's first
 // futex sleep is short (storeLag) and sees the store when it ends.
@@ -342,9 +342,9 @@ func (e *Endpoint) Wait(ctx context.Context, peer, c int, v uint64) error {
 // WaitData is Wait for a post after which the caller reads data, a small
 // range of peer's memory (at most TouchBytes are used). While it spins it
 // keeps loading data's cache lines, so that when peer writes them and
-// posts, they travel together with the counter's line instead of after it
-// (np=2, vCPUs on different dies, allreduce of 256 B: 0.63 -> 0.57 µs).
-// The loads only move lines; the caller reads data after WaitData returns.
+// posts, they travel together with the counter's line instead of after it,
+// which matters most when the ranks sit on different dies. The loads only
+// move lines; the caller reads data after WaitData returns.
 // Between processes only: goroutine ranks wait as Wait does.
 func (e *Endpoint) WaitData(ctx context.Context, peer, c int, v uint64, data []byte) error {
 	if e.base == nil {
@@ -399,10 +399,9 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 	// Most handoffs between running ranks complete within a few hundred
 	// nanoseconds: catch them before reading the clock or the context.
 	if e.spinFor > 0 {
-		// First without PAUSE (24 ns on this Zen 4 VM, half of which a wait
-		// adds to the handoff on average). np=2, same-L3, 16 interleaved
-		// runs: bcast 8 B 0.13 -> 0.10 µs, reduce 8 B 0.17 -> 0.13,
-		// allreduce 8 B 0.18 -> 0.17; 256 B within 0.01 either way.
+		// First without PAUSE: a PAUSE lasts about as long as a handoff
+		// between cores of one L3, and a wait that sees the post only
+		// after it adds half a PAUSE to the handoff on average.
 		for range tightSpins {
 			if w.Load() >= v {
 				return e.doneErr()
@@ -705,14 +704,12 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 		cpus = onlineCPUs()
 		// Other threads and processes: sched_yield alone. runtime.Gosched
 		// would first wake an idle P's thread (wakep) whenever GOMAXPROCS
-		// is above 1, a futex wake and a context switch per yield that,
-		// when ranks outnumber CPUs, doubled the time of small collectives
-		// (np=4 on 2 CPUs, allreduce 8 B: 32 to 16 µs, 0.16M futex calls
-		// per second gone). With one P there is no one to wake, and a
+		// is above 1: a futex wake and a context switch per yield, which
+		// when ranks outnumber CPUs costs small collectives as much as
+		// they take otherwise. With one P there is no one to wake, and a
 		// Gosched every 16th yield lets the rank's other goroutines run;
-		// not every time, since a Gosched before each sched_yield cost
-		// 7 % (np=8 on 2 CPUs: allreduce 8 B 8.8 -> 8.2 µs, barrier 7.8
-		// -> 7.1 µs).
+		// not every time, since a Gosched before each sched_yield is a
+		// cost on the path of every wait.
 		e.yield = osYield
 		e.gosched = runtime.GOMAXPROCS(0) == 1
 	}
@@ -725,8 +722,7 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	case over && !inProcess:
 		// Processes that outnumber the CPUs go straight to sched_yield
 		// (Open MPI's mpi_yield_when_idle): the rank we wait for most
-		// likely needs our CPU, and any spin only delays it (np=4 on 2
-		// CPUs, allreduce 8 B: 16 µs with a 2 µs budget, 7 µs without).
+		// likely needs our CPU, and any spin only delays it.
 	case over:
 		e.spinFor = 2 * time.Microsecond
 	default:
@@ -745,7 +741,8 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 		e.yieldFor = opt.YieldFor
 	case over && !inProcess:
 		// A rank that does not spin waits for up to p-1 others' turns on
-		// the CPU; a futex sleep would add a 13-30 µs wake-up.
+		// the CPU; a futex sleep would add a wake-up, many times a
+		// handoff, to each of them.
 		e.yieldFor = time.Millisecond
 	case over:
 		e.yieldFor = 100 * time.Microsecond

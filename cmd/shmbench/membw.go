@@ -18,7 +18,7 @@ import (
 	"github.com/shmcoll/shmcoll/numa"
 )
 
-// membw measures the memory bound of issue 10: the aggregate memcpy rate
+// membw measures the memory bound of a large allreduce: the aggregate memcpy rate
 // of two processes, one per CPU, each copying its own first-touched
 // buffers of the vector's size at once (../shared/anchors/bench/membw.c's
 // "2p" configuration), and from it the time an allreduce of n bytes needs
