@@ -618,8 +618,8 @@ func TestMisuseJoinAfterRendezvous(t *testing.T) {
 // fails gets ErrRankTaken if it comes while the segment is still named, and
 // ErrJoinTimeout (segment does not exist, as in TestMisuseJoinAfterRendezvous)
 // if all three ranks had joined and unlinked it before it came, and waits
-// out its join timeout (20 s): one that started after the other three did,
-// under the race detector on CI (600dff7).
+// out its join timeout (20 s): a process that starts late, as under the race
+// detector, arrives after the other three.
 func TestMisuseRankClaimedTwice(t *testing.T) {
 	rank := tool(t, "tests/internal/faultrank")
 	before := shmSnapshot()
