@@ -148,7 +148,7 @@ type typedCase[T simd.Element] struct {
 	pristine []T // -dirty: the input as prepare wrote it
 }
 
-// collCall is the table of collective calls by DESIGN.md name: the one
+// collCall is the table of collective calls by docs/DESIGN.md name: the one
 // place where shmbench calls the library.
 func collCall[T simd.Element](coll string) func(context.Context, *typedCase[T]) error {
 	switch coll {
@@ -521,10 +521,9 @@ func (k *typedCase[T]) touched(is []int, it int) []int {
 
 // record keeps the result elements that iteration it changed (the plan's,
 // in iteration order from the plan's first), for verify. Checking them at
-// once takes a reference computation per source rank (about half a
-// microsecond at np=8), and where ranks share CPUs that time delays the
-// ranks still inside their timed call: np=8 on 2 CPUs, allreduce of 8 B,
-// 8.4 against 7.9 µs. (The C program that times Open MPI and MPICH,
+// once takes a reference computation per source rank, and where ranks
+// share CPUs that time delays the ranks still inside their timed call,
+// which a small collective shows. (The C program that times Open MPI and MPICH,
 // internal/mpibench, checks the changed elements after each timed call: a
 // few dozen instructions of C.)
 func (k *typedCase[T]) record(it int) {

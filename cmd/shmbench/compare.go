@@ -773,8 +773,8 @@ func compareRows(blocks []*block, impls []compareImpl, rounds int) []*compareRow
 }
 
 // steadyProbe is how far apart (a factor) the probes of one round's blocks
-// may be for the round to count as one placement: the classes on the
-// project's VM (~14, ~30-55, ~150-210 ns) are further apart than this.
+// may be for the round to count as one placement: the classes the probe
+// tells apart (SMT siblings, one L3, different dies) differ by more.
 const steadyProbe = 1.6
 
 // steadyRounds reports, per (round, group), whether every block of it

@@ -7,7 +7,7 @@ import (
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
 )
 
-// benchColls are the collectives shmbench run measures, in DESIGN.md's
+// benchColls are the collectives shmbench run measures, in docs/DESIGN.md's
 // names and order.
 var benchColls = []string{
 	"allreduce", "reduce_scatter_block", "reduce_scatter", "allgather", "allgatherv",
@@ -30,7 +30,7 @@ type layout struct {
 	coll  string
 	p     int
 	root  int   // of bcast, reduce, scatter and gather
-	n     int   // elements of the full vector (DESIGN.md's bytes / element size)
+	n     int   // elements of the full vector (docs/DESIGN.md's bytes / element size)
 	m     int   // elements of a regular block (n/p for the blocked collectives)
 	count []int // irregular block counts (v-variants); for alltoallv, row of rank 0
 	displ []int // packed displacements of count
@@ -105,7 +105,7 @@ func (l *layout) matrix() {
 	}
 }
 
-// bytes is the case's size as DESIGN.md counts it.
+// bytes is the case's size as docs/DESIGN.md counts it.
 func (l layout) bytes(esz int) int64 { return int64(l.n) * int64(esz) }
 
 // sendLen and recvLen are the lengths of rank r's buffers (recv of bcast

@@ -22,7 +22,7 @@
 //	                  processes (a list), in interleaved rounds; writes the
 //	                  selection table auto uses (-o) and a report (docs/TUNING.md)
 //
-// Timing follows DESIGN.md: each iteration is a barrier and then the
+// Timing follows docs/DESIGN.md: each iteration is a barrier and then the
 // collective; its time is the slowest rank's; min, median, mean, max and
 // p99 over iterations and the span on CLOCK_MONOTONIC; bandwidths as
 // nccl-tests define them. The MPI side of compare (internal/mpibench)

@@ -46,7 +46,7 @@ process is one rank and -np is the launcher's.
 One iteration is a barrier, then the collective; its time is the slowest
 rank's. Per case: min, median, mean, max and p99 over the iterations, the
 span (first rank's start to last rank's end, median), and algorithm and bus
-bandwidth as nccl-tests define them (bytes: the full vector, DESIGN.md).
+bandwidth as nccl-tests define them (bytes: the full vector, docs/DESIGN.md).
 Inputs change every iteration; every result is checked (all elements of
 every iteration with -check) and a wrong one makes the exit status 1.
 

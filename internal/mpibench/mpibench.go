@@ -1,6 +1,6 @@
 // Package mpibench is the MPI side of `shmbench compare`: a small C
 // benchmark of our own (mpicoll.c, embedded) that times MPI collectives with
-// the method of DESIGN.md, built with an MPI's compiler wrapper into the user
+// the method of docs/DESIGN.md, built with an MPI's compiler wrapper into the user
 // cache and launched with that MPI's mpirun, and a parser of its JSON lines.
 //
 // Nothing here needs cgo or the mpi build tag: the benchmark is compiled at
@@ -33,7 +33,7 @@ import (
 //go:embed mpicoll.c
 var source []byte
 
-// Colls are the collectives the benchmark measures, by their DESIGN.md names.
+// Colls are the collectives the benchmark measures, by their docs/DESIGN.md names.
 var Colls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall", "reduce_scatter", "allgatherv", "alltoallv"}
 
 // HierColls are the collectives of Colls that the hierarchical benchmark
@@ -110,7 +110,7 @@ func BuildWith(ctx context.Context, in mpi.Installation) (string, error) {
 type Options struct {
 	NP    int      // ranks (required)
 	Colls []string // collectives (names in Colls); nil means all
-	Sizes []int64  // bytes (DESIGN.md's convention); nil means 8 B to 64 MiB by 8x
+	Sizes []int64  // bytes (docs/DESIGN.md's convention); nil means 8 B to 64 MiB by 8x
 	// Iters fixes the number of timed iterations per size; when 0 the
 	// iterations run until Time has passed on the slowest rank (at least 5).
 	Iters  int

@@ -2,7 +2,7 @@
 
 /*
  * mpicoll.c - the MPI side of `shmbench compare`: times MPI collectives with
- * the method of shmcoll's DESIGN.md so that its numbers compare with
+ * the method of shmcoll's docs/DESIGN.md so that its numbers compare with
  * `shmbench run`. Embedded in the Go package internal/mpibench, which builds
  * it with mpicc.openmpi or mpicc.mpich and launches it with mpirun.
  *
@@ -152,7 +152,7 @@ struct kase {
 	int coll;
 	size_t count; /* element count passed to MPI (the regular block m for the v-variants) */
 	size_t total; /* reduce_scatter and allgatherv: the elements of the whole vector */
-	size_t bytes; /* the full vector, DESIGN.md's convention */
+	size_t bytes; /* the full vector, docs/DESIGN.md's convention */
 	void *sbuf, *rbuf;
 };
 
