@@ -349,9 +349,13 @@ static int sc_delete_attr(MPI_Comm comm, int key, void *val, void *extra) {
 	return MPI_SUCCESS;
 }
 
+// sc_progress is the progress call of a waiting rank: a probe that
+// receives nothing and runs the MPI's progress engine. On MPI_COMM_WORLD,
+// since MPICH answers a probe on MPI_COMM_SELF without progressing its
+// other channels.
 void sc_progress(void) {
 	int flag = 0;
-	PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+	PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
 }
 
 static void sc_init(void) {
