@@ -42,7 +42,7 @@ func TestServeAllocs(t *testing.T) {
 		if err := reduce[float64](s, collectives.CollAllreduce, send, recv, n, nil, op, 0); err != nil {
 			return err
 		}
-		count(collectives.CollAllreduce, s.c)
+		count(collectives.CollAllreduce, s)
 		return collectives.Bcast(bg, s.c, buf(recv, 8*n), 1)
 	}
 	const runs = 200

@@ -334,6 +334,7 @@ static int sc_reduce(MPI_Datatype dt, MPI_Op op, int *simd, int *code, int *comm
 
 typedef struct sc_state {
 	int served;
+	int hier; // spans nodes: collectives/hier serves what it has
 	int rank;
 	int id;   // Go's communicator, -1 for none
 	int size; // ranks
@@ -388,23 +389,28 @@ static sc_state *sc_setup(MPI_Comm comm) {
 	if (!inter && size > 1) {
 		MPI_Comm node = MPI_COMM_NULL;
 		const char *ns = getenv("SHMCOLL_NODE_SIZE");
-		int k = ns ? atoi(ns) : 0;
-		int rc = k > 0 ? PMPI_Comm_split(comm, rank / k, rank, &node)
-		               : PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+		int k = ns && *ns && !(strchr(ns, ',') == NULL && atoi(ns) >= size); // emulated nodes, more than one
+		int rc = PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
 		int nrank = 0, nsize = 0, ok = 0;
 		if (rc == MPI_SUCCESS) {
 			PMPI_Comm_rank(node, &nrank);
 			PMPI_Comm_size(node, &nsize);
+			// One node: the node ranks are the communicator's ranks (key =
+			// rank), and every rank finds one node (all or none do).
+			// Emulated nodes (SHMCOLL_NODE_SIZE) and real ones go to hier.
+			int single = nsize == size && k == 0;
 			char name[72];
 			memset(name, 0, sizeof name);
-			if (nrank == 0) shmcollNewName(name, (int)sizeof name - 1);
-			PMPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, node);
-			// One node: the node ranks are the communicator's ranks (key
-			// = rank). Spanning nodes: not served yet.
-			if (nsize == size && name[0]) {
+			if (single && nrank == 0) shmcollNewName(name, (int)sizeof name - 1);
+			if (single) PMPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, node);
+			PMPI_Comm_free(&node);
+			if (single && name[0]) {
 				s->id = shmcollJoin(name, nrank, nsize);
-				ok = s->id >= 0;
+			} else if (!single) {
+				s->id = shmcollHier((uintptr_t)comm);
+				s->hier = 1;
 			}
+			ok = s->id >= 0;
 		}
 		int all = 0;
 		PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
@@ -414,11 +420,16 @@ static sc_state *sc_setup(MPI_Comm comm) {
 			shmcollRelease(s->id);
 			s->id = -1;
 		}
-		if (node != MPI_COMM_NULL) PMPI_Comm_free(&node);
 	}
 	PMPI_Comm_set_attr(comm, sc_keyval, s);
 	return s;
 }
+
+// The collectives collectives/hier serves on communicators spanning nodes.
+static const int sc_hier_has[SC_NCOLL] = {
+    [SC_ALLREDUCE] = 1, [SC_REDUCE_SCATTER_BLOCK] = 1, [SC_REDUCE_SCATTER] = 1, [SC_ALLGATHER] = 1,
+    [SC_ALLGATHERV] = 1, [SC_BCAST] = 1, [SC_REDUCE] = 1,
+};
 
 // sc_state_of returns the communicator's state when it is served, else
 // counts the call as passed and returns NULL.
@@ -435,7 +446,7 @@ static sc_state *sc_state_of(MPI_Comm comm, int coll) {
 		s = v;
 	else
 		s = sc_setup(comm);
-	if (!s || !s->served || s->id < 0) {
+	if (!s || !s->served || s->id < 0 || (s->hier && !sc_hier_has[coll])) {
 		sc_pass(coll, SC_PASS_COMM);
 		return NULL;
 	}

@@ -245,3 +245,32 @@ func TestFortran(t *testing.T) {
 		t.Errorf("Open MPI: the library saw Fortran calls: %v", st)
 	}
 }
+
+// TestNodes runs testdata/smoke.c on emulated nodes (SHMCOLL_NODE_SIZE=2):
+// the collectives collectives/hier has are served by it, the others pass.
+func TestNodes(t *testing.T) {
+	in, dir, lib := library(t)
+	exe := compile(t, in, dir, "smoke.c")
+	before := shmEntries(t)
+	for _, np := range []int{4, 5} {
+		out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1", "SHMCOLL_NODE_SIZE=2")
+		if !strings.Contains(out, "No Errors") {
+			t.Fatalf("np=%d: no \"No Errors\":\n%s\n%s", np, out, errs)
+		}
+		st := stats(errs)
+		for _, c := range []string{"allreduce", "reduce_scatter_block", "reduce_scatter", "allgather", "allgatherv", "bcast", "reduce"} {
+			if st[c][0] == 0 || !strings.Contains(errs, "shmcoll: "+c+" served") {
+				t.Errorf("np=%d: %s not served: %v\n%s", np, c, st[c], errs)
+			}
+		}
+		if !regexp.MustCompile(`(?m)^shmcoll: allreduce .*alg:hier=`).MatchString(errs) {
+			t.Errorf("np=%d: no allreduce served by hier:\n%s", np, errs)
+		}
+		for _, c := range []string{"alltoall", "scan", "gather"} {
+			if st[c][0] != 0 {
+				t.Errorf("np=%d: %s served across nodes: %v", np, c, st[c])
+			}
+		}
+	}
+	checkShm(t, before)
+}

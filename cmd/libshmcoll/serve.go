@@ -18,6 +18,8 @@ import (
 	"unsafe"
 
 	"github.com/shmcoll/shmcoll/collectives"
+	"github.com/shmcoll/shmcoll/collectives/hier"
+	"github.com/shmcoll/shmcoll/mpi"
 	"github.com/shmcoll/shmcoll/shm"
 	"github.com/shmcoll/shmcoll/simd"
 )
@@ -31,7 +33,8 @@ var bg = context.Background()
 // commState is one served communicator: the rank's shmcoll communicator
 // over the node's ranks, and scratch for the calls' count vectors.
 type commState struct {
-	c                *collectives.Comm
+	c                *collectives.Comm // the node's ranks; Local() of h for a multi-node communicator
+	h                *hier.Comm        // nil on one node
 	rank, size       int
 	counts, displs   []int
 	rcounts, rdispls []int
@@ -96,6 +99,9 @@ func shmcollStart() C.int {
 		slotBytes = int(n)
 	}
 	initOps()
+	if err := mpi.Attach(); err != nil {
+		debugf("attaching to the MPI: %v (communicators that span nodes pass)", err)
+	}
 	return 0
 }
 
@@ -114,9 +120,33 @@ func shmcollJoin(name *C.char, rank, size C.int) C.int {
 		debugf("joining %d ranks: %v", int(size), err)
 		return -1
 	}
-	p := int(size)
-	s := &commState{c: c, rank: int(rank), size: p,
+	return register(newState(c, nil, int(rank), int(size)))
+}
+
+func newState(c *collectives.Comm, h *hier.Comm, rank, p int) *commState {
+	return &commState{c: c, h: h, rank: rank, size: p,
 		counts: make([]int, p), displs: make([]int, p), rcounts: make([]int, p), rdispls: make([]int, p)}
+}
+
+//export shmcollHier
+func shmcollHier(comm C.uintptr_t) C.int {
+	if !mpi.Attached() {
+		return -1
+	}
+	parent, err := mpi.FromHandle(uintptr(comm))
+	if err != nil {
+		debugf("communicator spanning nodes: %v", err)
+		return -1
+	}
+	h, err := hier.New(bg, parent, hier.Options{Collectives: collectives.Options{SlotBytes: slotBytes, Progress: progress}})
+	if err != nil {
+		debugf("communicator spanning nodes: %v", err)
+		return -1
+	}
+	return register(newState(h.Local(), h, h.Rank(), h.Size()))
+}
+
+func register(s *commState) C.int {
 	commMu.Lock()
 	defer commMu.Unlock()
 	id := 0
@@ -138,7 +168,11 @@ func shmcollRelease(id C.int) {
 	}
 	commMu.Unlock()
 	if s != nil {
-		s.c.Close()
+		if s.h != nil {
+			s.h.Close()
+		} else {
+			s.c.Close()
+		}
 	}
 }
 
@@ -154,8 +188,15 @@ func failed(id C.int, coll collectives.Collective, err error) C.int {
 // served counts the calls served per collective and algorithm.
 var served [C.SC_NCOLL][32]atomic.Uint64
 
-func count(coll collectives.Collective, c *collectives.Comm) {
-	a := int(c.LastAlgorithm())
+// hierAlg is the column of calls served by collectives/hier.
+const hierAlg = 31
+
+func count(coll collectives.Collective, s *commState) {
+	if s.h != nil {
+		served[coll][hierAlg].Add(1)
+		return
+	}
+	a := int(s.c.LastAlgorithm())
 	if a >= len(served[coll]) {
 		a = 0
 	}
@@ -228,7 +269,7 @@ func shmcollReduce(id, coll C.int, send, recv unsafe.Pointer, count_ C.int, coun
 	if err != nil {
 		return failed(id, co, err)
 	}
-	count(co, s.c)
+	count(co, s)
 	return 0
 }
 
@@ -237,6 +278,9 @@ func shmcollReduce(id, coll C.int, send, recv unsafe.Pointer, count_ C.int, coun
 // the start of recv, where MPI wants it.
 func reduce[T simd.Element](s *commState, coll collectives.Collective, send, recv unsafe.Pointer, n int, counts []int, op collectives.Op, root int) error {
 	c, p := s.c, s.size
+	if s.h != nil {
+		return hierReduce[T](s, coll, send, recv, n, counts, op, root)
+	}
 	switch coll {
 	case collectives.CollAllreduce:
 		return collectives.Allreduce(bg, c, ptrSlice[T](send, n), ptrSlice[T](recv, n), op)
@@ -282,6 +326,70 @@ func reduce[T simd.Element](s *commState, coll collectives.Collective, send, rec
 	return fmt.Errorf("%v is not a reduction", coll)
 }
 
+// hierReduce is reduce on a communicator spanning nodes (the reductions
+// collectives/hier has; entry.c passes scan and exscan).
+func hierReduce[T simd.Element](s *commState, coll collectives.Collective, send, recv unsafe.Pointer, n int, counts []int, op collectives.Op, root int) error {
+	h, p := s.h, s.size
+	switch coll {
+	case collectives.CollAllreduce:
+		return hier.Allreduce(bg, h, ptrSlice[T](send, n), ptrSlice[T](recv, n), op)
+	case collectives.CollReduce:
+		var r []T
+		if s.rank == root {
+			r = ptrSlice[T](recv, n)
+		}
+		return hier.Reduce(bg, h, ptrSlice[T](send, n), r, op, root)
+	case collectives.CollReduceScatterBlock:
+		if send == nil {
+			all := ptrSlice[T](recv, n*p)
+			if err := hier.ReduceScatterBlock(bg, h, nil, all, op); err != nil {
+				return err
+			}
+			copy(all[:n], all[s.rank*n:(s.rank+1)*n])
+			return nil
+		}
+		return hier.ReduceScatterBlock(bg, h, ptrSlice[T](send, n*p), ptrSlice[T](recv, n), op)
+	case collectives.CollReduceScatter:
+		total, off := 0, 0
+		for i, k := range counts {
+			if i == s.rank {
+				off = total
+			}
+			total += k
+		}
+		mine := counts[s.rank]
+		if send == nil {
+			all := ptrSlice[T](recv, total)
+			if err := hier.ReduceScatter(bg, h, nil, all, counts, op); err != nil {
+				return err
+			}
+			copy(all[:mine], all[off:off+mine])
+			return nil
+		}
+		return hier.ReduceScatter(bg, h, ptrSlice[T](send, total), ptrSlice[T](recv, mine), counts, op)
+	}
+	return fmt.Errorf("%v is not served across nodes", coll)
+}
+
+// hierMove is shmcollMove on a communicator spanning nodes.
+func hierMove(s *commState, co collectives.Collective, send, recv unsafe.Pointer, b, r int, rc, rd *C.int, rsize int) error {
+	h, p := s.h, s.size
+	switch co {
+	case collectives.CollBcast:
+		return hier.Bcast(bg, h, buf(recv, b), r)
+	case collectives.CollAllgather:
+		return hier.Allgather(bg, h, ptrSlice[byte](send, b), buf(recv, b*p))
+	case collectives.CollAllgatherv:
+		end := scale(s.rcounts, s.rdispls, rc, rd, rsize, p)
+		var in []byte
+		if send != nil {
+			in = buf(send, b)
+		}
+		return hier.Allgatherv(bg, h, in, buf(recv, end), s.rcounts, s.rdispls)
+	}
+	return fmt.Errorf("%v is not served across nodes", co)
+}
+
 //export shmcollMove
 func shmcollMove(id, coll C.int, send, recv unsafe.Pointer, n C.longlong, root C.int,
 	sc, sd, rc, rd *C.int, ssize, rsize C.longlong) C.int {
@@ -292,6 +400,13 @@ func shmcollMove(id, coll C.int, send, recv unsafe.Pointer, n C.longlong, root C
 	co := collectives.Collective(coll)
 	c, p, b, r := s.c, s.size, int(n), int(root)
 	var err error
+	if s.h != nil {
+		if err = hierMove(s, co, send, recv, b, r, rc, rd, int(rsize)); err != nil {
+			return failed(id, co, err)
+		}
+		count(co, s)
+		return 0
+	}
 	switch co {
 	case collectives.CollBarrier:
 		err = collectives.Barrier(bg, c)
@@ -338,7 +453,7 @@ func shmcollMove(id, coll C.int, send, recv unsafe.Pointer, n C.longlong, root C
 	if err != nil {
 		return failed(id, co, err)
 	}
-	count(co, c)
+	count(co, s)
 	return 0
 }
 

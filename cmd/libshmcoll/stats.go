@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/shmcoll/shmcoll/collectives"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 // passNames name the reasons of shmcoll.h's SC_PASS_*, in order.
@@ -27,12 +28,16 @@ func shmcollFinalize(print C.int) {
 	comms.Store(nil)
 	commMu.Unlock()
 	if cs != nil {
+		// Only the arenas: the MPI frees its communicators itself, and
+		// freeing hier's here (collective) could meet the ranks in
+		// different orders.
 		for _, s := range *cs {
 			if s != nil {
 				s.c.Close()
 			}
 		}
 	}
+	mpi.Detach()
 	if print != 0 {
 		os.Stderr.WriteString(statsTable())
 	}
@@ -51,7 +56,11 @@ func statsTable() string {
 		for a := range served[c] {
 			if n := served[c][a].Load(); n > 0 {
 				nserved += n
-				algs = append(algs, fmt.Sprintf("alg:%v=%d", collectives.Algorithm(a), n))
+				name := collectives.Algorithm(a).String()
+				if a == hierAlg {
+					name = "hier"
+				}
+				algs = append(algs, fmt.Sprintf("alg:%s=%d", name, n))
 			}
 		}
 		for r := range passNames {
