@@ -41,8 +41,8 @@
 #include "shmcoll.h"
 #include "_cgo_export.h"
 
-int64_t sc_band_min[SC_NCOLL][SC_BAND_P];
-int64_t sc_band_max[SC_NCOLL][SC_BAND_P];
+int64_t sc_band_min[SC_NCOLL][SC_BAND_P][SC_BANDS];
+int64_t sc_band_max[SC_NCOLL][SC_BAND_P][SC_BANDS];
 uint64_t sc_passed[SC_NCOLL][SC_NPASS];
 
 #define SC_SERVE (-1)
@@ -59,7 +59,9 @@ static void sc_pass(int coll, int why) {
 
 static int sc_in_band(int coll, int p, int64_t bytes) {
 	int i = p < SC_BAND_P ? p : SC_BAND_P - 1;
-	return bytes >= sc_band_min[coll][i] && bytes <= sc_band_max[coll][i];
+	for (int k = 0; k < SC_BANDS; k++)
+		if (bytes >= sc_band_min[coll][i][k] && bytes <= sc_band_max[coll][i][k]) return 1;
+	return 0;
 }
 
 // ---- datatypes --------------------------------------------------------

@@ -173,7 +173,7 @@ func TestSmoke(t *testing.T) {
 					t.Fatalf("plain run: no \"No Errors\":\n%s", out)
 				}
 			}
-			out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1")
+			out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1", "SHMCOLL_MPI_BANDS=all")
 			if !strings.Contains(out, "No Errors") {
 				t.Fatalf("preloaded run: no \"No Errors\":\n%s\n%s", out, errs)
 			}
@@ -188,6 +188,14 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("allgather or bcast passed calls (derived datatypes are served packed): %v\n%s", st, errs)
 			}
 		})
+	}
+	// The shipped bands pass the middle sizes of data movement.
+	out, errs := run(t, in, 3, exe, lib, "SHMCOLL_MPI_STATS=1")
+	if !strings.Contains(out, "No Errors") {
+		t.Fatalf("shipped bands: no \"No Errors\":\n%s\n%s", out, errs)
+	}
+	if st := stats(errs); st["allgather"][0] == 0 || !regexp.MustCompile(`(?m)^shmcoll: allgather .*pass:size=`).MatchString(errs) {
+		t.Errorf("shipped bands: want allgather served and passed by size:\n%s", errs)
 	}
 	checkShm(t, before)
 }
@@ -253,7 +261,7 @@ func TestNodes(t *testing.T) {
 	exe := compile(t, in, dir, "smoke.c")
 	before := shmEntries(t)
 	for _, np := range []int{4, 5} {
-		out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1", "SHMCOLL_NODE_SIZE=2")
+		out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1", "SHMCOLL_MPI_BANDS=all", "SHMCOLL_NODE_SIZE=2")
 		if !strings.Contains(out, "No Errors") {
 			t.Fatalf("np=%d: no \"No Errors\":\n%s\n%s", np, out, errs)
 		}

@@ -41,11 +41,13 @@ enum {
 #define SC_OP_LXOR 100
 #define SC_OP_USER 1000
 
-// The size bands: a call is served when bands_min <= bytes <= bands_max
-// for its collective and communicator size (index min(p, SC_BAND_P-1)).
+// The size bands: a call is served when min <= bytes <= max for one of the
+// SC_BANDS ranges of its collective and communicator size (index
+// min(p, SC_BAND_P-1)); unused ranges have min > max.
 #define SC_BAND_P 65
-extern int64_t sc_band_min[SC_NCOLL][SC_BAND_P];
-extern int64_t sc_band_max[SC_NCOLL][SC_BAND_P];
+#define SC_BANDS 4
+extern int64_t sc_band_min[SC_NCOLL][SC_BAND_P][SC_BANDS];
+extern int64_t sc_band_max[SC_NCOLL][SC_BAND_P][SC_BANDS];
 
 // Calls passed through, per collective and reason (atomic increments).
 extern uint64_t sc_passed[SC_NCOLL][SC_NPASS];

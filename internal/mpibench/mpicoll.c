@@ -7,7 +7,9 @@
  * it with mpicc.openmpi or mpicc.mpich and launches it with mpirun.
  *
  * One iteration is MPI_Barrier, then the collective, timed on each rank with
- * CLOCK_MONOTONIC. Its time is the slowest rank's; per size the tool reports
+ * CLOCK_MONOTONIC. The harness's own collectives (barriers, the reductions
+ * of the timings) call the PMPI_ names, so that with an interposer such as
+ * libshmcoll preloaded only the timed collective is intercepted. Its time is the slowest rank's; per size the tool reports
  * min, median, mean, max and p99 of that over the iterations, and the span
  * (median over iterations of last rank's end minus first rank's start; the
  * clock is node-wide). `bytes` is the full vector, as nccl-tests count it:
@@ -520,11 +522,11 @@ int main(int argc, char **argv)
 				double a = now(), el, elmax;
 				for (long b = 0; b < batch; b++) {
 					touch(&k, it++);
-					MPI_Barrier(MPI_COMM_WORLD);
+					PMPI_Barrier(MPI_COMM_WORLD);
 					run(&k);
 				}
 				el = now() - a;
-				MPI_Allreduce(&el, &elmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+				PMPI_Allreduce(&el, &elmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 				if (elmax >= warm || batch >= (1L << 16)) {
 					double per = elmax / (double)batch;
 					batch = per > 0 ? (long)(target / per / 8) : 1;
@@ -536,7 +538,7 @@ int main(int argc, char **argv)
 
 			/* Timed iterations: chunks until the slowest rank has spent `target` seconds. */
 			prepare(&k);
-			MPI_Barrier(MPI_COMM_WORLD);
+			PMPI_Barrier(MPI_COMM_WORLD);
 			long iters = 0, bad = 0;
 			size_t bad_at = 0;
 			double start = now();
@@ -544,7 +546,7 @@ int main(int argc, char **argv)
 				long chunk = fixed > 0 ? fixed : batch;
 				for (long b = 0; b < chunk && iters < maxiters; b++) {
 					touch(&k, iters);
-					MPI_Barrier(MPI_COMM_WORLD);
+					PMPI_Barrier(MPI_COMM_WORLD);
 					double a = now();
 					run(&k);
 					double e = now();
@@ -558,20 +560,20 @@ int main(int argc, char **argv)
 				}
 				if (fixed > 0 || iters >= maxiters) break;
 				double el = now() - start, elmax;
-				MPI_Allreduce(&el, &elmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+				PMPI_Allreduce(&el, &elmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 				if (elmax >= target && iters >= 5) break;
 			}
 			bad += check_all(&k, iters - 1, &bad_at);
 
-			MPI_Reduce(dur, dmax, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-			MPI_Reduce(t0, smin, (int)iters, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
-			MPI_Reduce(t1, emax, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+			PMPI_Reduce(dur, dmax, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+			PMPI_Reduce(t0, smin, (int)iters, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+			PMPI_Reduce(t1, emax, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
 			/* Rank 0 learns the first failing rank and what it saw. */
 			long fail[3] = { bad ? rank : np, (long)bad_at, bad }, first[3];
 			{
 				long key = fail[0], minkey;
-				MPI_Allreduce(&key, &minkey, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
+				PMPI_Allreduce(&key, &minkey, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
 				if (minkey != np && minkey != 0) {
 					if (rank == minkey) MPI_Send(fail, 3, MPI_LONG, 0, 9, MPI_COMM_WORLD);
 					if (rank == 0) MPI_Recv(first, 3, MPI_LONG, (int)minkey, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -620,7 +622,7 @@ int main(int argc, char **argv)
 	}
 	free(t0); free(t1); free(dur); free(dmax); free(smin); free(emax);
 	free(sbuf); free(rbuf);
-	MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	PMPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
 	MPI_Finalize();
 	return failed ? 2 : 0;
 }
