@@ -332,7 +332,6 @@ func Attach() error {
 		return ErrInitialized
 	}
 	C.sc_set_pmpi()
-	rt.attached = true
 	if C.sc_initialized() == 0 {
 		return fmt.Errorf("%w: Attach before the host's MPI_Init", ErrNotInitialized)
 	}
@@ -346,9 +345,11 @@ func Attach() error {
 	rt.state.Store(stateRunning)
 	w, err := newComm(C.sc_comm_world())
 	if err != nil {
+		rt.state.Store(stateNone)
 		return err
 	}
 	rt.world = w
+	rt.attached = true
 	return nil
 }
 
@@ -360,10 +361,12 @@ func Detach() error {
 	if !rt.attached || !rt.state.CompareAndSwap(stateRunning, stateFinalized) {
 		return ErrNotInitialized
 	}
+	rt.attached = false
 	return nil
 }
 
-// Attached reports whether the package was started by [Attach].
+// Attached reports whether [Attach] succeeded (and [Detach] has not
+// ended the use).
 func Attached() bool { return rt.attached }
 
 // FromHandle wraps a communicator handle of the host program (an MPI_Comm

@@ -29,9 +29,10 @@
 //     datatype on one rank with a predefined one on another in one
 //     reduction is not supported.
 //
-// A served call that fails in shmcoll fails on every rank (shmcoll's rule
-// for mismatches and dead peers); every rank then passes it, and the
-// communicator's later calls, to the MPI.
+// A served call that fails in shmcoll (a mismatch or a dead peer, which
+// shmcoll reports on every rank in the call) passes, and so do the
+// communicator's later calls. It is a last resort: nothing the rule
+// serves fails in a correct program.
 
 #include <pthread.h>
 #include <stdio.h>
