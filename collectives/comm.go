@@ -50,10 +50,13 @@ type Options struct {
 	// [shm.Options]): how long joining may take, and how long a wait spins
 	// and then yields before it sleeps.
 	JoinTimeout, SpinFor, YieldFor time.Duration
+	// Progress is passed to the arena ([shm.Options].Progress): called now
+	// and then by a wait that has spun out, on the waiting thread.
+	Progress func()
 }
 
 func (o Options) shm() shm.Options {
-	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor}
+	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor, Progress: o.Progress}
 }
 
 // Comm is a communicator: a group of ranks sharing one arena. The

@@ -60,6 +60,12 @@ type Options struct {
 	// is complete: a value the ranks must agree on (collectives records
 	// the hash of its selection table). 0 means none.
 	JoinValue uint64
+	// Progress, if set, is called now and then by a wait that has spun
+	// out: every 16th yield and after every futex sleep, on the waiting
+	// thread. An MPI host gives its library's progress engine a turn
+	// here, so that nonblocking operations the rank started before the
+	// collective complete while it waits (libshmcoll).
+	Progress func()
 
 	fixedSpin bool          // tests: keep the spin budget at SpinFor
 	sleepFor  time.Duration // tests: bound of one futex sleep
@@ -126,6 +132,7 @@ type Endpoint struct {
 	checkEvery        time.Duration
 	yield             func()
 	gosched           bool     // a process with one P: runtime.Gosched every 16th yield too
+	progress          func()   // Options.Progress
 	peers             *peerSet // process liveness; nil in process mode before rendezvous and in-process
 
 	aborting atomic.Bool // this endpoint has written its abort record
@@ -503,6 +510,9 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 				if e.gosched {
 					runtime.Gosched()
 				}
+				if e.progress != nil {
+					e.progress()
+				}
 				now := nanotime()
 				if start == 0 {
 					start, end, nextCheck = now, now+int64(e.yieldFor), now+int64(checkGrace)
@@ -545,6 +555,9 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 		sl.Add(^uint32(0))
 		if w.Load() >= v {
 			return e.doneErr()
+		}
+		if e.progress != nil {
+			e.progress()
 		}
 		if err := check(nanotime()); err != nil {
 			return err
@@ -738,6 +751,7 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 		e.minSpin = min(minSpinOver, int64(e.spinFor))
 	}
 	e.fixedSpin = opt.fixedSpin
+	e.progress = opt.Progress
 	switch {
 	case opt.YieldFor < 0:
 	case opt.YieldFor > 0:

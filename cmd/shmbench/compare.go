@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
-	"github.com/shmcoll/shmcoll/internal/mpi"
 	"github.com/shmcoll/shmcoll/internal/mpibench"
+	"github.com/shmcoll/shmcoll/mpi"
 	"github.com/shmcoll/shmcoll/numa"
 )
 

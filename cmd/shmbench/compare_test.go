@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 func TestCompareBadFlags(t *testing.T) {

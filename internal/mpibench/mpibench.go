@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 //go:embed mpicoll.c

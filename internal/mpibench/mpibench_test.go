@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 func TestOptionsArgs(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 // markerLib is a shared library whose constructor writes, into the

@@ -29,7 +29,7 @@ import (
 
 	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/collectives/hier"
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 const (
