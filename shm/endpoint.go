@@ -60,9 +60,15 @@ type Options struct {
 	// is complete: a value the ranks must agree on (collectives records
 	// the hash of its selection table). 0 means none.
 	JoinValue uint64
+	// NoCrossMemory turns cross-memory attach ([Endpoint.ReadPeer]) off
+	// for the arena: off on every rank if any rank sets it (as
+	// SHMCOLL_CMA=off does).
+	NoCrossMemory bool
 
 	fixedSpin bool          // tests: keep the spin budget at SpinFor
 	sleepFor  time.Duration // tests: bound of one futex sleep
+
+	cmaFailProbe bool // tests: this rank's probe of a peer fails
 }
 
 // Floors of the adaptive spin budget: a wait always spins this long before
@@ -134,6 +140,9 @@ type Endpoint struct {
 	cleanup  runtime.Cleanup
 	keep     any     // keeps Go-heap arena memory alive (in-process)
 	park     *parker // in-process sleeping; nil for processes
+
+	cmaOn  bool  // ReadPeer and WritePeer work (see agreeCrossMemory)
+	cmaErr error // why not, when the ranks tested it
 }
 
 // Rank returns the endpoint's rank.

@@ -1,0 +1,379 @@
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cross-memory attach: a rank reads or writes a peer's private memory (a
+// user's buffer, not the arena) in one copy, with process_vm_readv and
+// process_vm_writev between processes and a plain copy between goroutine
+// ranks. The kernel allows it between processes only where this process may
+// ptrace the peer (same user and no Yama restriction, or CAP_SYS_PTRACE), so
+// every rank tests every peer when the arena is joined, and the ranks agree:
+// it is on only if every rank can read every peer.
+
+// EnvCMA is the environment variable that turns cross-memory attach off:
+// SHMCOLL_CMA=off. "on" and the empty string leave it to the join's test.
+const EnvCMA = "SHMCOLL_CMA"
+
+// ErrNoCrossMemory is wrapped by [Endpoint.CrossMemory], and by
+// [Endpoint.ReadPeer] and [Endpoint.WritePeer], when cross-memory attach is
+// off for the arena.
+var ErrNoCrossMemory = errors.New("shm: cross-memory attach is off")
+
+// Control block words of the agreement, in the join value's line (both are
+// written once, at join, and read-only afterwards).
+const (
+	cCMAAddr   = cJoinValue + 8  // u64: address of the rank's own control block in its address space, 0 until set
+	cCMAResult = cJoinValue + 16 // u64: the rank's probe result (cmaPublished | ...), 0 until set
+	_          = uint(cHint - (cCMAResult + 8))
+)
+
+// A result word: cmaPublished, a status in the low byte, and for
+// cmaProbeFailed the peer that failed (bits 8..23) and the errno (bits
+// 32..47).
+const (
+	cmaPublished   = 1 << 63
+	cmaOK          = 1 // the rank read every peer
+	cmaDisabled    = 2 // Options.NoCrossMemory
+	cmaEnvOff      = 3 // SHMCOLL_CMA=off
+	cmaProbeFailed = 4 // the rank could not read a peer
+	cmaJoinFailed  = 5 // the rank gave up the join during the agreement
+	cmaBadEnv      = 6 // SHMCOLL_CMA has a value other than on and off
+)
+
+// Remote is a range of a peer's memory, in the peer's address space: Addr
+// as the peer's [AddrOf] gave it, and Len bytes from there.
+type Remote struct {
+	Addr uintptr
+	Len  int
+}
+
+// AddrOf returns the address of b's first byte, for a rank to publish (in
+// its descriptor, say) so that its peers can read or write b with
+// [Endpoint.ReadPeer] and [Endpoint.WritePeer].
+//
+// b must stay where it is until they are done: a Go heap object does not
+// move, but a goroutine's stack moves when it grows, so b must not be on a
+// stack. A buffer is on the heap if it escapes, if make's size is not a
+// constant, or if it is larger than 128 KiB; use cross-memory attach only
+// for buffers known to be on the heap, or above that size. The owner also
+// keeps b referenced (and so alive) until its peers are done, which the
+// rule below ensures.
+//
+// A rank whose buffer peers read or write this way returns from the call
+// that exposed it only after every such peer has said that it is done with
+// it (a counter the peer posts after its copy): until then the buffer is
+// the peers' as much as its own.
+func AddrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// CrossMemory returns nil if [Endpoint.ReadPeer] and [Endpoint.WritePeer]
+// are available on this arena, and otherwise why not: an error wrapping
+// ErrNoCrossMemory that names the first rank (in rank order) that turned
+// it off or failed to read a peer, the same on every rank.
+func (e *Endpoint) CrossMemory() error {
+	switch {
+	case e.cmaOn:
+		return nil
+	case e.cmaErr != nil:
+		return e.cmaErr
+	}
+	return errCMAUntested
+}
+
+// errCMAUntested is CrossMemory's answer on an arena that did not test it
+// (processes outside Linux).
+var errCMAUntested = fmt.Errorf("%w: not available on this system", ErrNoCrossMemory)
+
+// PeerPID returns the process id of rank r (this process's for goroutine
+// ranks), as r recorded it when it joined.
+func (e *Endpoint) PeerPID(r int) int {
+	e.checkRank(r)
+	pid, _ := e.peerPID(r)
+	return pid
+}
+
+// ReadPeer copies len(dst) bytes of peer's memory from addr (an address
+// in peer's address space, from peer's [AddrOf]) into dst: one
+// process_vm_readv between processes (more for copies the kernel splits),
+// a copy between goroutine ranks. It allocates nothing. The range must be
+// a buffer that peer exposed for this call and keeps until this rank says
+// it is done (see [AddrOf]); a range peer does not map is an error
+// (EFAULT), and a peer that has exited is an error wrapping ErrPeerDead.
+// Between goroutine ranks a wrong address is not detected.
+func (e *Endpoint) ReadPeer(peer int, addr uintptr, dst []byte) error {
+	src := [1]Remote{{addr, len(dst)}}
+	return e.ReadPeerv(peer, dst, src[:])
+}
+
+// WritePeer copies src into peer's memory at addr, as [Endpoint.ReadPeer]
+// reads it (process_vm_writev between processes).
+func (e *Endpoint) WritePeer(peer int, addr uintptr, src []byte) error {
+	dst := [1]Remote{{addr, len(src)}}
+	return e.WritePeerv(peer, dst[:], src)
+}
+
+// ReadPeerv gathers peer's ranges src, in order, into dst, whose length
+// must be their total: as few system calls as the kernel allows (up to
+// 64 ranges each). It allocates nothing.
+func (e *Endpoint) ReadPeerv(peer int, dst []byte, src []Remote) error {
+	return e.peerCopy(peer, dst, src, false)
+}
+
+// WritePeerv scatters src, in order, into peer's ranges dst, whose total
+// length must be len(src).
+func (e *Endpoint) WritePeerv(peer int, dst []Remote, src []byte) error {
+	return e.peerCopy(peer, src, dst, true)
+}
+
+func (e *Endpoint) peerCopy(peer int, local []byte, remote []Remote, write bool) error {
+	if e.base == nil {
+		return ErrClosed
+	}
+	if !e.cmaOn {
+		return e.CrossMemory()
+	}
+	e.checkRank(peer)
+	total := 0
+	for _, r := range remote {
+		if r.Len < 0 || r.Len > 0 && (r.Addr == 0 || r.Addr+uintptr(r.Len) < r.Addr) {
+			return e.copyErr(peer, r, write, ErrBadSize)
+		}
+		total += r.Len
+	}
+	if total != len(local) {
+		return e.copyErr(peer, Remote{0, len(local)}, write, fmt.Errorf("%w: the ranges hold %d bytes", ErrBadSize, total))
+	}
+	if e.inProcess {
+		for _, r := range remote {
+			if r.Len == 0 {
+				continue
+			}
+			theirs := unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&r.Addr))), r.Len)
+			if write {
+				copy(theirs, local[:r.Len])
+			} else {
+				copy(local[:r.Len], theirs)
+			}
+			local = local[r.Len:]
+		}
+		return nil
+	}
+	pid, _ := e.peerPID(peer)
+	if r, err := vmCopy(pid, local, remote, write); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			err = fmt.Errorf("%w: %w", ErrPeerDead, err)
+		}
+		return e.copyErr(peer, r, write, err)
+	}
+	return nil
+}
+
+func (e *Endpoint) copyErr(peer int, r Remote, write bool, err error) error {
+	op := "reading"
+	if write {
+		op = "writing"
+	}
+	pid, _ := e.peerPID(peer)
+	return fmt.Errorf("shm: rank %d %s %d bytes at %#x of rank %d (pid %d): %w", e.rank, op, r.Len, r.Addr, peer, pid, err)
+}
+
+// cmaWord returns rank r's agreement word at control block offset off.
+func (e *Endpoint) cmaWord(r, off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(e.ctrl(r), off))
+}
+
+// ownCMAStatus is what this rank can say before probing: whether it turned
+// cross-memory attach off.
+func ownCMAStatus(opt Options) uint64 {
+	switch v := os.Getenv(EnvCMA); v {
+	case "off":
+		return cmaEnvOff
+	case "", "on":
+	default:
+		return cmaBadEnv
+	}
+	if opt.NoCrossMemory {
+		return cmaDisabled
+	}
+	return cmaOK
+}
+
+// agreeCrossMemory decides, on every rank alike, whether cross-memory
+// attach is on: each rank publishes the address of its own control block,
+// reads every peer's control block through that address (processes only)
+// and compares it with what the arena shows, publishes its result, and
+// waits for every rank's. It is on only if every rank read every peer.
+// Called once all ranks have joined; an error (the arena aborted, a peer
+// died, ctx, the deadline, a bad SHMCOLL_CMA) fails the join on every rank.
+func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt Options) error {
+	status := ownCMAStatus(opt)
+	if !e.inProcess && status == cmaOK {
+		allowPtrace()
+		e.cmaWord(e.rank, cCMAAddr).Store(uint64(uintptr(e.ctrl(e.rank))))
+	} else {
+		e.cmaWord(e.rank, cCMAAddr).Store(1) // nothing to probe
+	}
+	result := status
+	if !e.inProcess && status == cmaOK {
+		if err := e.awaitCMA(ctx, deadline, cCMAAddr); err != nil {
+			return e.failCMA(err)
+		}
+		for q := range e.size {
+			if q == e.rank {
+				continue
+			}
+			errno := e.probePeer(q, opt.cmaFailProbe)
+			if errno != 0 {
+				result = cmaProbeFailed | uint64(q)<<8 | uint64(errno&0xffff)<<32
+				break
+			}
+		}
+	}
+	e.cmaWord(e.rank, cCMAResult).Store(cmaPublished | result)
+	if err := e.awaitCMA(ctx, deadline, cCMAResult); err != nil {
+		return e.failCMA(err)
+	}
+	for r := range e.size {
+		w := e.cmaWord(r, cCMAResult).Load()
+		if w&0xff == cmaOK {
+			continue
+		}
+		e.cmaErr = e.cmaReason(r, w)
+		if w&0xff == cmaJoinFailed || w&0xff == cmaBadEnv {
+			err := e.Err()
+			if err == nil {
+				err = e.cmaErr
+			}
+			return err
+		}
+		return nil
+	}
+	e.cmaOn = true
+	return nil
+}
+
+// setLocalCrossMemory decides for the goroutine ranks of [NewLocal], which
+// share opt: they read each other's memory directly unless turned off. A
+// bad SHMCOLL_CMA is NewLocal's error.
+func setLocalCrossMemory(eps []*Endpoint, opt Options) error {
+	w := cmaPublished | ownCMAStatus(opt)
+	for _, e := range eps {
+		e.cmaWord(e.rank, cCMAAddr).Store(1)
+		e.cmaWord(e.rank, cCMAResult).Store(w)
+		if e.cmaOn = w&0xff == cmaOK; !e.cmaOn {
+			e.cmaErr = e.cmaReason(0, w)
+		}
+	}
+	if w&0xff == cmaBadEnv {
+		return eps[0].cmaErr
+	}
+	return nil
+}
+
+// probePeer reads q's state, pid and start time and its published
+// address from q's own mapping of its control block, at the address q
+// published, and compares them with the arena's: 0 if they match, else
+// the errno (EIO for different bytes). The kernel checks the same
+// permission for process_vm_writev, so a read stands for both. fail is a
+// test's forced failure.
+func (e *Endpoint) probePeer(q int, fail bool) unix.Errno {
+	if fail {
+		return unix.EPERM
+	}
+	pid, _ := e.peerPID(q)
+	base := uintptr(e.cmaWord(q, cCMAAddr).Load())
+	var got [20]byte
+	remote := [2]Remote{{base + cPID, 12}, {base + cCMAAddr, 8}}
+	if _, err := vmCopy(pid, got[:20], remote[:], false); err != nil {
+		var errno unix.Errno
+		if !errors.As(err, &errno) {
+			errno = unix.ENOSYS
+		}
+		return errno
+	}
+	want := unsafe.Slice((*byte)(unsafe.Add(e.ctrl(q), cPID)), 12)
+	if string(got[:12]) != string(want) || *(*uint64)(unsafe.Pointer(&got[12])) != uint64(base) {
+		return unix.EIO
+	}
+	return 0
+}
+
+// cmaReason describes rank r's result word w.
+func (e *Endpoint) cmaReason(r int, w uint64) error {
+	switch w & 0xff {
+	case cmaDisabled:
+		return fmt.Errorf("%w: turned off by rank %d's options", ErrNoCrossMemory, r)
+	case cmaEnvOff:
+		return fmt.Errorf("%w: turned off by %s=off on rank %d", ErrNoCrossMemory, EnvCMA, r)
+	case cmaProbeFailed:
+		q := int(w >> 8 & 0xffff)
+		pid, _ := e.peerPID(min(q, e.size-1))
+		return fmt.Errorf("%w: rank %d cannot read rank %d (pid %d): %w", ErrNoCrossMemory, r, q, pid, unix.Errno(w>>32&0xffff))
+	case cmaBadEnv:
+		return fmt.Errorf("shm: %s on rank %d is neither on nor off", EnvCMA, r)
+	case cmaJoinFailed:
+		return fmt.Errorf("%w: rank %d gave up the join", ErrAborted, r)
+	}
+	return fmt.Errorf("%w: rank %d published %#x", ErrBadHeader, r, w)
+}
+
+// failCMA records that this rank gives up the join: if it has not yet
+// published its result, it publishes cmaJoinFailed after aborting the
+// arena with err, so that no rank completes the agreement; if it has, its
+// peers may complete it, and the abort fails their first wait instead.
+func (e *Endpoint) failCMA(err error) error {
+	if ae := new(AbortError); !errors.As(err, &ae) {
+		e.abort(abortUser, -1, 0, err.Error())
+	}
+	e.cmaWord(e.rank, cCMAResult).CompareAndSwap(0, cmaPublished|cmaJoinFailed)
+	return err
+}
+
+// awaitCMA waits until every rank's word at off is set. It fails when the
+// arena is aborted, when a rank that has not set it died or left, when
+// ctx ends or when the deadline passes.
+func (e *Endpoint) awaitCMA(ctx context.Context, deadline time.Time, off int) error {
+	sleep := 5 * time.Microsecond
+	for {
+		missing := -1
+		for r := range e.size {
+			if e.cmaWord(r, off).Load() == 0 {
+				missing = r
+				break
+			}
+		}
+		if missing < 0 {
+			return nil
+		}
+		if err := e.Err(); err != nil {
+			return err
+		}
+		if e.u32(missing, cState).Load() == stateLeft {
+			e.abort(abortPeerLeft, missing, 0, "")
+			return e.Err()
+		}
+		if e.peers != nil {
+			if pid, dead := e.peers.dead(missing); dead && e.cmaWord(missing, off).Load() == 0 {
+				e.abort(abortPeerDead, missing, pid, "")
+				return e.Err()
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("shm: rank %d joining (cross-memory test): %w", e.rank, context.Cause(ctx))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: rank %d: rank %d did not finish the cross-memory test", ErrJoinTimeout, e.rank, missing)
+		}
+		time.Sleep(sleep)
+		sleep = min(2*sleep, time.Millisecond)
+	}
+}
