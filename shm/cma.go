@@ -48,7 +48,13 @@ const (
 	cmaProbeFailed = 4 // the rank could not read a peer
 	cmaJoinFailed  = 5 // the rank gave up the join during the agreement
 	cmaBadEnv      = 6 // SHMCOLL_CMA has a value other than on and off
+
+	cmaNoProbe = 1 // the address word of a rank not to be probed
 )
+
+// iovBatch is the most remote ranges one system call carries: the iovecs
+// live on the caller's stack, and the kernel copies them in anyway.
+const iovBatch = 64
 
 // Remote is a range of a peer's memory, in the peer's address space: Addr
 // as the peer's [AddrOf] gave it, and Len bytes from there.
@@ -220,7 +226,7 @@ func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt
 		allowPtrace()
 		e.cmaWord(e.rank, cCMAAddr).Store(uint64(uintptr(e.ctrl(e.rank))))
 	} else {
-		e.cmaWord(e.rank, cCMAAddr).Store(1) // nothing to probe
+		e.cmaWord(e.rank, cCMAAddr).Store(cmaNoProbe)
 	}
 	result := status
 	if !e.inProcess && status == cmaOK {
@@ -228,7 +234,9 @@ func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt
 			return e.failCMA(err)
 		}
 		for q := range e.size {
-			if q == e.rank {
+			if q == e.rank || e.cmaWord(q, cCMAAddr).Load() == cmaNoProbe {
+				// A peer that turned cross-memory attach off says so
+				// in its result.
 				continue
 			}
 			errno := e.probePeer(q, opt.cmaFailProbe)
@@ -267,7 +275,7 @@ func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt
 func setLocalCrossMemory(eps []*Endpoint, opt Options) error {
 	w := cmaPublished | ownCMAStatus(opt)
 	for _, e := range eps {
-		e.cmaWord(e.rank, cCMAAddr).Store(1)
+		e.cmaWord(e.rank, cCMAAddr).Store(cmaNoProbe)
 		e.cmaWord(e.rank, cCMAResult).Store(w)
 		if e.cmaOn = w&0xff == cmaOK; !e.cmaOn {
 			e.cmaErr = e.cmaReason(0, w)

@@ -8,10 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// iovBatch is the most remote ranges one system call carries: the iovecs
-// live on the caller's stack, and the kernel copies them in anyway.
-const iovBatch = 64
-
 // vmCopy copies between local and pid's ranges remote (their total
 // length is len(local)): process_vm_readv, or process_vm_writev if write.
 // It carries up to iovBatch ranges per call, retries EINTR and goes on

@@ -115,6 +115,7 @@ func cmaExchange(e *Endpoint, n int) error {
 }
 
 func TestCrossMemoryLocal(t *testing.T) {
+	t.Setenv(EnvCMA, "")
 	eps, err := NewLocal(3, Options{SlotBytes: 4096})
 	if err != nil {
 		t.Fatal(err)
