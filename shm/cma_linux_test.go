@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cmaChild runs the cross-memory roles of a child rank. "cma" prints
@@ -228,5 +231,49 @@ func TestCrossMemoryAllocs(t *testing.T) {
 	}
 	if err := e.ReadPeer(1, addr, dst); !errors.Is(err, ErrPeerDead) {
 		t.Errorf("ReadPeer from an exited peer: %v, want ErrPeerDead", err)
+	}
+}
+
+// TestVMCopyPartial: a copy that runs into an unmapped page goes on after
+// the kernel's partial transfer, copies everything before the page, and
+// reports the range where it stopped with EFAULT. Several ranges ask for
+// more than one system call.
+func TestVMCopyPartial(t *testing.T) {
+	page := os.Getpagesize()
+	m, err := unix.Mmap(-1, 0, 3*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	for i := range m {
+		m[i] = cmaByte(0, i)
+	}
+	if err := unix.Mprotect(m[2*page:], unix.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	base := AddrOf(m)
+	// 2*iovBatch+1 ranges of the first two pages, then one into the third.
+	var src []Remote
+	n := 0
+	for off := 0; off < 2*page; {
+		l := min(2*page/(2*iovBatch+1)+1, 2*page-off)
+		src = append(src, Remote{base + uintptr(off), l})
+		off += l
+		n += l
+	}
+	src = append(src, Remote{base + uintptr(2*page), 100})
+	dst := make([]byte, n+100)
+	stop, err := vmCopy(os.Getpid(), dst, src, false)
+	if !errors.Is(err, unix.EFAULT) || stop.Addr != base+uintptr(2*page) {
+		t.Fatalf("vmCopy stopped at %#x (the third page is %#x): %v; want EFAULT there", stop.Addr, base+uintptr(2*page), err)
+	}
+	for i := range n {
+		if dst[i] != cmaByte(0, i) {
+			t.Fatalf("byte %d is %#x, want %#x", i, dst[i], cmaByte(0, i))
+		}
+	}
+	// Writing stops at the same page.
+	if _, err := vmCopy(os.Getpid(), dst, src, true); !errors.Is(err, unix.EFAULT) {
+		t.Errorf("writing into the unmapped page: %v, want EFAULT", err)
 	}
 }
