@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // Cross-memory attach: a rank reads or writes a peer's private memory (a
@@ -175,7 +174,7 @@ func (e *Endpoint) peerCopy(peer int, local []byte, remote []Remote, write bool)
 	}
 	pid, _ := e.peerPID(peer)
 	if r, err := vmCopy(pid, local, remote, write); err != nil {
-		if errors.Is(err, unix.ESRCH) {
+		if errors.Is(err, syscall.ESRCH) {
 			err = fmt.Errorf("%w: %w", ErrPeerDead, err)
 		}
 		return e.copyErr(peer, r, write, err)
@@ -293,24 +292,24 @@ func setLocalCrossMemory(eps []*Endpoint, opt Options) error {
 // the errno (EIO for different bytes). The kernel checks the same
 // permission for process_vm_writev, so a read stands for both. fail is a
 // test's forced failure.
-func (e *Endpoint) probePeer(q int, fail bool) unix.Errno {
+func (e *Endpoint) probePeer(q int, fail bool) syscall.Errno {
 	if fail {
-		return unix.EPERM
+		return syscall.EPERM
 	}
 	pid, _ := e.peerPID(q)
 	base := uintptr(e.cmaWord(q, cCMAAddr).Load())
 	var got [20]byte
 	remote := [2]Remote{{base + cPID, 12}, {base + cCMAAddr, 8}}
 	if _, err := vmCopy(pid, got[:20], remote[:], false); err != nil {
-		var errno unix.Errno
+		var errno syscall.Errno
 		if !errors.As(err, &errno) {
-			errno = unix.ENOSYS
+			errno = syscall.ENOSYS
 		}
 		return errno
 	}
 	want := unsafe.Slice((*byte)(unsafe.Add(e.ctrl(q), cPID)), 12)
 	if string(got[:12]) != string(want) || *(*uint64)(unsafe.Pointer(&got[12])) != uint64(base) {
-		return unix.EIO
+		return syscall.EIO
 	}
 	return 0
 }
@@ -325,7 +324,7 @@ func (e *Endpoint) cmaReason(r int, w uint64) error {
 	case cmaProbeFailed:
 		q := int(w >> 8 & 0xffff)
 		pid, _ := e.peerPID(min(q, e.size-1))
-		return fmt.Errorf("%w: rank %d cannot read rank %d (pid %d): %w", ErrNoCrossMemory, r, q, pid, unix.Errno(w>>32&0xffff))
+		return fmt.Errorf("%w: rank %d cannot read rank %d (pid %d): %w", ErrNoCrossMemory, r, q, pid, syscall.Errno(w>>32&0xffff))
 	case cmaBadEnv:
 		return fmt.Errorf("shm: %s on rank %d is neither on nor off", EnvCMA, r)
 	case cmaJoinFailed:
