@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,17 +35,50 @@ func cmaChild(role string, e *Endpoint) error {
 	return cmaExchange(e, envInt("SHMCOLL_TEST_CMA_BYTES"))
 }
 
+// cmaTestSetup applies a child's cross-memory settings before it joins:
+// SHMCOLL_TEST_CMA_FAIL=1 makes its probe of a peer fail, and
+// SHMCOLL_TEST_NODUMP=1 makes the process not dumpable, which the kernel's
+// ptrace check holds against peers without CAP_SYS_PTRACE.
+func cmaTestSetup(opt *Options) {
+	opt.cmaFailProbe = os.Getenv("SHMCOLL_TEST_CMA_FAIL") == "1"
+	if os.Getenv("SHMCOLL_TEST_NODUMP") == "1" {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			panic(err)
+		}
+	}
+}
+
 // cmaRanks runs size ranks of role "cma", rank r with env[r] beside the
-// common variables, and returns their outputs; every rank must exit with
-// status 0.
-func cmaRanks(t *testing.T, size int, env func(r int) []string) []string {
+// common variables and its command line prefixed by wrap (a program that
+// runs the rank, or none), and returns their outputs; every rank must exit
+// with status 0.
+func cmaRanks(t *testing.T, size int, env func(r int) []string, wrap ...string) []string {
 	t.Helper()
 	name := testName()
 	var ps []rankProc
 	for r := range size {
-		e := append([]string{fmt.Sprintf("%s=%d", EnvRank, r), "SHMCOLL_TEST_CMA_BYTES=6295107"}, env(r)...)
-		ps = append(ps, startRanks(t, "cma", name, 1, append(e, fmt.Sprintf("%s=%d", EnvSize, size))...)...)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		if len(wrap) > 0 {
+			cmd = exec.Command(wrap[0], append(wrap[1:], os.Args[0], "-test.run=^$")...)
+		}
+		cmd.Env = append(os.Environ(), envRole+"=cma", fmt.Sprintf("%s=%d", EnvRank, r), fmt.Sprintf("%s=%d", EnvSize, size),
+			EnvArena+"="+name, "SHMCOLL_TEST_SLOT=65536", "SHMCOLL_TEST_CMA_BYTES=6295107")
+		cmd.Env = append(cmd.Env, env(r)...)
+		out := new(syncBuffer)
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, rankProc{cmd, out})
 	}
+	t.Cleanup(func() {
+		for _, p := range ps {
+			if p.cmd.ProcessState == nil {
+				p.cmd.Process.Kill()
+				p.cmd.Wait()
+			}
+		}
+	})
 	outs := make([]string, size)
 	for r, p := range ps {
 		err := p.cmd.Wait()
@@ -90,6 +124,50 @@ func TestCrossMemoryAgreement(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCrossMemoryRefused: the kernel refuses process_vm_readv from peers
+// without CAP_SYS_PTRACE into a process that is not dumpable; with rank 1
+// such a process, the join's test finds it and cross-memory attach is off
+// on every rank. Ranks started by root run under setpriv without
+// CAP_SYS_PTRACE.
+func TestCrossMemoryRefused(t *testing.T) {
+	var wrap []string
+	if hasCap(unix.CAP_SYS_PTRACE) {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skip("CAP_SYS_PTRACE, and no setpriv to start ranks without it")
+		}
+		wrap = []string{setpriv, "--bounding-set=-sys_ptrace"}
+	}
+	outs := cmaRanks(t, 3, func(r int) []string {
+		if r == 1 {
+			return []string{EnvCMA + "=", "SHMCOLL_TEST_NODUMP=1"}
+		}
+		return []string{EnvCMA + "="}
+	}, wrap...)
+	want := "cma off: shm: cross-memory attach is off: rank 0 cannot read rank 1 (pid "
+	for r, out := range outs {
+		if !strings.HasPrefix(out, want) || !strings.Contains(out, "operation not permitted\n") {
+			t.Errorf("rank %d: %s; want %q ... operation not permitted", r, out, want)
+		}
+	}
+}
+
+// hasCap reports whether this process has capability c in its effective
+// set.
+func hasCap(c int) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && m&(1<<c) != 0
+		}
+	}
+	return false
 }
 
 // TestCrossMemoryBadEnv: a SHMCOLL_CMA that is neither on nor off on one

@@ -77,7 +77,7 @@ func childMain(role string) int {
 	ctx := context.Background()
 	opt := waitOptions()
 	opt.SlotBytes = envInt("SHMCOLL_TEST_SLOT")
-	opt.cmaFailProbe = os.Getenv("SHMCOLL_TEST_CMA_FAIL") == "1"
+	cmaTestSetup(&opt)
 	var e *Endpoint
 	var err error
 	if os.Getenv("SHMCOLL_TEST_ENVJOIN") != "" {
