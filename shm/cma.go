@@ -245,6 +245,9 @@ func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt
 			}
 		}
 	}
+	if opt.cmaBeforeResult != nil {
+		opt.cmaBeforeResult()
+	}
 	e.cmaWord(e.rank, cCMAResult).Store(cmaPublished | result)
 	if err := e.awaitCMA(ctx, deadline, cCMAResult); err != nil {
 		return e.failCMA(err)

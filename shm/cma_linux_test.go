@@ -41,6 +41,9 @@ func cmaChild(role string, e *Endpoint) error {
 // ptrace check holds against peers without CAP_SYS_PTRACE.
 func cmaTestSetup(opt *Options) {
 	opt.cmaFailProbe = os.Getenv("SHMCOLL_TEST_CMA_FAIL") == "1"
+	if os.Getenv("SHMCOLL_TEST_CMA_DIE") == "1" {
+		opt.cmaBeforeResult = func() { os.Exit(3) }
+	}
 	if os.Getenv("SHMCOLL_TEST_NODUMP") == "1" {
 		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 			panic(err)
@@ -150,6 +153,28 @@ func TestCrossMemoryRefused(t *testing.T) {
 	for r, out := range outs {
 		if !strings.HasPrefix(out, want) || !strings.Contains(out, "operation not permitted\n") {
 			t.Errorf("rank %d: %s; want %q ... operation not permitted", r, out, want)
+		}
+	}
+}
+
+// TestCrossMemoryPeerDies: a rank that dies during the join's test, before
+// it published its result, fails the join of every other rank with
+// ErrPeerDead naming it (no rank hangs), and nothing is left in /dev/shm.
+func TestCrossMemoryPeerDies(t *testing.T) {
+	name := testName()
+	var ps []rankProc
+	for r := range 3 {
+		ps = append(ps, startRanks(t, "cma", name, 1, fmt.Sprintf("%s=%d", EnvRank, r), EnvSize+"=3", EnvCMA+"=",
+			fmt.Sprint("SHMCOLL_TEST_CMA_DIE=", map[bool]int{true: 1}[r == 2]))...)
+	}
+	for r, p := range ps {
+		err := p.cmd.Wait()
+		ee, ok := err.(*exec.ExitError)
+		switch {
+		case r == 2 && (!ok || ee.ExitCode() != 3):
+			t.Errorf("rank 2: %v: %s; want exit status 3", err, p.out)
+		case r != 2 && (!ok || ee.ExitCode() != 2 || !strings.Contains(p.out.String(), "rank 2 (pid ")):
+			t.Errorf("rank %d: %v: %s; want the join to fail naming dead rank 2", r, err, p.out)
 		}
 	}
 }

@@ -68,7 +68,8 @@ type Options struct {
 	fixedSpin bool          // tests: keep the spin budget at SpinFor
 	sleepFor  time.Duration // tests: bound of one futex sleep
 
-	cmaFailProbe bool // tests: this rank's probe of a peer fails
+	cmaFailProbe    bool   // tests: this rank's probe of a peer fails
+	cmaBeforeResult func() // tests: called before the rank publishes its probe result
 }
 
 // Floors of the adaptive spin budget: a wait always spins this long before
