@@ -1,8 +1,10 @@
-// oversub_floor: the floor of a small collective of 8 ranks on 2 CPUs. Each
-// iteration is an all-to-all flag barrier through shared memory: every rank
-// posts its own counter (its line) and waits until it has seen the counter
-// of every other rank reach the iteration. No collective can finish an
-// iteration in less, since each rank must learn that every other arrived.
+// oversub_floor: the floor of a small collective (allreduce, bcast or
+// barrier of 8 bytes) of 8 ranks on 2 CPUs. Each iteration is an all-to-all
+// flag barrier through shared memory: every rank posts its own counter (its
+// line) and waits until it has seen the counter of every other rank reach
+// the iteration. A collective whose every rank depends on every other's
+// arrival (allreduce, barrier) cannot take less; and a broadcast called in a
+// loop needs every rank to run once per call as well.
 //
 // The ranks are processes (fork, one MAP_SHARED mapping), as shmcoll's and
 // MPI's ranks are: a switch between processes changes the address space,
@@ -18,8 +20,8 @@
 //     futex; a poster wakes only when the line's sleeper count says someone
 //     sleeps.
 //   placement "free": all ranks may run on CPUs 0 and 1, the scheduler
-//     places them (shmrun does not pin); "spread": rank r is pinned to CPU
-//     r % 2.
+//     places them (as shmrun's -bind auto leaves ranks that outnumber the
+//     cores); "spread": rank r is pinned to CPU r % 2.
 //
 // Every rank records when it leaves each barrier. An iteration's time is
 // the longest of the ranks' times between leaving the previous barrier and
@@ -31,8 +33,6 @@
 //   for p in yield spinyield futex; do
 //     for pl in free spread; do /tmp/oversub_floor $p $pl; done    # [iterations]: 20000
 //   done
-//
-// docs/PERFORMANCE.md ("Floors of the cells that miss") has the figures.
 #include "floors.h"
 
 #include <errno.h>
