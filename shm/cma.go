@@ -28,12 +28,13 @@ const EnvCMA = "SHMCOLL_CMA"
 // off for the arena.
 var ErrNoCrossMemory = errors.New("shm: cross-memory attach is off")
 
-// Control block words of the agreement, in the join value's line (both are
-// written once, at join, and read-only afterwards).
+// Control block words of the agreement, in the join value's line (written
+// at join, read-only afterwards).
 const (
-	cCMAAddr   = cJoinValue + 8  // u64: address of the rank's own control block in its address space, 0 until set
-	cCMAResult = cJoinValue + 16 // u64: the rank's probe result (cmaPublished | ...), 0 until set
-	_          = uint(cHint - (cCMAResult + 8))
+	cCMAAddr     = cJoinValue + 8  // u64: address of the rank's own control block in its address space, 0 until set
+	cCMAResult   = cJoinValue + 16 // u64: the rank's probe result (cmaPublished | ...), 0 until set
+	cCMADecision = cJoinValue + 24 // u64, rank 0's only: 0, cmaDecidedOK, or cmaGaveUp + the rank that gave up
+	_            = uint(cHint - (cCMADecision + 8))
 )
 
 // A result word: cmaPublished, a status in the low byte, and for
@@ -45,10 +46,12 @@ const (
 	cmaDisabled    = 2 // Options.NoCrossMemory
 	cmaEnvOff      = 3 // SHMCOLL_CMA=off
 	cmaProbeFailed = 4 // the rank could not read a peer
-	cmaJoinFailed  = 5 // the rank gave up the join during the agreement
-	cmaBadEnv      = 6 // SHMCOLL_CMA has a value other than on and off
+	cmaBadEnv      = 5 // SHMCOLL_CMA has a value other than on and off
 
 	cmaNoProbe = 1 // the address word of a rank not to be probed
+
+	cmaDecidedOK = 1 // the decision word: every rank published its result
+	cmaGaveUp    = 2 // the decision word: cmaGaveUp + r, rank r gave up the join first
 )
 
 // iovBatch is the most remote ranges one system call carries: the iovecs
@@ -217,20 +220,24 @@ func ownCMAStatus(opt Options) uint64 {
 // reads every peer's control block through that address (processes only)
 // and compares it with what the arena shows, publishes its result, and
 // waits for every rank's. It is on only if every rank read every peer.
-// Called once all ranks have joined; an error (the arena aborted, a peer
-// died, ctx, the deadline, a bad SHMCOLL_CMA) fails the join on every rank.
+// Called once all ranks have joined. The join then succeeds on every rank
+// or fails on every rank (as the rendezvous does): rank 0's decision word
+// holds whichever came first, every result published or a rank giving up
+// (the arena aborted, a peer died, ctx, the deadline); and a bad
+// SHMCOLL_CMA on any rank fails every rank's join.
 func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt Options) error {
 	status := ownCMAStatus(opt)
-	if !e.inProcess && status == cmaOK {
+	probe := !e.inProcess && status == cmaOK
+	addr := uint64(cmaNoProbe)
+	if probe {
 		allowPtrace()
-		e.cmaWord(e.rank, cCMAAddr).Store(uint64(uintptr(e.ctrl(e.rank))))
-	} else {
-		e.cmaWord(e.rank, cCMAAddr).Store(cmaNoProbe)
+		addr = uint64(uintptr(e.ctrl(e.rank)))
 	}
+	e.cmaWord(e.rank, cCMAAddr).Store(addr)
 	result := status
-	if !e.inProcess && status == cmaOK {
+	if probe {
 		if err := e.awaitCMA(ctx, deadline, cCMAAddr); err != nil {
-			return e.failCMA(err)
+			return e.giveUpCMA(err) // not decided yet: this rank's result is missing
 		}
 		for q := range e.size {
 			if q == e.rank || e.cmaWord(q, cCMAAddr).Load() == cmaNoProbe {
@@ -238,8 +245,7 @@ func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt
 				// in its result.
 				continue
 			}
-			errno := e.probePeer(q, opt.cmaFailProbe)
-			if errno != 0 {
+			if errno := e.probePeer(q, opt.cmaFailProbe); errno != 0 {
 				result = cmaProbeFailed | uint64(q)<<8 | uint64(errno&0xffff)<<32
 				break
 			}
@@ -250,7 +256,15 @@ func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt
 	}
 	e.cmaWord(e.rank, cCMAResult).Store(cmaPublished | result)
 	if err := e.awaitCMA(ctx, deadline, cCMAResult); err != nil {
-		return e.failCMA(err)
+		if err := e.giveUpCMA(err); err != nil {
+			return err
+		}
+	}
+	if d := e.decideCMA(cmaDecidedOK); d != cmaDecidedOK {
+		if err := e.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: rank %d gave up the join", ErrAborted, d-cmaGaveUp)
 	}
 	for r := range e.size {
 		w := e.cmaWord(r, cCMAResult).Load()
@@ -258,17 +272,35 @@ func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt
 			continue
 		}
 		e.cmaErr = e.cmaReason(r, w)
-		if w&0xff == cmaJoinFailed || w&0xff == cmaBadEnv {
-			err := e.Err()
-			if err == nil {
-				err = e.cmaErr
-			}
-			return err
+		if w&0xff == cmaBadEnv {
+			return e.cmaErr
 		}
 		return nil
 	}
 	e.cmaOn = true
 	return nil
+}
+
+// decideCMA stores v in rank 0's decision word unless a decision is there,
+// and returns the decision.
+func (e *Endpoint) decideCMA(v uint64) uint64 {
+	w := e.cmaWord(0, cCMADecision)
+	w.CompareAndSwap(0, v)
+	return w.Load()
+}
+
+// giveUpCMA ends this rank's agreement with err: it decides that the join
+// failed, and aborts the arena with err (unless err is the abort), so
+// that every rank's join fails. If every rank had published its result
+// first, the join has succeeded; giveUpCMA then returns nil.
+func (e *Endpoint) giveUpCMA(err error) error {
+	if e.decideCMA(cmaGaveUp+uint64(e.rank)) == cmaDecidedOK {
+		return nil
+	}
+	if ae := new(AbortError); !errors.As(err, &ae) {
+		e.abort(abortUser, -1, 0, err.Error())
+	}
+	return err
 }
 
 // setLocalCrossMemory decides for the goroutine ranks of [NewLocal], which
@@ -330,22 +362,8 @@ func (e *Endpoint) cmaReason(r int, w uint64) error {
 		return fmt.Errorf("%w: rank %d cannot read rank %d (pid %d): %w", ErrNoCrossMemory, r, q, pid, syscall.Errno(w>>32&0xffff))
 	case cmaBadEnv:
 		return fmt.Errorf("shm: %s on rank %d is neither on nor off", EnvCMA, r)
-	case cmaJoinFailed:
-		return fmt.Errorf("%w: rank %d gave up the join", ErrAborted, r)
 	}
 	return fmt.Errorf("%w: rank %d published %#x", ErrBadHeader, r, w)
-}
-
-// failCMA records that this rank gives up the join: if it has not yet
-// published its result, it publishes cmaJoinFailed after aborting the
-// arena with err, so that no rank completes the agreement; if it has, its
-// peers may complete it, and the abort fails their first wait instead.
-func (e *Endpoint) failCMA(err error) error {
-	if ae := new(AbortError); !errors.As(err, &ae) {
-		e.abort(abortUser, -1, 0, err.Error())
-	}
-	e.cmaWord(e.rank, cCMAResult).CompareAndSwap(0, cmaPublished|cmaJoinFailed)
-	return err
 }
 
 // awaitCMA waits until every rank's word at off is set. It fails when the

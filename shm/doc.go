@@ -131,7 +131,8 @@
 //	  +384   call descriptor (384 bytes)
 //	  +768   join value (u64, Options.JoinValue)
 //	  +776   cross-memory test: address of this control block in the
-//	         rank's address space (1: not tested), result (u64 each)
+//	         rank's address space (1: not tested), result, and in rank
+//	         0's block the decision (u64 each)
 //	  +1024  counter 0 line (128 bytes: two cache lines, so that the
 //	         adjacent-line prefetcher does not couple counters)
 //	           +0 counter (u64; its low half is the futex word)
