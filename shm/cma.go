@@ -370,17 +370,21 @@ func (e *Endpoint) cmaReason(r int, w uint64) error {
 // arena is aborted, when a rank that has not set it died or left, when
 // ctx ends or when the deadline passes.
 func (e *Endpoint) awaitCMA(ctx context.Context, deadline time.Time, off int) error {
-	sleep := 5 * time.Microsecond
-	for {
-		missing := -1
-		for r := range e.size {
-			if e.cmaWord(r, off).Load() == 0 {
-				missing = r
-				break
-			}
+	sleep := 20 * time.Microsecond
+	missing := 0 // words before it are set; they are set only once
+	for n := 0; ; n++ {
+		for missing < e.size && e.cmaWord(missing, off).Load() != 0 {
+			missing++
 		}
-		if missing < 0 {
+		if missing == e.size {
 			return nil
+		}
+		// The peers are in the same few steps as this rank: yield the
+		// CPU to them (ranks may outnumber the CPUs), checking on them
+		// every 16th time, before sleeping.
+		if n < cmaYields && n%16 != 15 {
+			e.yield()
+			continue
 		}
 		if err := e.Err(); err != nil {
 			return err
@@ -401,7 +405,15 @@ func (e *Endpoint) awaitCMA(ctx context.Context, deadline time.Time, off int) er
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: rank %d: rank %d did not finish the cross-memory test", ErrJoinTimeout, e.rank, missing)
 		}
+		if n < cmaYields {
+			e.yield()
+			continue
+		}
 		time.Sleep(sleep)
 		sleep = min(2*sleep, time.Millisecond)
 	}
 }
+
+// cmaYields is the number of yields an agreement wait makes before it
+// sleeps.
+const cmaYields = 256
