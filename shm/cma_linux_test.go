@@ -97,6 +97,7 @@ func cmaRanks(t *testing.T, size int, env func(r int) []string, wrap ...string) 
 // buffers of 6 MiB and more with process_vm_readv and write them with
 // process_vm_writev, every byte checked (cmaExchange).
 func TestCrossMemoryProcesses(t *testing.T) {
+	skipUnlessPtrace(t)
 	for r, out := range cmaRanks(t, 3, func(int) []string { return []string{EnvCMA + "="} }) {
 		if !strings.HasPrefix(out, "cma on\n") {
 			t.Errorf("rank %d: %s; want cross-memory attach on", r, out)
@@ -107,6 +108,7 @@ func TestCrossMemoryProcesses(t *testing.T) {
 // TestCrossMemoryAgreement: when one rank cannot read one peer, or one
 // rank turns it off, it is off on every rank, with the same reason.
 func TestCrossMemoryAgreement(t *testing.T) {
+	skipUnlessPtrace(t)
 	for _, c := range []struct {
 		name, env, reason string
 	}{
@@ -176,6 +178,20 @@ func TestCrossMemoryPeerDies(t *testing.T) {
 		case r != 2 && (!ok || ee.ExitCode() != 2 || !strings.Contains(p.out.String(), "rank 2 (pid ")):
 			t.Errorf("rank %d: %v: %s; want the join to fail naming dead rank 2", r, err, p.out)
 		}
+	}
+}
+
+// skipUnlessPtrace skips a test that needs the ranks to read each other
+// where Yama's ptrace_scope (2: only with CAP_SYS_PTRACE, 3: never) does
+// not let this process's children do it.
+func skipUnlessPtrace(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	if err != nil {
+		return
+	}
+	switch s := strings.TrimSpace(string(b)); {
+	case s == "3", s == "2" && !hasCap(unix.CAP_SYS_PTRACE):
+		t.Skipf("Yama's ptrace_scope is %s: the ranks may not read each other", s)
 	}
 }
 
@@ -294,6 +310,7 @@ func BenchmarkCrossMemory(b *testing.B) {
 // TestCrossMemoryAllocs: a ReadPeer from a peer process allocates nothing;
 // once the peer has exited, it fails with ErrPeerDead.
 func TestCrossMemoryAllocs(t *testing.T) {
+	skipUnlessPtrace(t)
 	name := testName()
 	t.Setenv(EnvCMA, "")
 	ps := startRanks(t, "cmaserve", name, 1, EnvRank+"=1", EnvSize+"=2", "SHMCOLL_TEST_SLOT=65536")
