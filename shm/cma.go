@@ -266,15 +266,18 @@ func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt
 		}
 		return fmt.Errorf("%w: rank %d gave up the join", ErrAborted, d-cmaGaveUp)
 	}
+	first := -1 // the first rank whose result is not cmaOK
 	for r := range e.size {
 		w := e.cmaWord(r, cCMAResult).Load()
-		if w&0xff == cmaOK {
-			continue
-		}
-		e.cmaErr = e.cmaReason(r, w)
 		if w&0xff == cmaBadEnv {
-			return e.cmaErr
+			return e.cmaReason(r, w)
 		}
+		if w&0xff != cmaOK && first < 0 {
+			first = r
+		}
+	}
+	if first >= 0 {
+		e.cmaErr = e.cmaReason(first, e.cmaWord(first, cCMAResult).Load())
 		return nil
 	}
 	e.cmaOn = true

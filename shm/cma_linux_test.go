@@ -212,15 +212,13 @@ func hasCap(c int) bool {
 }
 
 // TestCrossMemoryBadEnv: a SHMCOLL_CMA that is neither on nor off on one
-// rank fails the join on every rank, naming it.
+// rank fails the join on every rank, naming it, also when a lower rank
+// turned cross-memory attach off.
 func TestCrossMemoryBadEnv(t *testing.T) {
 	name := testName()
 	var ps []rankProc
 	for r := range 3 {
-		v := ""
-		if r == 1 {
-			v = "sometimes"
-		}
+		v := []string{"off", "sometimes", ""}[r]
 		ps = append(ps, startRanks(t, "cma", name, 1, fmt.Sprintf("%s=%d", EnvRank, r), EnvSize+"=3", EnvCMA+"="+v)...)
 	}
 	for r, p := range ps {
