@@ -1,7 +1,8 @@
 // Package shm is the transport of shmcoll: a shared arena that the ranks of
 // one node map, with per-rank control blocks and data slots, and the
-// post/wait channel that collectives are built from. It moves no user data
-// itself and knows no algorithm.
+// post/wait channel that collectives are built from. It knows no
+// algorithm, and moves user data only in the cross-memory copies that a
+// collective asks for.
 //
 // # Model
 //
@@ -60,6 +61,23 @@
 // (wrapping [ErrAborted], and [ErrPeerDead] for a death). A cancelled
 // context does not abort the arena: the caller decides.
 //
+// # Cross-memory attach
+//
+// A rank may also copy straight from or into a peer's private memory, a
+// buffer that the peer exposed for a call by publishing its [AddrOf]:
+// [Endpoint.ReadPeer] and [Endpoint.WritePeer] (and their vectored forms)
+// use process_vm_readv and process_vm_writev between processes, one copy
+// instead of two through the arena, and a plain copy between goroutine
+// ranks. The peer returns from that call only after every reader has
+// posted that it is done. The kernel permits it only where a rank may
+// ptrace its peer (same user, and Yama's ptrace_scope, which each process
+// relaxes for itself with PR_SET_PTRACER as Open MPI does, or
+// CAP_SYS_PTRACE), so when the arena is joined every rank reads every
+// peer's control block through its published address and publishes its
+// result, and [Endpoint.CrossMemory] is on, on every rank, only if every
+// rank read every peer. [Options.NoCrossMemory] on any rank, or
+// SHMCOLL_CMA=off, turns it off for the arena.
+//
 // # Lifetime
 //
 // Rank 0 creates /dev/shm/shmcoll.<uid>.<name> exclusively (O_EXCL,
@@ -112,6 +130,9 @@
 //	  +16    abort record: kind, dead peer, its pid, cause length, cause text
 //	  +384   call descriptor (384 bytes)
 //	  +768   join value (u64, Options.JoinValue)
+//	  +776   cross-memory test: address of this control block in the
+//	         rank's address space (1: not tested), result, and in rank
+//	         0's block the decision (u64 each)
 //	  +1024  counter 0 line (128 bytes: two cache lines, so that the
 //	         adjacent-line prefetcher does not couple counters)
 //	           +0 counter (u64; its low half is the futex word)

@@ -66,9 +66,16 @@ type Options struct {
 	// here, so that nonblocking operations the rank started before the
 	// collective complete while it waits (libshmcoll).
 	Progress func()
+	// NoCrossMemory turns cross-memory attach ([Endpoint.ReadPeer]) off
+	// for the arena: off on every rank if any rank sets it (as
+	// SHMCOLL_CMA=off does).
+	NoCrossMemory bool
 
 	fixedSpin bool          // tests: keep the spin budget at SpinFor
 	sleepFor  time.Duration // tests: bound of one futex sleep
+
+	cmaFailProbe    bool   // tests: this rank's probe of a peer fails
+	cmaBeforeResult func() // tests: called before the rank publishes its probe result
 }
 
 // Floors of the adaptive spin budget: a wait always spins this long before
@@ -141,6 +148,9 @@ type Endpoint struct {
 	cleanup  runtime.Cleanup
 	keep     any     // keeps Go-heap arena memory alive (in-process)
 	park     *parker // in-process sleeping; nil for processes
+
+	cmaOn  bool  // ReadPeer and WritePeer work (see agreeCrossMemory)
+	cmaErr error // why not, when the ranks tested it
 }
 
 // Rank returns the endpoint's rank.
