@@ -3,7 +3,7 @@ package collectives
 import "context"
 
 // The bidirectional-exchange (BDE) algorithms of the lecture notes (003),
-// on read schedules (see rabenseifner_schedule.go), for any p. The rank
+// on read schedules (see schedule.go), for any p. The rank
 // range [lo, hi) of a group is halved at mid = lo + floor(g/2); rank i of
 // the left half pairs with rank i + floor(g/2) of the right half, and if g
 // is odd the last rank of the right half, which has no partner, hands its

@@ -7,7 +7,7 @@ import (
 )
 
 // Bruck's concatenation allgather (the latency-optimized allgather of 001
-// for any p), on read schedules (see rabenseifner_schedule.go). Rank r's
+// for any p), on read schedules (see schedule.go). Rank r's
 // half holds the rotated buffer R, R[i] = block (r+i) mod p, R[0] its own.
 // In round k, with s = 2^k, rank r copies R[0 .. min(s, p-s)) of rank
 // (r+s) mod p, which are blocks r+s ..., into its own R[s ..]. After

@@ -47,8 +47,6 @@ func init() {
 	register(CollBarrier, Flat, (*Comm).flatBarrier, true)
 	register(CollAllreduce, Replicated, (*Comm).replicatedAllreduce, true)
 	register(CollReduce, Replicated, (*Comm).replicatedAllreduce, true)
-	register(CollAlltoall, Flat, (*Comm).flatAlltoall, true)
-	register(CollAlltoallv, Flat, (*Comm).flatAlltoall, true)
 }
 
 // alignUp rounds n up to a cache line.

@@ -7,7 +7,7 @@ import (
 )
 
 // The minimum-spanning-tree (MST) algorithms of the lecture notes (003),
-// on read schedules (see rabenseifner_schedule.go): the rank range is
+// on read schedules (see schedule.go): the rank range is
 // halved recursively (the left half gets ceil(g/2) ranks); the holder of a
 // range (the root at the top) deals with one rank of the other half, its
 // first rank (or the range's first rank if the holder is in the right

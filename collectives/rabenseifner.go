@@ -10,7 +10,7 @@ import (
 )
 
 // Rabenseifner's reduction algorithms (001), on read schedules (see
-// rabenseifner_schedule.go).
+// schedule.go).
 //
 // The butterfly. p' = 2^L ranks, L = floor(log2 p), cut the segment into
 // p' positions. Level l pairs adjacent members of each group: the left

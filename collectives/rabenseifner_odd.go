@@ -7,7 +7,7 @@ import (
 )
 
 // RabenseifnerOdd: the factorization of 001, p = 2^n q with q odd, on read
-// schedules (see rabenseifner_schedule.go). The ranks form 2^n groups of
+// schedules (see schedule.go). The ranks form 2^n groups of
 // q adjacent ranks (group g: ranks gq .. gq+q-1); the segment is cut into
 // p positions, part k of the vector being positions [k 2^n, (k+1) 2^n).
 //

@@ -3,7 +3,7 @@ package collectives
 import "context"
 
 // The ring algorithms of the lecture notes (003), on read schedules (see
-// rabenseifner_schedule.go). The segment is cut into p blocks (positions,
+// schedule.go). The segment is cut into p blocks (positions,
 // in rank order); rank r reads only from its left neighbour r-1.
 //
 //   - reduce-scatter: in round k (0 <= k < p-1) rank r reduces block

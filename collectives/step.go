@@ -313,6 +313,12 @@ func (c *Comm) checkDesc(q int, e uint64) error {
 	return c.mismatch(what)
 }
 
+// mismatch aborts the communicator with a descriptor-mismatch cause.
+func (c *Comm) mismatch(what string) error {
+	c.ep.Abort(fmt.Errorf("%w: %v call %d: %s", ErrMismatch, c.cur.coll, c.seq, what))
+	return c.fail(c.ep.Err())
+}
+
 // fail turns a cause into the call's error; an error that is not already
 // an abort aborts the communicator so that no rank waits for this one.
 func (c *Comm) fail(err error) error {

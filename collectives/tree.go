@@ -24,9 +24,13 @@ import (
 // (up and down at once, D = depth); ReduceBcast, one tree with the
 // broadcast after the reduction (D = n-1+depth: the root starts down when
 // the last block came up), the pair the paper compares with; and
-// DualRoot (dualroot.go), two trees of about p/2 ranks whose roots
-// exchange their partial blocks and both compute result block t =
-// (lower tree's) op (upper tree's), bitwise the same on both.
+// DualRoot, two trees of about p/2 ranks, ranks [0, ceil(p/2)) and
+// [ceil(p/2), p), whose roots exchange their partial blocks and both
+// compute result block t = (lower tree's) op (upper tree's), bitwise the
+// same on both. A DualRoot rank with k children receives and reduces k
+// partial blocks a round and a root also the other root's; the number of
+// blocks comes from the pipelining lemma on 6h+1+3(n-1) steps, h the tree
+// height (treeKind.lead).
 //
 // Slot layout: a rank's slot half holds the partial area (blocks going
 // up) and, at alignUp(half/2), the result area (blocks going down); the
@@ -53,6 +57,7 @@ const (
 func init() {
 	register(CollAllreduce, Tree, func(c *Comm, ctx context.Context) error { return c.treeAllreduce(ctx, treeDoubly) }, true)
 	register(CollAllreduce, ReduceBcast, func(c *Comm, ctx context.Context) error { return c.treeAllreduce(ctx, treeReduceBcast) }, true)
+	register(CollAllreduce, DualRoot, func(c *Comm, ctx context.Context) error { return c.treeAllreduce(ctx, treeDual) }, true)
 }
 
 // treeNode is a rank's place in the trees of a treeKind.

@@ -8,6 +8,11 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
+func init() {
+	register(CollAlltoall, Flat, (*Comm).flatAlltoall, true)
+	register(CollAlltoallv, Flat, (*Comm).flatAlltoall, true)
+}
+
 // flatAlltoall (alltoall and alltoallv): in each step every rank writes
 // piece k of each of its send blocks for the other ranks into its slot
 // half and posts phase 1; every rank then copies its own piece from its
@@ -194,10 +199,4 @@ func (c *Comm) alltoallvCheck(ctx context.Context, e uint64, own int) (int, erro
 		}
 	}
 	return S, nil
-}
-
-// mismatch aborts the communicator with a descriptor-mismatch cause.
-func (c *Comm) mismatch(what string) error {
-	c.ep.Abort(fmt.Errorf("%w: %v call %d: %s", ErrMismatch, c.cur.coll, c.seq, what))
-	return c.fail(c.ep.Err())
 }
