@@ -96,7 +96,7 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 			}
 			if out != nil && finalFirst(pl) { // p = 2 allreduce
 				if (rhi-rlo)*esz >= pipelineBytes/8 && !c.ep.Oversubscribed() {
-					c.probeRead(peer(0, rhi-rlo))
+					c.adv.probeRead(peer(0, rhi-rlo))
 				}
 				c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
 					c.reduceResult(span(out, esz, user, user+n), span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
@@ -105,10 +105,10 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 			}
 			// The peers read these blocks next: non-temporally when they
 			// ask for it, as publish does.
-			stream := (rhi-rlo)*esz >= pipelineBytes/8 && c.advisedNT()
+			stream := (rhi-rlo)*esz >= pipelineBytes/8 && c.adv.advised()
 			// This reduction reads what the peer just wrote: it is what
 			// crawls when the vCPUs sit on different dies, so it is timed.
-			t0 := c.copyStart((rhi - rlo) * esz)
+			t0 := c.adv.readStart((rhi - rlo) * esz)
 			c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
 				if stream {
 					a.red.reduce3Stream(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
@@ -116,7 +116,7 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 					a.red.reduce3(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
 				}
 			})
-			c.reduceDone((rhi-rlo)*esz, t0)
+			c.adv.reduceDone((rhi-rlo)*esz, t0)
 		case rd.Op == circulant.OpReduce:
 			if k == last && out != nil {
 				a.red.reduce3(out, span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
@@ -188,7 +188,7 @@ const resultChunk = 16 << 10
 func (c *Comm) copyIn(h, u []byte, i, i2 int) {
 	esz := c.cur.esz
 	c.eachRun(i, i2, func(rot, user, n int) {
-		c.publish(span(h, esz, rot, rot+n), span(u, esz, user, user+n))
+		c.adv.publish(span(h, esz, rot, rot+n), span(u, esz, user, user+n))
 	})
 }
 

@@ -46,6 +46,11 @@ type Options struct {
 	// [shm.Options]): how long joining may take, and how long a wait spins
 	// and then yields before it sleeps.
 	JoinTimeout, SpinFor, YieldFor time.Duration
+	// NoStoreAdvice turns the store advice off on this rank: no timing of
+	// copies, no placement probe, no non-temporal stores (see
+	// [StoreAdviceEnv], which turns it off too). Results are the same
+	// either way.
+	NoStoreAdvice bool
 }
 
 func (o Options) shm() shm.Options {
@@ -72,20 +77,18 @@ type Comm struct {
 	closed  bool
 	pinned  [numColls]Algorithm
 	// the kernel of the last built-in operator bound, and for what
-	kern      *simd.Kernel
-	kernOp    uint64
-	kernType  simd.Type
-	small     [numSmall]smallMemo
-	last      Stats // counts of the current or last call
-	total     Stats
-	cur       call
-	sc        scratch
-	chosen    [numColls]choice
-	checked   []uint64 // checked[q] == step: q's descriptor for this step was compared
-	half      int      // bytes of a slot half
-	slow      [3]int   // slow large reads and writes in a row (judge), slow probes (probeRead)
-	probeSink byte     // what probeRead loaded, kept
-	samples   uint64   // calls that could have sampled (sample)
+	kern     *simd.Kernel
+	kernOp   uint64
+	kernType simd.Type
+	small    [numSmall]smallMemo
+	last     Stats // counts of the current or last call
+	total    Stats
+	cur      call
+	sc       scratch
+	chosen   [numColls]choice
+	checked  []uint64 // checked[q] == step: q's descriptor for this step was compared
+	half     int      // bytes of a slot half
+	adv      storeAdvice
 
 	opt   Options
 	sel   selection // the selection table's entries for this p
@@ -128,6 +131,11 @@ func newComm(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
 	if err := circulant.CheckSkips(c.size, c.skips); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
+	off, err := storeAdviceOff(opt)
+	if err != nil {
+		return nil, err
+	}
+	c.adv = storeAdvice{ep: ep, rank: c.rank, seq: &c.seq, off: off, over: ep.Oversubscribed()}
 	c.checked = make([]uint64, c.size)
 	c.half = ep.SlotBytes() / 2 &^ (lineBytes - 1)
 	c.sc.init(c.size)

@@ -184,9 +184,9 @@ func (c *Comm) directAllreduce(ctx context.Context) error {
 	if err := c.directSources(ctx, e, in, lo, hi); err != nil {
 		return err
 	}
-	t0 := c.copyStart(hi - lo)
+	t0 := c.adv.readStart(hi - lo)
 	c.reduceDirect(a.recv[lo:hi], c.sc.srcs, c.slotHalf(r, e))
-	c.reduceDone(hi-lo, t0)
+	c.adv.reduceDone(hi-lo, t0)
 	c.post(e, 2)
 	// Where the reads of lines another core wrote crawl (the ranks asked
 	// for non-temporal stores: vCPUs on different dies), two ranks that do
@@ -201,7 +201,7 @@ func (c *Comm) directAllreduce(ctx context.Context) error {
 	// pace, which can look slow enough to ask on one L3 too, and there
 	// the second reduction's reads cost more than the copy (16 MiB on one
 	// L3: 1.60 against 1.22 ms when it happened).
-	solo := p == 2 && a.send != nil && len(in) <= soloMax && c.advisedNT()
+	solo := p == 2 && a.send != nil && len(in) <= soloMax && c.adv.advised()
 	for i := 1; i < p; i++ {
 		q := (r + i) % p
 		qlo, qhi := pre[q]*esz, pre[q+1]*esz

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 
 	"github.com/shmcoll/shmcoll/internal/clock"
 	"github.com/shmcoll/shmcoll/simd"
@@ -202,11 +201,11 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 		if a.send != nil {
 			src = span(a.send, esz, lo, hi)
 		}
-		fused := fuse && !c.advisedNT()
+		fused := fuse && !c.adv.advised()
 		if fused {
-			c.publishOwn(c.stepBuf(c.rank, e, tiny), mine, src)
+			c.adv.publishOwn(c.stepBuf(c.rank, e, tiny), mine, src)
 		} else {
-			c.publish(c.stepBuf(c.rank, e, tiny), src)
+			c.adv.publish(c.stepBuf(c.rank, e, tiny), src)
 		}
 		c.post(e, 1)
 		if a.send != nil && !fused {
@@ -221,7 +220,7 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 				return err
 			}
 			d := a.displs[q]
-			c.copyPeer(span(a.recv, esz, d+lo, d+hi), src)
+			c.adv.copyPeer(span(a.recv, esz, d+lo, d+hi), src)
 		}
 		c.last.Rounds++
 		c.last.Sent += uint64(p - 1)
@@ -245,7 +244,7 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 		}
 		seg := span(a.recv, esz, base, base+m)
 		if c.rank == a.root {
-			c.publish(c.stepBuf(c.rank, e, tiny), seg)
+			c.adv.publish(c.stepBuf(c.rank, e, tiny), seg)
 			c.post(e, 1)
 			c.last.Sent += uint64(c.size - 1)
 		} else {
@@ -254,7 +253,7 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 			if err := c.waitData(ctx, a.root, e, 1, src); err != nil {
 				return err
 			}
-			c.copyPeer(seg, src)
+			c.adv.copyPeer(seg, src)
 			c.last.Received++
 		}
 		c.last.Rounds++
@@ -422,12 +421,12 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		// An allreduce from ntSmall to pipelineBytes/8 bytes copies in
+		// An allreduce from sampledReduceMin to pipelineBytes/8 bytes copies in
 		// with non-temporal stores when advised, and otherwise times its
-		// reduction in one call of sampleSmallEvery (see ntSmall).
-		small := a.coll == CollAllreduce && m*esz >= ntSmall && m*esz < pipelineBytes/8
-		advised := small && c.advisedNT()
-		sample := small && !advised && !c.ep.Oversubscribed() && c.sample(sampleSmallEvery)
+		// reduction in one call of sampleSmallEvery (see sampledReduceMin).
+		small := a.coll == CollAllreduce && m*esz >= sampledReduceMin && m*esz < pipelineBytes/8
+		advised := small && c.adv.advised()
+		sample := small && !advised && !c.ep.Oversubscribed() && c.adv.sample(sampleReduceEvery)
 		switch {
 		case direct:
 			c.sc.srcs[c.rank] = span(in, esz, base, base+m)
@@ -440,7 +439,7 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 				simd.Copy(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
 			}
 		default:
-			c.publish(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
+			c.adv.publish(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
 		}
 		c.post(e, 1)
 		c.last.Rounds++
@@ -474,16 +473,16 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 			if sample {
 				t0 = clock.Nanotime()
 			} else {
-				t0 = c.copyStart(m * esz)
+				t0 = c.adv.readStart(m * esz)
 			}
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs)
 			if sample {
-				// A window longer than ntCalls: sampling costs these
+				// Advice for longer: sampling costs these
 				// calls their Prefetch, and each sample after a window
 				// may read data still written non-temporally.
-				c.judgeFor(&c.slow[0], m*esz, t0, slowReduce, ntSmallCalls)
+				c.adv.sampledReduceDone(m*esz, t0)
 			} else {
-				c.reduceDone(m*esz, t0)
+				c.adv.reduceDone(m*esz, t0)
 			}
 			c.last.Received += uint64(p - 1)
 			c.last.Reduced += uint64(p - 1)
@@ -494,80 +493,30 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 	return nil
 }
 
-// Pipelining and publishing. Vectors of more than pipelineBytes/2 are cut
-// into segments of a quarter of the vector, at least pipelineBytes/4 and at
-// most pipelineBytes, so that the writer fills one slot half while the
-// readers empty the other (np=2, same-L3 placement: bcast at 1 MiB 66 ->
-// 33 µs, reduce 67 -> 38 µs, allgather at 4 MiB 396 -> 230 µs).
-//
-// How the writer should store depends on where the hypervisor put the
-// vCPUs. When the two share an L3, a reader gets lines that sit modified
-// in the writer's cache at 50-60 bytes/ns, and non-temporal stores (the
-// reader then reads memory) halve that. When they sit on different dies,
-// vector loads of those lines crawl (a memmove bcast at 1 MiB: 140 µs,
-// 44 µs with non-temporal stores). Copies use the string copy
-// (simd.Copy), which reads them at 25-36 bytes/ns even there, so what
-// still crawls are the reductions that read a peer's slot (5-7 bytes/ns
-// of result against about 20 on one L3). So readers time their large
-// reads (copies and those reductions), and writers time their regular
-// stores; two reads or two writes in a row (counted apart, see judge)
-// slower than slowRead (copies) or slowReduce (reductions) advise
-// non-temporal stores for the next ntCalls calls, through a word in the
-// rank's descriptor area that every writer checks before a large publish
-// (and the circulant allreduce before the reduction its peers read next);
-// then regular stores are tried again. The slow side need not be the same
-// for both ranks. Ranks that share CPUs (oversubscribed processes) always
-// store regularly: the reader most likely runs on the writer's CPU.
+// Pipelining. Vectors of more than pipelineBytes/2 are cut into segments
+// of a quarter of the vector, at least pipelineBytes/4 and at most
+// pipelineBytes, so that the writer fills one slot half while the readers
+// empty the other. How the segments are stored: advice.go.
 const (
 	pipelineBytes     = 256 << 10
-	allgatherSegBytes = 512 << 10
-	pipeFitBytes      = 16 << 10 // pipeElems
-	observeBytes      = 64 << 10 // copies timed from this size
-	sampleEvery       = 8        // and smaller ones in one call out of this many
-	slowRead          = 14       // bytes/ns: below, the peers are on another die
-	slowReduce        = 10       // bytes/ns of result, for a reduction reading a peer's slot
-	ntCalls           = 64
-
-	// A replicated allreduce from ntSmall bytes also times its reduction
-	// in one call of sampleSmallEvery (that call without Prefetch), and its
-	// copy-in takes non-temporal stores when advised: with the vCPUs on
-	// different dies, its reduction then reads the peers' halves from
-	// memory instead of the other die's caches. Below 2 KiB the reading
-	// is too short to tell the placement.
-	ntSmall          = 2 << 10
-	ntSmallCalls     = 1024 // the advice these samples give, in calls
-	sampleSmallEvery = 32   // calls per sample: each costs its Prefetch and two clock reads
+	allgatherSegBytes = 512 << 10 // the flat allgather's segments (flatAllgather)
+	pipeFitBytes      = 16 << 10  // pipeElems
 
 	// The replicated reductions prefetch a peer's segment of prefetchMin
 	// to prefetchMax bytes whole (simd.Prefetch) as soon as its post is
-	// seen. np=2, vCPUs on different dies: allreduce 2-8 KiB 1.01-2.40 ->
-	// 0.98-2.19 µs, reduce 2-16 KiB 0.70-1.63 -> 0.63-1.35; on one L3:
-	// allreduce 4 KiB 0.37 -> 0.34, reduce 16 KiB 0.52 -> 0.55, the rest
-	// within 0.01 µs.
+	// seen: below, the reads are too few to gain; above, the lines would
+	// not stay in L1.
 	prefetchMin, prefetchMax = 1 << 10, 16 << 10
 
-	// The copy-outs of the flat bcast and allgather prefetch 2-8 KiB
-	// (copyPeer). np=2, vCPUs on different dies: bcast of 2-8 KiB
-	// 0.706-0.971 -> 0.621-0.881 µs, allgather of 4-8 KiB (blocks of 2-4
-	// KiB) 0.701-0.942 -> 0.621-0.861; on one L3 the same sizes within
-	// 0.01 µs. Outside that range it lost: allgather of 2 KiB (1 KiB
-	// blocks) 0.671 -> 0.722 on different dies, and on one L3 copies of
-	// 16 KiB 4-6 % (bcast of 16 KiB 0.485 -> 0.511, allgather of 32 KiB
-	// 0.626 -> 0.666), where on different dies bcast of 16 KiB gained 10 %.
+	// The copy-outs of the flat bcast and allgather prefetch from
+	// copyPrefetchMin to copyPrefetchMax bytes (copyPeer), where it gains
+	// across dies and costs nothing on one L3.
 	copyPrefetchMin, copyPrefetchMax = 2 << 10, 8 << 10
 
 	// The flat allgather copies its own block, where it has at least
 	// fuseOwnBytes, into its slot and into its result together, in chunks
-	// of fuseChunk (publishOwn), where the ranks have CPUs of their own.
-	// np=2, interleaved runs: one L3, 1M 22.7-23.4 -> 22.0-23.4 µs, 2M
-	// 45.4-51.7 -> 42.7-44.4, 4M 88.8-97.0 -> 84.7-87.3; different dies,
-	// 1M even (32.8-33.9 against 32.2-34.0), 4M 130.3-134.1 -> 126.3-130.9.
-	// Blocks of 256 KiB (allgather of 512 KiB) were 3-4 % slower at both
-	// placements, 8M and 16M within 2 % either way, np=4 (ranks sharing
-	// CPUs) within 2.5 %. Chunks of 32 and 128-256 KiB were slower on
-	// different dies, and 4 KiB chunks took twice as long there; so did
-	// PREFETCHW of the next chunk's slot lines (16-64 KiB ahead: 1M 32.7 ->
-	// 35.4-38.7), and non-temporal stores into the slot gained nothing.
+	// of fuseChunk (publishOwn), where the ranks have CPUs of their own:
+	// the block, the slot and the result no longer fit in L2 together.
 	fuseOwnBytes = 512 << 10
 	fuseChunk    = 64 << 10
 )
@@ -597,164 +546,4 @@ func (c *Comm) pipeElems(N int) int {
 		M = min(M, max(seg/esz, 1))
 	}
 	return M
-}
-
-// advice is rank q's non-temporal advice word (its shm hint word): the
-// call number up to which it asks writers for non-temporal stores. It used
-// to sit in the line of q's descriptor for odd steps, which q writes at
-// every such step: each check by another rank then moved that line away
-// and back.
-func (c *Comm) advice(q int) *atomic.Uint64 { return c.ep.Hint(q) }
-
-// advisedNT reports whether some rank (this one included) asks for
-// non-temporal stores in this call.
-func (c *Comm) advisedNT() bool {
-	for q := range c.size {
-		if c.advice(q).Load() >= c.seq {
-			return true
-		}
-	}
-	return false
-}
-
-// publish copies src into this rank's slot (dst) for other ranks to read.
-func (c *Comm) publish(dst, src []byte) {
-	if len(src) > lineBytes && len(src) < simd.StringCopyThreshold {
-		// One store per line of the slot, which the readers poll
-		// (WaitData), up to where the string copy takes over: np=2,
-		// same-L3, interleaved runs: allgather 512 B 0.140 -> 0.110 µs,
-		// reduce 256 B 0.161 -> 0.141, bcast 512 B 0.140 -> 0.120. From 1
-		// KiB to 4 KiB it took the place of memmove: np=2, different dies,
-		// allgather of 3 KiB (1.5 KiB blocks) 0.631-0.641 -> 0.521-0.530
-		// µs, bcast of 1.5 KiB 0.591-0.601 -> 0.561, of 3 KiB 0.741-0.781
-		// -> 0.681-0.691, reduce_scatter_block of 3 and 6 KiB 0.621-0.641
-		// -> 0.561-0.566 and 0.961-0.981 -> 0.886-0.891, reduce of 1.5 KiB
-		// 0.591-0.601 -> 0.561-0.591, of 3 KiB 0.691-0.701 -> 0.681-0.691;
-		// one L3 within 5 ns (reduce of 1.5-3 KiB 0-5 ns slower, allgather
-		// of 3 KiB 5 ns and reduce_scatter_block of 6 KiB 15-25 ns
-		// faster); np=4 and np=8 (ranks sharing CPUs) within 1-3 % either
-		// way. From 4 KiB the string copy stays ahead (bcast of 4 KiB on
-		// different dies: 0.72 against 0.81 µs). The small-call path keeps
-		// its 1 KiB (smallBytes).
-		simd.CopyLines(dst, src)
-		return
-	}
-	if len(src) < pipelineBytes/8 || c.ep.Oversubscribed() {
-		simd.Copy(dst, src)
-		return
-	}
-	if c.advisedNT() {
-		simd.CopyNT(dst, src)
-		return
-	}
-	var t0 int64
-	if c.observed(len(src)) {
-		t0 = clock.Nanotime()
-	}
-	simd.Copy(dst, src)
-	c.judge(&c.slow[1], len(src), t0, slowRead)
-}
-
-// publishOwn copies src both into this rank's slot (dst) and into its own
-// block of the result (mine), fuseChunk bytes at a time, so that src is
-// read once, from the nearest cache: the flat allgather's publish and own
-// copy of each piece of an own block of at least fuseOwnBytes, where src,
-// the slot and the result no longer fit in L2 together. Both copies are
-// the string copy: an AVX-512 loop that stored each load twice took three
-// times as long on vCPUs on different dies (np=2, 1 MiB: 96.7 µs against
-// 31.8). The pair of copies is timed as a publish of twice the bytes
-// (judge).
-func (c *Comm) publishOwn(dst, mine, src []byte) {
-	var t0 int64
-	if c.observed(len(src)) {
-		t0 = clock.Nanotime()
-	}
-	for lo := 0; lo < len(src); lo += fuseChunk {
-		hi := min(lo+fuseChunk, len(src))
-		simd.Copy(dst[lo:hi], src[lo:hi])
-		simd.Copy(mine[lo:hi], src[lo:hi])
-	}
-	c.judge(&c.slow[1], 2*len(src), t0, slowRead)
-}
-
-// observed reports whether a copy of n bytes is timed: from observeBytes
-// always, from pipelineBytes/8 (the smallest copy published
-// non-temporally) in one call out of sampleEvery, where two clock reads
-// would cost up to a tenth of the copy (np=2, vCPUs on different dies:
-// allgather of 64 KiB copies 32 KiB blocks and was never advised).
-func (c *Comm) observed(n int) bool {
-	return n >= observeBytes || n >= pipelineBytes/8 && c.sample(sampleEvery)
-}
-
-// copyStart returns the time of a copy of n bytes out of a peer's slot
-// that copyDone should judge, or 0.
-func (c *Comm) copyStart(n int) int64 {
-	if !c.observed(n) || c.ep.Oversubscribed() || c.advisedNT() {
-		return 0
-	}
-	return clock.Nanotime()
-}
-
-// sample reports true once in every of its calls. Counted apart from the
-// call number, whose remainder is the same at every call of a program that
-// alternates two collectives (a barrier and an allreduce): sampling on it
-// timed either all of them or none.
-func (c *Comm) sample(every uint64) bool {
-	c.samples++
-	return c.samples%every == 0
-}
-
-// copyPeer copies src, out of a peer's slot whose post was just seen,
-// into dst (as long): the copy-outs of the flat bcast and allgather. From
-// copyPrefetchMin to copyPrefetchMax bytes it first asks for every line of src
-// (simd.Prefetch), as the replicated reductions do, unless the ranks share
-// CPUs (np=8 on 2 CPUs, allgather of 16-32 KiB, 2-4 KiB blocks: 2-3 %
-// slower with it); large copies are timed (copyStart, copyDone).
-func (c *Comm) copyPeer(dst, src []byte) {
-	n := len(src)
-	if n >= copyPrefetchMin && n <= copyPrefetchMax && !c.ep.Oversubscribed() {
-		simd.Prefetch(src)
-	}
-	t0 := c.copyStart(n)
-	simd.Copy(dst, src)
-	c.copyDone(n, t0)
-}
-
-// copyDone judges a copy of n bytes out of a peer's slot that began at
-// t0 (0: not timed).
-func (c *Comm) copyDone(n int, t0 int64) { c.judge(&c.slow[0], n, t0, slowRead) }
-
-// reduceDone is copyDone for a reduction of n bytes (the result) that
-// read a peer's slot.
-func (c *Comm) reduceDone(n int, t0 int64) { c.judge(&c.slow[0], n, t0, slowReduce) }
-
-// judge judges a timed copy: two slow ones of a kind in a row (reads, or
-// publishing writes) ask for non-temporal stores. The kinds are counted
-// apart: on vCPUs on different dies the reads of lines another core wrote
-// crawl while the writes need not, and one count that each fast write
-// reset never reached two for an allreduce that alternates them (np=2,
-// 1 MiB: 159 µs, against 107 with non-temporal stores).
-func (c *Comm) judge(slow *int, n int, t0 int64, rate int64) {
-	c.judgeFor(slow, n, t0, rate, ntCalls)
-}
-
-// judgeFor is judge with advice for the next calls calls.
-func (c *Comm) judgeFor(slow *int, n int, t0 int64, rate int64, calls uint64) {
-	if t0 != 0 {
-		c.judgeRate(slow, n, clock.Nanotime()-t0, rate, calls)
-	}
-}
-
-// judgeRate judges n bytes in d ns against rate (bytes/ns): a fast one
-// resets the count slow, the second slow one in a row asks for
-// non-temporal stores for the next calls calls (judge, probeRead).
-func (c *Comm) judgeRate(slow *int, n int, d int64, rate int64, calls uint64) {
-	if d <= 0 || int64(n) >= rate*d {
-		*slow = 0
-		return
-	}
-	if *slow++; *slow >= 2 {
-		*slow = 0
-		c.advice(c.rank).Store(c.seq + calls)
-	}
 }

@@ -386,7 +386,7 @@ func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule)
 		// 32M 4.50 -> 3.14 ms, 64M 9.18 -> 6.50; one L3 32M 2.85
 		// against 2.91, 64M 6.42 against 6.40.
 		probe := a.coll == CollAllreduce && !c.ep.Oversubscribed()
-		nt := probe && m*esz >= pipelineBytes/8 && c.advisedNT()
+		nt := probe && m*esz >= pipelineBytes/8 && c.adv.advised()
 		for _, rg := range s.ranks[c.rank].slotIn {
 			lo, hi := off[rg[0]], off[rg[1]]
 			if nt {

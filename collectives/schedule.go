@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/shmcoll/shmcoll/internal/clock"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
@@ -531,7 +530,7 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 				case inPlace:
 					a.red.reduce(dst, src)
 				case out.probe && x.fused && len(dst) >= pipelineBytes/8:
-					if c.probeRead(src) {
+					if c.adv.probeRead(src) {
 						a.red.reduce3Stream(dst, own, src)
 					} else {
 						a.red.reduce3(dst, own, src)
@@ -712,39 +711,3 @@ func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
 	}
 	return nil
 }
-
-// probeRead times loads of the first probeBytes of src, lines a peer has
-// just written, in one call of sampleEvery: the placement probe of
-// reductions whose own input streams from memory, whose whole time tells
-// the placement apart no better than that memory's speed (judge). Two slow
-// probes in a row ask for non-temporal stores for ntCalls calls, during
-// which it does not probe: the peers' data then comes from memory, and
-// would keep the advice alive on one L3 too (4M 183 -> 364 µs). The loads
-// bring in lines that the reduction reads next. advised reports whether
-// some rank asked for non-temporal stores before this probe.
-func (c *Comm) probeRead(src []byte) (advised bool) {
-	if c.advisedNT() {
-		return true
-	}
-	if !c.sample(sampleEvery) {
-		return false
-	}
-	n := min(len(src), probeBytes)
-	t0 := clock.Nanotime()
-	var s byte
-	for i := 0; i < n; i += lineBytes {
-		s += src[i]
-	}
-	c.probeSink += s
-	c.judgeRate(&c.slow[2], n, clock.Nanotime()-t0, probeRate, ntCalls)
-	return false
-}
-
-// probeBytes is what probeRead loads. probeRate (bytes/ns) separates the
-// placements: np=2, rabenseifnerodd, 4M-64M, per probe, vCPUs on one L3
-// median 41-71 and 10th percentile 30-54; on different dies median 21-24,
-// at most 26.8.
-const (
-	probeBytes = 16 << 10
-	probeRate  = 28
-)

@@ -67,7 +67,7 @@ type smallMemo struct {
 // 2K 0.656 -> 0.601, 4K 0.766 -> 0.701, 8K 0.952 -> 0.896. np=4 and np=8,
 // 2K-8K: bcast 3-11 % faster, reduce 6-12 %. Bcast of 16K lost on one L3
 // (0.516 -> 0.551) and gained on different dies (1.49 -> 1.35). The
-// allreduce keeps 1 KiB: from ntSmall its general path samples the
+// allreduce keeps 1 KiB: from sampledReduceMin its general path samples the
 // placement (non-temporal copy-in on advice).
 const (
 	smallAllreduceIdx = iota
@@ -260,7 +260,7 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 	c.cur.send, c.cur.recv = nil, buf
 	tiny := n <= tinyBytes
 	if c.rank == root {
-		c.publish(c.stepBuf(c.rank, e, tiny), buf)
+		c.adv.publish(c.stepBuf(c.rank, e, tiny), buf)
 		c.post(e, 1)
 		c.last.Sent = uint64(c.size - 1)
 		return true, c.smallFinish(ctx, e, -1)
@@ -309,9 +309,9 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	c.last.Sent = uint64(p - 1)
 	tiny := n <= tinyBytes
 	if send == nil {
-		c.publish(c.stepBuf(c.rank, e, tiny), recv) // the root in place
+		c.adv.publish(c.stepBuf(c.rank, e, tiny), recv) // the root in place
 	} else if c.rank != root {
-		c.publish(c.stepBuf(c.rank, e, tiny), send)
+		c.adv.publish(c.stepBuf(c.rank, e, tiny), send)
 	}
 	c.post(e, 1)
 	if c.rank != root {
@@ -455,7 +455,7 @@ func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte
 	h := c.stepBuf(c.rank, e, tiny)
 	for j := range p {
 		if j != c.rank {
-			c.publish(h[j*n:(j+1)*n], send[j*n:(j+1)*n])
+			c.adv.publish(h[j*n:(j+1)*n], send[j*n:(j+1)*n])
 		}
 	}
 	c.post(e, 1)
