@@ -36,9 +36,6 @@ func (c *Comm) bindOp(op Op) error {
 	}
 	c.cur.red = r
 	c.cur.opID = op.hash
-	if r.k != nil {
-		c.kern, c.kernOp, c.kernType = r.k, op.hash, c.cur.typ // for the small-call path
-	}
 	return nil
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/shmcoll/shmcoll/circulant"
 	"github.com/shmcoll/shmcoll/shm"
-	"github.com/shmcoll/shmcoll/simd"
 )
 
 // Options configure a communicator. The zero value is ready to use.
@@ -69,6 +68,7 @@ type Comm struct {
 	rank    int
 	size    int
 	seq     uint64 // calls made
+	smalls  uint64 // calls that took the small-call path
 	step    uint64 // steps begun; a step is one use of a slot half
 	synced  uint64 // every rank has begun step synced
 	hashed  uint64 // the step whose descriptor hash is in the counter's line
@@ -76,19 +76,16 @@ type Comm struct {
 	hashSeq uint64
 	closed  bool
 	pinned  [numColls]Algorithm
-	// the kernel of the last built-in operator bound, and for what
-	kern     *simd.Kernel
-	kernOp   uint64
-	kernType simd.Type
-	small    [numSmall]smallMemo
-	last     Stats // counts of the current or last call
-	total    Stats
-	cur      call
-	sc       scratch
-	chosen   [numColls]choice
-	checked  []uint64 // checked[q] == step: q's descriptor for this step was compared
-	half     int      // bytes of a slot half
-	adv      storeAdvice
+	kernels kernelCache // the built-in kernels the small-call path uses
+	small   [numSmall]smallMemo
+	last    Stats // counts of the current or last call
+	total   Stats
+	cur     call
+	sc      scratch
+	chosen  [numColls]choice
+	checked []uint64 // checked[q] == step: q's descriptor for this step was compared
+	half    int      // bytes of a slot half
+	adv     storeAdvice
 
 	opt   Options
 	sel   selection // the selection table's entries for this p

@@ -106,6 +106,7 @@ func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
 // c.cur.send and c.cur.recv.
 func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, root int, red reducer, opID, aux uint64) uint64 {
 	c.seq++
+	c.smalls++
 	c.total.add(c.last)
 	c.last = Stats{Calls: 1, Steps: 1, Rounds: 1}
 	a := &c.cur
@@ -182,13 +183,15 @@ func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	return true, c.smallFinish(ctx, e, -1)
 }
 
-// smallAllreduce is replicatedAllreduce on the small-call path for the
-// built-in operator of the last bindOp; ok is false when it does not
-// apply. send is nil or as long as recv.
+// smallAllreduce is replicatedAllreduce on the small-call path for a
+// built-in operator; ok is false when it does not apply. send is nil or as long as recv.
 func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
 	n := len(recv)
-	if n == 0 || op.hash != c.kernOp || t != c.kernType || op.user != nil ||
-		!c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated, n) {
+	if n == 0 || !c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated, n) {
+		return false, nil
+	}
+	k := c.kernels.get(t, op)
+	if k == nil {
 		return false, nil
 	}
 	in := send
@@ -200,7 +203,6 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	if ctx.Err() != nil {
 		return false, nil
 	}
-	k := c.kern
 	e := c.smallCall(CollAllreduce, Replicated, t, n/t.Size(), 0, reducer{k: k, comm: true}, op.hash, 0)
 	c.cur.send, c.cur.recv = send, recv
 	p := uint64(c.size - 1)
@@ -279,10 +281,9 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 }
 
 // smallReduce is replicatedAllreduce's reduce on the small-call path for
-// the built-in operator of the last bindOp; ok is false when it does not
-// apply (Reduce checks the arguments).
+// a built-in operator; ok is false when it does not apply (Reduce checks the arguments).
 func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, op Op, root int) (ok bool, err error) {
-	if op.hash != c.kernOp || t != c.kernType || op.user != nil || uint(root) >= uint(c.size) {
+	if uint(root) >= uint(c.size) {
 		return false, nil
 	}
 	n := len(send)
@@ -302,7 +303,10 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	if n == 0 || n > c.half || !c.smallOK(smallReduceIdx, CollReduce, Replicated, n) || ctx.Err() != nil {
 		return false, nil
 	}
-	k := c.kern
+	k := c.kernels.get(t, op)
+	if k == nil {
+		return false, nil
+	}
 	e := c.smallCall(CollReduce, Replicated, t, n/t.Size(), root, reducer{k: k, comm: true}, op.hash, 0)
 	c.cur.send, c.cur.recv = send, recv
 	p := c.size
@@ -339,8 +343,7 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 }
 
 // smallReduceScatter is flatReduceScatter on the small-call path for
-// ReduceScatterBlock, out of place, with the built-in operator of the
-// last bindOp; ok is false when it does not apply (ReduceScatterBlock
+// ReduceScatterBlock, out of place, with a built-in operator; ok is false when it does not apply (ReduceScatterBlock
 // checks the arguments). The sizes are the whole input's, as choose sees
 // them (at p=2 the table takes flat below 32 B: one element per rank).
 // Like smallAllreduce it reduces the own block where it is, where ranks
@@ -350,11 +353,12 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 // 7.23.
 func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
 	p, n := c.size, len(recv)
-	if !c.smallReduceOK(t, send, recv, op) || n == 0 || len(send) != p*n ||
+	k := c.smallReduceKernel(t, send, recv, op)
+	if k == nil || n == 0 || len(send) != p*n ||
 		!c.smallOK(smallReduceScatterIdx, CollReduceScatterBlock, Flat, len(send)) || ctx.Err() != nil {
 		return false, nil
 	}
-	return true, c.smallReduceBlocks(ctx, CollReduceScatterBlock, t, send, recv, c.rank*n, n/t.Size(), 0)
+	return true, c.smallReduceBlocks(ctx, CollReduceScatterBlock, t, k, op.hash, send, recv, c.rank*n, n/t.Size(), 0)
 }
 
 // smallReduceScatterV is smallReduceScatter for ReduceScatter, whose
@@ -366,7 +370,11 @@ func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv [
 // -> 0.331; np=4 1016 B 3.58-4.72 -> 3.26-3.93; np=8 232 B 9.37 -> 8.45,
 // 1000 B 12.4 -> 8.72.
 func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv []byte, counts []int, op Op) (ok bool, err error) {
-	if len(counts) != c.size || !c.smallReduceOK(t, send, recv, op) {
+	if len(counts) != c.size {
+		return false, nil
+	}
+	k := c.smallReduceKernel(t, send, recv, op)
+	if k == nil {
 		return false, nil
 	}
 	esz := t.Size()
@@ -384,24 +392,26 @@ func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv 
 		!c.smallOK(smallReduceScatterVIdx, CollReduceScatter, Flat, len(send)) || ctx.Err() != nil {
 		return false, nil
 	}
-	return true, c.smallReduceBlocks(ctx, CollReduceScatter, t, send, recv, lo*esz, total, hashInts(counts))
+	return true, c.smallReduceBlocks(ctx, CollReduceScatter, t, k, op.hash, send, recv, lo*esz, total, hashInts(counts))
 }
 
-// smallReduceOK is what the small-call reduce-scatters need of their
-// arguments: the built-in operator and type of the last bindOp, an input
-// out of place that fits the slot half, a result apart from it.
-func (c *Comm) smallReduceOK(t simd.Type, send, recv []byte, op Op) bool {
-	return op.hash == c.kernOp && t == c.kernType && op.user == nil && len(send) > 0 &&
-		len(send) <= c.half && !overlaps(send, recv)
+// smallReduceKernel is what the small-call reduce-scatters need of their
+// arguments: an input out of place that fits the slot half, a result
+// apart from it, and the kernel of a built-in operator (nil if not).
+func (c *Comm) smallReduceKernel(t simd.Type, send, recv []byte, op Op) *simd.Kernel {
+	if len(send) == 0 || len(send) > c.half || overlaps(send, recv) {
+		return nil
+	}
+	return c.kernels.get(t, op)
 }
 
 // smallReduceBlocks runs flatReduceScatter's one step for coll with the
 // descriptor's count and aux: the whole input in the slot half (or the
 // counter's line up to tinyBytes), then the reduction of the blocks at lo
 // (bytes, as long as recv) of every rank into recv.
-func (c *Comm) smallReduceBlocks(ctx context.Context, coll Collective, t simd.Type, send, recv []byte, lo, count int, aux uint64) error {
-	p, k := c.size, c.kern
-	e := c.smallCall(coll, Flat, t, count, 0, reducer{k: k, comm: true}, c.kernOp, aux)
+func (c *Comm) smallReduceBlocks(ctx context.Context, coll Collective, t simd.Type, k *simd.Kernel, opID uint64, send, recv []byte, lo, count int, aux uint64) error {
+	p := c.size
+	e := c.smallCall(coll, Flat, t, count, 0, reducer{k: k, comm: true}, opID, aux)
 	c.cur.send, c.cur.recv = send, recv
 	c.last.Sent, c.last.Received, c.last.Reduced = uint64(p-1), uint64(p-1), uint64(p-1)
 	tiny := len(send) <= tinyBytes
