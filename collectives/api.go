@@ -50,16 +50,9 @@ func (c *Comm) pick(ctx context.Context, bytes int) error {
 	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}
-	a := Direct
-	if !c.useDirect(bytes) {
-		var err error
-		a, err = c.choose(c.cur.coll, bytes, c.cur.red.user == nil || c.cur.red.comm)
-		if err != nil {
-			return c.fail(err)
-		}
-		if a == Direct {
-			return c.bad("algorithm direct needs every buffer of the call from Alloc")
-		}
+	a, err := c.choose(bytes)
+	if err != nil {
+		return c.fail(err)
 	}
 	c.cur.alg = a
 	if (c.cur.coll == CollAllgather || c.cur.coll == CollAllgatherv) && a != Flat && a != Direct {

@@ -43,35 +43,6 @@ func init() {
 	register(CollBcast, Direct, (*Comm).directBcast, true)
 }
 
-// directMin is the smallest vector (the call's bytes) for which arena
-// buffers take the Direct algorithm without a pin, by collective and by
-// whether the ranks outnumber the CPUs.
-//
-// The price of reading a rank's buffer in place is paid after the call:
-// the lines the peers read are shared, and the program's next write of the
-// buffer must take them back from the peers' caches. Measured with that
-// rewrite in the timing (shmbench run -dirty against -arena -timed-rewrite,
-// interleaved, np=2): at 64 KiB Direct lost everywhere (one L3: allgather
-// 1.49 against 2.14 µs; different dies: allreduce 5.9 against 12.7), from
-// 128 to 512 KiB on different dies too (allreduce of 512 KiB 42.5 against
-// 86.7 µs), and from 1 MiB it won for allreduce, reduce-scatter and bcast
-// at both placements (different dies: allreduce 106 against 91 µs,
-// reduce_scatter_block 76 against 55, bcast 81 against 52; one L3:
-// allreduce 106 against 94); the allgather lost at 1 MiB on different dies
-// (41 against 77 µs) and won from 4 MiB (226 against 178). With np=4 on
-// two CPUs the bcast lost at 256 KiB (30 against 46 µs) and won from 1 MiB,
-// and the allgather won only at 16 MiB (1975 against 1851 µs).
-func directMin(coll Collective, oversub bool) int {
-	switch coll {
-	case CollAllgather, CollAllgatherv:
-		if oversub {
-			return 16 << 20
-		}
-		return 4 << 20
-	}
-	return 1 << 20
-}
-
 // soloMax is the largest vector for which two ranks each reduce both
 // blocks on advice (directAllreduce).
 const soloMax = 4 << 20
@@ -79,21 +50,6 @@ const soloMax = 4 << 20
 // directChunk is the chunk of an in-place reduction that reduceDirect
 // copies into the slot half at a time.
 const directChunk = 64 << 10
-
-// useDirect reports whether the current call takes the Direct algorithm:
-// Direct serves the collective, it is pinned or the vector has at least
-// directMin bytes and no other algorithm is pinned, and every buffer of
-// the call lies in this rank's heap. Every rank decides the same when the
-// ranks pass the same kind of buffers; when they do not, the algorithm in
-// the descriptors differs and the call fails on every rank (checkDesc).
-func (c *Comm) useDirect(bytes int) bool {
-	a := &c.cur
-	pin := c.pinned[a.coll]
-	if algorithms[a.coll][Direct] == nil || pin != Auto && pin != Direct || pin == Auto && bytes < directMin(a.coll, c.ep.Oversubscribed()) {
-		return false
-	}
-	return c.heapOrEmpty(a.send) && c.heapOrEmpty(a.recv)
-}
 
 // heapOrEmpty reports whether b is empty or lies in this rank's heap.
 func (c *Comm) heapOrEmpty(b []byte) bool { return len(b) == 0 || c.inHeap(b) }

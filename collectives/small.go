@@ -83,21 +83,42 @@ const (
 	smallRootedBytes = 8 << 10
 )
 
-func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
-	*m = smallMemo{known: true, pin: c.pinned[coll], upTo: -1}
-	lo, hi := 1, smallBytes
+// smallAlg is the algorithm each small-call path runs.
+var smallAlg = [numSmall]Algorithm{
+	smallAllreduceIdx:      Replicated,
+	smallBarrierIdx:        Flat,
+	smallBcastIdx:          Flat,
+	smallReduceIdx:         Replicated,
+	smallReduceScatterIdx:  Flat,
+	smallAlltoallIdx:       Flat,
+	smallReduceScatterVIdx: Flat,
+}
+
+// smallPathOf returns the small-call path of coll and the sizes (bytes,
+// as selection counts them) it may take, if coll has one.
+func smallPathOf(coll Collective) (i, lo, hi int, ok bool) {
 	switch coll {
+	case CollAllreduce:
+		return smallAllreduceIdx, 1, smallBytes, true
 	case CollBarrier:
-		lo, hi = 0, 0
-	case CollBcast, CollReduce:
-		hi = smallRootedBytes
+		return smallBarrierIdx, 0, 0, true
+	case CollBcast:
+		return smallBcastIdx, 1, smallRootedBytes, true
+	case CollReduce:
+		return smallReduceIdx, 1, smallRootedBytes, true
+	case CollReduceScatterBlock:
+		return smallReduceScatterIdx, 1, smallBytes, true
+	case CollAlltoall:
+		return smallAlltoallIdx, 1, smallBytes, true
+	case CollReduceScatter:
+		return smallReduceScatterVIdx, 1, smallBytes, true
 	}
-	for b := lo; b <= hi; b++ {
-		if a, err := c.chooseNew(coll, b, true); err != nil || a != alg {
-			break
-		}
-		m.upTo = b
-	}
+	return 0, 0, 0, false
+}
+
+func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
+	_, lo, hi, _ := smallPathOf(coll)
+	*m = smallMemo{known: true, pin: c.pinned[coll], upTo: c.selector().smallUpTo(coll, alg, lo, hi)}
 }
 
 // smallCall begins a small call of coll: it counts the call and its step,

@@ -258,7 +258,7 @@ func TestSmallPathSameAsGeneral(t *testing.T) {
 								err = fmt.Errorf("small-call path %d took calls up to %d bytes only", i, m.upTo)
 							}
 						}
-						if a, _ := c.chooseNew(CollBarrier, 0, true); a == Flat && c.small[smallBarrierIdx].upTo != 0 {
+						if d, _ := c.selector().decide(selectInput{coll: CollBarrier, commutative: true}); d.alg == Flat && c.small[smallBarrierIdx].upTo != 0 {
 							err = fmt.Errorf("the flat barrier did not take the small-call path")
 						}
 					}

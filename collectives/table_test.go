@@ -170,7 +170,7 @@ allreduce 2 fit 0   inf recdoubling -
 	}{
 		{8, Ring},   // 64 B
 		{127, Ring}, // 1016 B
-		{256, selectAlgorithm(CollAllreduce, 2048, 3, true, false)}, // no entry: heuristic
+		{256, heuristic(CollAllreduce, 2048, 3, true, false)}, // no entry: heuristic
 		{1024, BDE}, // 8 KiB
 	} {
 		if got := runAlg(t, 3, tc.n, opt, Sum, sum); got != tc.want {
@@ -211,19 +211,19 @@ allreduce 2 fit 0   inf recdoubling -
 func TestTableOversubscribed(t *testing.T) {
 	tab := mustParse(t, "allreduce 8 fit 0 inf ring -\nallreduce 8 over 0 inf bruck -\nbarrier 8 over 0 inf flat -\n")
 	fit, over := tab.selection(8, false), tab.selection(8, true)
-	if a := fit.lookup(CollAllreduce, 64, true); a != Ring {
+	if a, _ := fit.lookup(CollAllreduce, 64, true); a != Ring {
 		t.Errorf("fit: %v, want ring", a)
 	}
-	if a := over.lookup(CollAllreduce, 64, true); a != Bruck {
+	if a, _ := over.lookup(CollAllreduce, 64, true); a != Bruck {
 		t.Errorf("over: %v, want bruck", a)
 	}
-	if a := fit.lookup(CollBarrier, 0, true); a != Auto {
+	if a, _ := fit.lookup(CollBarrier, 0, true); a != Auto {
 		t.Errorf("fit barrier: %v, want none (the heuristic)", a)
 	}
-	if a := over.lookup(CollBarrier, 0, true); a != Flat {
+	if a, _ := over.lookup(CollBarrier, 0, true); a != Flat {
 		t.Errorf("over barrier: %v, want flat", a)
 	}
-	if s4 := tab.selection(4, false); s4.lookup(CollAllreduce, 64, true) != Auto {
+	if s4 := tab.selection(4, false); func() Algorithm { a, _ := s4.lookup(CollAllreduce, 64, true); return a }() != Auto {
 		t.Error("p=4 used p=8's entry")
 	}
 	// In-process ranks are never oversubscribed.
@@ -247,7 +247,7 @@ func TestTableNonCommutative(t *testing.T) {
 		t.Errorf("small: %v, want the recorded ordered dualroot", got)
 	}
 	got := runAlg(t, 3, 1024, opt, last, want)
-	if !orderPreserving[CollAllreduce][got] || got != selectAlgorithm(CollAllreduce, 8192, 3, false, false) {
+	if !orderPreserving[CollAllreduce][got] || got != heuristic(CollAllreduce, 8192, 3, false, false) {
 		t.Errorf("large: %v, want the heuristic's ordered choice", got)
 	}
 	if got := runAlg(t, 3, 8, opt, Sum, func(i int) int64 { return int64(3*i + 3000) }); got != Ring {
