@@ -315,7 +315,7 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	case byHeuristic:
 		why = "no table entry for this p, oversubscription and size: the heuristic"
 	}
-	if i, lo, hi, ok := smallPathOf(call.Coll); ok && !call.Arena {
+	if i, lo, hi, ok := smallPathOf(call.Coll); ok && !call.Arena && !call.NonCommutative {
 		if up := s.smallUpTo(call.Coll, smallAlg[i], lo, hi); call.Bytes >= lo && call.Bytes <= up && call.P > 1 {
 			why += fmt.Sprintf("; the small-call path (it serves %v up to %d bytes here)", call.Coll, up)
 		}
