@@ -29,9 +29,8 @@ func init() {
 // anything, checks the whole matrix (what each rank sends each rank against
 // what that rank expects), so that every rank sees a mismatch in the same
 // call and aborts, and takes the largest S_q as the number of steps; a
-// rank's steps past its own S_q carry empty pieces. The counts used to be
-// agreed in a step of their own before the data (np=2, one L3: 8 B 0.260
-// -> 0.181-0.215 µs with a2avData, 256 B 0.271 -> 0.220-0.241).
+// rank's steps past its own S_q carry empty pieces. The counts travel with
+// the data, so an alltoallv takes no step of its own to agree on them.
 //
 // Slot reuse: the half is written only before phase 1 of a step; halves
 // alternate between steps and begin() orders the reuse (see step.go).
@@ -80,12 +79,9 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 			if j == c.rank || n == 0 {
 				continue
 			}
-			// Not publish: below the string copy's threshold its store
-			// per line lost (np=2, 2 KiB blocks, interleaved: one L3 0.180
-			// -> 0.200 µs, different dies 0.575 -> 0.696; 0.5-1.5 KiB
-			// blocks even), and above it the non-temporal advice of its
-			// timed copies slowed 16 MiB and 64 MiB on one L3 (1034 ->
-			// 1282 µs, 5586 -> 8154).
+			// Not publish: every rank writes and reads here, so a store
+			// per line gains nothing, and the non-temporal advice of
+			// timed copies would send large alltoalls to memory.
 			simd.Copy(h[d+pre[j]*esz:d+pre[j+1]*esz], span(in, esz, uoff[j], uoff[j]+n))
 		}
 		c.post(e, 1)
@@ -136,9 +132,7 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 				}
 			}
 			// copyPeer's prefetch without its timing (see the publish),
-			// written here: as a call to a shared helper, which does not
-			// inline, it cost np=2 8 KiB 0.261 -> 0.330 µs on one L3 and
-			// 0.641 -> 0.736 on different dies.
+			// written out: copyPeer does not inline.
 			if len(src) >= copyPrefetchMin && len(src) <= copyPrefetchMax && !c.ep.Oversubscribed() {
 				simd.Prefetch(src)
 			}
@@ -157,10 +151,9 @@ func (c *Comm) flatAlltoall(ctx context.Context) error {
 // n bytes, p ranks: right after the header when they fit in the rest of
 // its line (up to 24 bytes at p=2), so that they travel with it, else at
 // the next line. Both the sender and, from the sender's header, its
-// readers work it out. np=2, one L3: 8 B 0.220-0.240 -> 0.181-0.215 µs,
-// different dies 0.651 -> 0.541; packed up to 256 B, 64 B and 256 B took
-// 0.01 µs longer; packed at every size, 64 KiB took 1.89 -> 2.18 µs on one
-// L3 and 3.67 -> 8.47 on different dies.
+// readers work it out. Larger pieces start on a line of their own, so
+// that their copies are aligned.
+
 func a2avData(p, n int) int {
 	if d := 8 + 16*p; d+n <= lineBytes {
 		return d

@@ -13,10 +13,9 @@ func (c *Comm) start(coll Collective, t simd.Type) error {
 	if c.closed {
 		return &Error{Rank: c.rank, Coll: coll, Seq: c.seq, Err: ErrClosed}
 	}
-	c.seq++
-	c.total.add(c.last)
-	c.last = Stats{Calls: 1}
+	c.countCall(Stats{Calls: 1})
 	c.cur = call{coll: coll, typ: t, esz: t.Size()}
+
 	if err := c.ep.Err(); err != nil {
 		return c.fail(err)
 	}
@@ -42,11 +41,12 @@ func (c *Comm) bindOp(op Op) error {
 // pick chooses the algorithm for the current call and runs it.
 func (c *Comm) pick(ctx context.Context, bytes int) error {
 	// ctx.Err(), an atomic load in the standard library's cancelable
-	// contexts since Go 1.23, not a select on ctx.Done(), which calls the
-	// runtime's channel receive and reads the channel's line (np=8 on 2
-	// CPUs, where every line a call touches is a refill after each wait).
-	// Not remembered per context: comparing contexts panics for a Context
+	// contexts, not a select on ctx.Done(), which calls the runtime's
+	// channel receive and reads the channel's line: where ranks share
+	// CPUs every line a call touches is a refill after each wait. Not
+	// remembered per context: comparing contexts panics for a Context
 	// whose type is not comparable.
+
 	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}

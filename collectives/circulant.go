@@ -144,31 +144,13 @@ func finalFirst(pl *circulant.Plan) bool {
 // reduceResult computes dst = in op peer, blocks of the rank's result,
 // into the user's buffer dst and a copy into its slot (for the peer to
 // read), resultChunk bytes at a time, so that the copy reads what the
-// reduction just wrote from L1. dst may be in.
+// reduction just wrote from L1. dst may be in. The slot gets its copy
+// from the string copy, not from the kernel's stores: where the vCPUs sit
+// on different dies, the peer reads lines the string copy stored faster.
 //
-// Before, the reduction wrote the slot and the rank copied its result out
-// of the slot at the end of the step, reading it back from L2, or from
-// memory where the slot was stored non-temporally on advice. np=2,
-// interleaved: one L3 1M 43.7 -> 35.4 µs, 4M 180 -> 147, 16M 1.22-2.18 ->
-// 1.16 ms; different dies 1M 66.1 -> 58.0, 4M 267 -> 237, 16M 1468 ->
-// 1335 in one series, even in another.
-//
-// Measured and not kept (docs/PERFORMANCE.md, session 11):
-//   - the other order, the reduction into the slot and the copy into
-//     dst: one L3 even, 0-1 % faster at 32M-64M; different dies slower
-//     (one run: 4M 431 against 228, 16M 1886 against 1188), as the peer
-//     reads lines the kernel stored from the other die more slowly than
-//     lines the string copy stored; taken only where not advised, it cost
-//     the calls before the probe advises (1M 64.1 -> 66.1, 16M 1421 ->
-//     1480);
-//   - the slot stored non-temporally on advice: even;
-//   - the same for the schedule allreduces' last reductions: one L3
-//     32M-64M 1-3 % slower, different dies 16M 1518 -> 1682-1693 µs.
-//
-// The placement probe (probeRead) gives the advice (the copy-in's
-// non-temporal stores), not the reduction's time: timed with its second
-// store, the reduction advised on one L3 too at 16M, whose copy-in then
-// took the vector from memory (1.74 against 1.26 ms).
+// The placement probe (probeRead) gives the store advice (the copy-in's
+// non-temporal stores), not the reduction's time, which at large sizes
+// runs at memory speed at either placement.
 func (c *Comm) reduceResult(dst, slot, in, peer []byte) {
 	r := &c.cur.red
 	for lo := 0; lo < len(dst); lo += resultChunk {
@@ -178,9 +160,9 @@ func (c *Comm) reduceResult(dst, slot, in, peer []byte) {
 	}
 }
 
-// resultChunk is reduceResult's step: np=2, different dies, 4 KiB 8-15 %
-// slower than 8-32 KiB; one L3 8 and 16 KiB even. A multiple of every
-// element size.
+// resultChunk is reduceResult's step: small enough for L1 to hold what
+// the copy reads, large enough that each kernel call runs long; a
+// multiple of every element size.
 const resultChunk = 16 << 10
 
 // copyIn copies R[i..i2) of the calling rank from the user buffer u,
@@ -211,8 +193,8 @@ func (c *Comm) circAllreduce(ctx context.Context) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	// Segments of at most circSegBytes keep each round's blocks in L2
-	// (np=2: 4 MiB 400 -> 215 µs, 16 MiB 2.0 -> 1.4 ms; 1 MiB unchanged).
+	// Segments of at most circSegBytes keep each round's blocks in L2.
+
 	M := min(c.half, circSegBytes) / esz
 	in := a.input()
 	first := pl.Rounds[0].Recv.Hi

@@ -149,14 +149,11 @@ func (c *Comm) directAllreduce(ctx context.Context) error {
 	// not work in place each reduce the other block too, from the inputs,
 	// rather than copy the other's result: the same operands in the same
 	// order, so the same bits. Each rank chooses for itself; what it reads
-	// is covered by phase 3 either way. np=2, different dies: 64 KiB
-	// 7.40 -> 4.60 µs, 256 KiB 23.9 -> 14.2, 1 MiB 91 -> 69, 4 MiB 368
-	// -> 279 (the Flat and Circulant with Go buffers: 5.4, 18.5, 81,
-	// 324); on one L3, where copying the result is the faster, nobody
-	// asks. Up to soloMax: from 16 MiB the reductions run at the memory's
-	// pace, which can look slow enough to ask on one L3 too, and there
-	// the second reduction's reads cost more than the copy (16 MiB on one
-	// L3: 1.60 against 1.22 ms when it happened).
+	// is covered by phase 3 either way. On one L3, where copying the
+	// result is the faster, nobody asks. Up to soloMax: larger reductions
+	// run at the memory's pace, which can look slow enough to ask on one
+	// L3 too, where the second reduction's reads cost more than the copy.
+
 	solo := p == 2 && a.send != nil && len(in) <= soloMax && c.adv.advised()
 	for i := 1; i < p; i++ {
 		q := (r + i) % p

@@ -178,10 +178,9 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 	S := 1
 	widest := slices.Max(a.counts)
 	// Every rank writes and reads the same amount, so segments gain no
-	// overlap between ranks, only a working set that stays in cache: 512
-	// KiB (np=2, same-L3: 1 MiB 33 -> 31 µs, 4 MiB 115 -> 112 µs against
-	// the quarter-vector segments of pipeElems), below the 1 MiB from which
-	// Go's copy stores non-temporally.
+	// overlap between ranks, only a working set that stays in cache:
+	// allgatherSegBytes, below the size from which Go's copy stores
+	// non-temporally.
 	cap := min(c.half, allgatherSegBytes) / esz
 	for _, n := range a.counts {
 		S = max(S, (n+cap-1)/cap)
@@ -397,10 +396,7 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 	if a.coll == CollAllreduce && N*esz <= pipelineBytes && !c.ep.Oversubscribed() {
 		// Whole: every rank writes and reads, so the quarters of
 		// pipeElems overlap nothing; since the reduction reads the own
-		// input in place (below) they only add steps. np=2, -algo
-		// replicated, interleaved: one L3 32K 1.46 -> 1.29 µs, 64K
-		// 2.55 -> 2.47-2.64, 256K 10.5 -> 9.6; different dies 32K 3.76
-		// -> 2.73, 64K 5.50 -> 4.83, 128K 10.3 -> 8.8, 256K 19.3 -> 16.4.
+		// input in place (below) they only add steps.
 		M = max(1, min(N, c.half/esz))
 	}
 	in := a.input()
@@ -410,10 +406,9 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 	direct := a.coll == CollReduce && reads && a.send != nil
 	tiny := N*esz <= tinyBytes
 	// The own input is read where it is rather than from the copy just
-	// made in the slot, which the peers are reading at the same time:
-	// np=2, one L3, allreduce of 16 KiB, per rank: reduction 430 -> 210
-	// ns. In place, recv is the input and the result, which the kernel
-	// allows only as its first source: rank 0.
+	// made in the slot, which the peers are reading at the same time, so
+	// that the lines are not shared. In place, recv is the input and the
+	// result, which the kernel allows only as its first source: rank 0.
 	ownIn := a.send != nil || c.rank == 0
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)
@@ -527,9 +522,8 @@ const (
 // pipelineBytes/2. Where the ranks have CPUs of their own, vectors from
 // pipeFitBytes are cut in quarters too (segments from pipeFitBytes/4):
 // the readers' copies or reductions of one quarter then run while the
-// writer publishes the next, which pays from 32 KiB (np=2, one L3, -algo
-// runs: flat bcast 32K-128K 0.86-3.16 -> 0.78-2.55 µs, replicated reduce
-// 1.19-4.48 -> 1.06-3.89). The replicated allreduce, where every rank
+// writer publishes the next. The replicated allreduce, where every rank
+
 // writes and reads, keeps vectors up to pipelineBytes whole there (see
 // replicatedAllreduce). Ranks that share CPUs keep whole vectors up to
 // pipelineBytes/2: each segment is a step, and a step is turns of the run

@@ -77,7 +77,8 @@ func init() {
 // costModel is the linear cost model of the papers for this machine's
 // shared memory: a round (a phase hand-off between two ranks: one cache
 // line changing owner, and the poll that sees it) costs alpha ns, a byte
-// copied from a peer's slot beta ns, a byte reduced from it gamma ns more.
+// copied from a peer's slot beta ns, a byte reduced from it gamma ns more
+// (the model's units).
 type costModel struct {
 	alpha, beta, gamma float64
 }
@@ -90,35 +91,25 @@ type costModel struct {
 //
 //	go test -run='^$' -bench=CostModel -benchtime=1x -count=5 ./collectives/
 //
-// On 2026-11-22 under the other engineers' load (load average 14) it gave
-// alpha 3.5-36 µs (a hand-off that needs the scheduler), beta 0.016-0.02
-// ns/B (0.14-0.3 when disturbed), gamma 0-0.07 ns/B; BASELINES.md has the
-// idle hand-off at 14-210 ns depending on vCPU placement and memcpy at
-// 40-48 GB/s for 1 MiB. We take the loaded hand-off, alpha = 20 µs: the
-// machine runs more ranks than its two cores (the way CI and the np = 8
-// targets run), and BenchmarkNblockBlocks confirms it: at 1 MiB and p = 4
-// or 8 bcast and the dual-root allreduce are fastest with 1 or 2 blocks,
-// and slower by 2-10x with 16 or more; the model gives 1 to 3. On idle
-// cores (alpha ~ 100 ns) it would choose about 15 times more blocks.
-// Every rank must use the same values: the block count is not part of the
-// call descriptor.
+// alpha is the hand-off of ranks that outnumber the cores, which needs the
+// scheduler, not the idle cache-line hand-off: the machine runs more ranks
+// than its cores (as CI and the np = 8 targets do), where
+// BenchmarkNblockBlocks finds bcast and the dual-root allreduce fastest
+// with few blocks. Every rank must use the same values: the block count is
+// not part of the call descriptor.
 var machineCost = costModel{alpha: 20000, beta: 0.03, gamma: 0.03}
 
 // fitCost is the model for the n-block reduce when every rank has a CPU
-// of its own: a hand-off is one cache line changing owner (50-300 ns
-// here, BASELINES.md), and the ranks run at once, so a rank's copy of a
+// of its own: a hand-off is one cache line changing owner, and the ranks
+// run at once, so a rank's copy of a
 // block of its input into its slot (expose), just before the round that
 // lets its reader in, overlaps the reader's reduction of the block before:
 // a stage of lead more (nblocks). With the papers' count (n-1+q rounds:
-// one block for p=2) nothing overlaps it. np=2, interleaved runs of fixed
-// block counts: one L3, 32K 1.19 (1 block) -> 1.03 µs (4), 64K 2.27 ->
-// 1.95-1.98 (4-8), 128K 4.40 -> 3.77-3.82 (4-8); different dies, 64K 4.64
-// -> 4.12-4.18 (2-4; 8 blocks 4.83), 128K 8.56 -> 6.93 (4). The other
-// n-block collectives copy a whole segment in before their rounds: more
-// blocks only add rounds there (allreduce of 32K, different dies, 3.5 ->
-// 5.1 µs), so they keep machineCost; so does a reduce of more than one
-// segment, whose steps overlap the same way (np=2, 8M and 16M: 2-8 %
-// slower with fitCost's blocks at both placements).
+// one block for p=2) nothing overlaps it. The other n-block collectives
+// copy a whole segment in before their rounds: more blocks only add
+// rounds there, so they keep machineCost; so does a reduce of more than
+// one segment, whose steps overlap the same way.
+
 var fitCost = costModel{alpha: 200, beta: 0.03, gamma: 0.03}
 
 // maxBlocks bounds the number of blocks of an n-block step (a reduce keeps

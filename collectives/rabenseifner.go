@@ -381,10 +381,9 @@ func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule)
 		evenSplit(off, s.npos, m)
 		// Copy in what is read before the rank reduces into it; the
 		// fused reductions read the rest from the input. An allreduce's
-		// copy-in stores non-temporally when advised (probeRead): np=2,
-		// rabenseifnerodd, vCPUs on different dies, 4M 416 -> 264 µs,
-		// 32M 4.50 -> 3.14 ms, 64M 9.18 -> 6.50; one L3 32M 2.85
-		// against 2.91, 64M 6.42 against 6.40.
+		// copy-in stores non-temporally when advised (probeRead), so
+		// that peers on another die read it from memory.
+
 		probe := a.coll == CollAllreduce && !c.ep.Oversubscribed()
 		nt := probe && m*esz >= pipelineBytes/8 && c.adv.advised()
 		for _, rg := range s.ranks[c.rank].slotIn {

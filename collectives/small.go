@@ -2,33 +2,28 @@ package collectives
 
 import (
 	"context"
-	"encoding/binary"
 
-	"github.com/shmcoll/shmcoll/shm"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// The small-call path: barrier, allreduce, reduce_scatter(_block) and
-// alltoall of at most smallBytes, bcast and reduce of at most
-// smallRootedBytes, where choose picks the flat barrier, the replicated
-// allreduce and reduce and the flat bcast, reduce_scatter(_block) and
-// alltoall (for every size up to the call's). They run the one step of
-// flatBarrier, replicatedAllreduce, flatBcast, flatReduceScatter and
-// flatAlltoall with the same descriptor, posts, waits, checks, counts and
-// results, in one function each, without the layers of the general path
-// (start, bindOp, pick, choose, run, begin, end, finish).
+// The small-call path, the lean mode of the step protocol: barrier,
+// allreduce, reduce_scatter(_block) and alltoall of at most smallBytes,
+// bcast and reduce of at most smallRootedBytes, where selection picks the
+// flat barrier, the replicated allreduce and reduce and the flat bcast,
+// reduce_scatter(_block) and alltoall at every size up to the call's
+// (selector.smallUpTo). Each runs the one step of flatBarrier,
+// replicatedAllreduce, flatBcast, flatReduceScatter or flatAlltoall with
+// the step protocol's own primitives (countCall, open, post,
+// waitChecked), the same descriptor, checks, counts and results, in one
+// function, without the general path's layers (start, bindOp, pick,
+// choose, run, begin's check, end, finish): a call that begins with every
+// rank known to have begun the last step needs none of them.
 //
 // Where ranks share CPUs, what it saves is memory more than instructions:
 // every wait is a context switch, and a rank that gets its CPU back finds
-// its code and data evicted by the ranks that ran meanwhile, so every cache
-// line and page a call touches costs a refill (np=8 on 2 CPUs: a loop that
-// touched 64 more lines after each yield took 0.40 µs longer per barrier
-// and allreduce, 64 more pages 0.78 µs). The general path touched about 290
-// lines of code and 140 of data, in 45 and 50 pages, per barrier and
-// allreduce of 8 B (valgrind's lackey, one rank's trace); a loop of shm
-// posts and waits with the same protocol took 5.0 against 6.6 µs. Where
-// each rank has a CPU, the sender's call path is on the receiver's clock
-// (np=2, same L3: bcast 8-256 B and reduce 8-512 B 0.01-0.02 µs faster).
+// its code and data evicted by the ranks that ran meanwhile, so every
+// cache line and page a call touches costs a refill. Where each rank has
+// a CPU, the sender's call path is on the receiver's clock.
 //
 // Anything else (a closed or aborted endpoint, a step that is not known
 // synchronized, a user operator, an argument error, another algorithm)
@@ -59,16 +54,10 @@ type smallMemo struct {
 // half (publish: a store per line, from 4 KiB the string copy).
 //
 // Bcast and reduce take up to 8 KiB, where the flat bcast and the
-// replicated reduce send the vector whole too. np=2, interleaved against
-// the general path: bcast on one L3 2K 0.190 -> 0.170 µs, 4K 0.220 ->
-// 0.200, 8K 0.335 -> 0.311, on different dies 2K 0.641 -> 0.621, 4K
-// 0.746-0.771 -> 0.721-0.731, 8K 0.946 -> 0.887; reduce on one L3 2K
-// 0.200 -> 0.175, 4K 0.230 -> 0.210, 8K 0.340 -> 0.311, on different dies
-// 2K 0.656 -> 0.601, 4K 0.766 -> 0.701, 8K 0.952 -> 0.896. np=4 and np=8,
-// 2K-8K: bcast 3-11 % faster, reduce 6-12 %. Bcast of 16K lost on one L3
-// (0.516 -> 0.551) and gained on different dies (1.49 -> 1.35). The
-// allreduce keeps 1 KiB: from sampledReduceMin its general path samples the
-// placement (non-temporal copy-in on advice).
+// replicated reduce send the vector whole too; above, the general path's
+// copies gain from the store advice. The allreduce keeps 1 KiB: from
+// sampledReduceMin its general path samples the placement (non-temporal
+// copy-in on advice).
 const (
 	smallAllreduceIdx = iota
 	smallBarrierIdx
@@ -121,51 +110,34 @@ func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
 	*m = smallMemo{known: true, pin: c.pinned[coll], upTo: c.selector().smallUpTo(coll, alg, lo, hi)}
 }
 
-// smallCall begins a small call of coll: it counts the call and its step,
-// sets the fields the descriptor covers, writes the descriptor of step e
-// and asks for the counter's line (begin's work). The caller sets
-// c.cur.send and c.cur.recv.
+// smallCall begins a small call of coll, its one step: it counts the call
+// and the step (countCall), sets the fields the descriptor covers and
+// opens step e (open) without begin's check, which smallOK made. The
+// caller sets c.cur.send and c.cur.recv.
 func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, root int, red reducer, opID, aux uint64) uint64 {
-	c.seq++
+	c.countCall(Stats{Calls: 1, Steps: 1, Rounds: 1})
 	c.smalls++
-	c.total.add(c.last)
-	c.last = Stats{Calls: 1, Steps: 1, Rounds: 1}
 	a := &c.cur
 	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.red, a.opID, a.aux = coll, alg, t, t.Size(), count, root, red, opID, aux
 	a.fully = true
 	e := c.step + 1
-	c.step = e
-	c.writeDesc(e)
-	c.ep.Prepare(ctr(e))
+	c.open(e)
 	return e
 }
 
-// smallWait waits for peer q's phase 1 of step e, keeping data's lines in
-// flight (WaitData) when it is at most shm.TouchBytes, as waitData does,
-// and compares q's descriptor hash (checkDesc names a mismatch).
+// smallWait is waitChecked for phase 1: the small-call path waits for
+// each peer once in its step, so it keeps no record in checked.
 func (c *Comm) smallWait(ctx context.Context, q int, e uint64, data []byte) error {
-	if len(data) > shm.TouchBytes {
-		data = nil
-	}
-	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, 1), data); err != nil {
-		return c.fail(err)
-	}
-	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) != c.dhash {
-		return c.checkDesc(q, e)
-	}
-	return nil
+	return c.waitChecked(ctx, q, e, 1, data)
 }
 
 // oneLine is data if it is one cache line or less, else nil: bcast and
 // reduce keep at most one line of what they wait for in flight (see
-// smallWait). Where one rank reads what one other writes, 2-4 lines are
+// smallWait). Where one rank reads what one other writes, more lines are
 // faster fetched after the post than taken back by the writer's stores
-// from the reader: np=2, bcast and reduce of 128-256 B, one L3 0.110-0.120
-// -> 0.100-0.110 µs in three of four series of interleaved runs (at 64 B
-// up to 0.02 slower, so one line stays in flight); different dies, 256 B,
-// bcast 0.411 -> 0.380-0.391, reduce 0.42 -> 0.38-0.41. Allreduce, where
-// every rank writes and reads, keeps them (different dies, 64-256 B: 0.49-
-// 0.58 µs with, 0.51-0.58 without).
+// from the reader. Allreduce, where every rank writes and reads, keeps
+// them all in flight.
+
 func oneLine(data []byte) []byte {
 	if len(data) > lineBytes {
 		return nil
@@ -228,11 +200,9 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	c.cur.send, c.cur.recv = send, recv
 	p := uint64(c.size - 1)
 	c.last.Sent, c.last.Received, c.last.Reduced = p, p, p
-	// stepBuf by hand, here and for each peer just before its wait, and
-	// a tiny vector (in the counter's line) not kept in flight: np=2, same
-	// L3, a call of stepBuf (which does not inline) per rank cost
-	// allreduce of 8-64 B about 10 ns, and so did stepBufs after the post
-	// with the tiny vector kept in flight.
+	// stepBuf by hand (it does not inline), here and for each peer just
+	// before its wait, and a tiny vector (in the counter's line) not kept
+	// in flight: it arrives with the counter.
 	tiny := n <= tinyBytes
 	if tiny {
 		copy(c.tiny(c.rank, e), in) // as replicatedAllreduce: not publish
@@ -242,10 +212,8 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	c.post(e, 1)
 	// The own input where it is, not the copy that the peers are reading
 	// (see replicatedAllreduce); in place, only as the kernel's first
-	// source. np=2, interleaved, 8 B to 1 KiB: one L3 0.111-0.190 ->
-	// 0.091-0.160 µs, different dies 0.480-0.681 -> 0.310-0.501. Not where
-	// ranks share CPUs, whose peers do not read at the same time: np=4 and
-	// np=8 at 8 B 5-7 % slower.
+	// source. Not where ranks share CPUs, whose peers do not read at the
+	// same time: there the copy is as near as the input.
 	ownIn := (send != nil || c.rank == 0) && !c.ep.Oversubscribed()
 	srcs := c.sc.srcs
 	for q := range srcs {
@@ -364,14 +332,11 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 }
 
 // smallReduceScatter is flatReduceScatter on the small-call path for
-// ReduceScatterBlock, out of place, with a built-in operator; ok is false when it does not apply (ReduceScatterBlock
-// checks the arguments). The sizes are the whole input's, as choose sees
-// them (at p=2 the table takes flat below 32 B: one element per rank).
-// Like smallAllreduce it reduces the own block where it is, where ranks
-// have CPUs of their own. Against the general path, interleaved: np=2,
-// 16 B, one L3 0.151 -> 0.100 µs, different dies 0.500 -> 0.390; np=4
-// 32 B 3.58 -> 3.22, 1K 4.23 -> 3.44; np=8 64 B 7.81 -> 7.06, 1K 9.49 ->
-// 7.23.
+// ReduceScatterBlock, out of place, with a built-in operator; ok is false
+// when it does not apply (ReduceScatterBlock checks the arguments). The
+// sizes are the whole input's, as selection sees them. Like
+// smallAllreduce it reduces the own block where it is, where ranks have
+// CPUs of their own.
 func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
 	p, n := c.size, len(recv)
 	k := c.smallReduceKernel(t, send, recv, op)
@@ -385,11 +350,7 @@ func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv [
 // smallReduceScatterV is smallReduceScatter for ReduceScatter, whose
 // blocks have counts elements (the descriptor hashes them, as the general
 // path's irregular does); ok is false when it does not apply, and
-// ReduceScatter checks the arguments. At p=2 the table takes flat below 32
-// B. Against the general path, interleaved: np=2, 8 B (blocks of 0 and 1
-// elements), one L3 0.170-0.185 -> 0.120-0.135 µs, different dies 0.560
-// -> 0.331; np=4 1016 B 3.58-4.72 -> 3.26-3.93; np=8 232 B 9.37 -> 8.45,
-// 1000 B 12.4 -> 8.72.
+// ReduceScatter checks the arguments.
 func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv []byte, counts []int, op Op) (ok bool, err error) {
 	if len(counts) != c.size {
 		return false, nil
@@ -463,15 +424,9 @@ func (c *Comm) smallReduceBlocks(ctx context.Context, coll Collective, t simd.Ty
 // false when it does not apply; Alltoall checks the arguments): the pieces
 // for the other ranks in rank order in the slot half, or in the counter's
 // line up to tinyBytes, the own block copied while the peers read.
-// Against session 11's alltoall (circulant at p=2, the flat alltoall with
-// its table of offsets at p=4 and 8), interleaved: np=2 one L3 16 B 0.160
-// -> 0.090 µs, 256 B 0.170 -> 0.110, 1K 0.200 -> 0.120; different dies 16
-// B 0.516 -> 0.356, 256 B 0.471 -> 0.376, 1K 0.516 -> 0.506; np=4 32 B
-// 3.41 -> 3.18, 1K 3.21 -> 2.86; np=8 64 B 7.13 -> 6.30, 1K 7.44 -> 6.65.
-// Its pieces are published with a store per line (publish), where the
-// general path's 2 KiB pieces did better with memmove: at 128 B-1K, np=2,
-// memmove was even on different dies and 0-0.03 µs slower on one L3 (512 B
-// 0.090-0.100 against 0.110, 1K 0.100-0.105 against 0.101-0.130).
+// Its pieces are published with a store per line (publish), which the
+// readers poll; the general path's larger pieces take the string copy.
+
 func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte) (ok bool, err error) {
 	p, N := c.size, len(recv)
 	if send == nil || N == 0 || len(send) != N || N%(p*t.Size()) != 0 || N > c.half || overlaps(send, recv) ||
