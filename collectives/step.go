@@ -154,7 +154,6 @@ func (c *Comm) countCall(s Stats) {
 	c.last = s
 }
 
-
 // begin starts the next step of the current call: it waits until every
 // rank has begun the previous step if that is not known, and opens it.
 // The caller then writes its slot half (or its tiny payload) and posts
@@ -295,7 +294,6 @@ func (c *Comm) waitChecked(ctx context.Context, q int, e uint64, phase int, data
 	}
 	return nil
 }
-
 
 // checkDesc compares q's descriptor of step e with ours.
 func (c *Comm) checkDesc(q int, e uint64) error {

@@ -106,8 +106,8 @@ func DefaultTable() (*Table, error) { return defaultTable() }
 
 // DefaultOverrides returns the hand-made entries built into the library
 // (collectives/tune/overrides.txt), each with its Reason, which
-// [DefaultTable] applies over the measured table and shmbench tune applies
-// over what it measures. Callers must not modify it.
+// [DefaultTable] applies over the measured table; shmbench tune's report
+// lists them beside what it measured. Callers must not modify it.
 func DefaultOverrides() (*Table, error) { return defaultOverrides() }
 
 // Override returns t with the entries of o in place of what t says for

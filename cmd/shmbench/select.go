@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
+	"slices"
+	"strings"
 
 	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
@@ -93,4 +97,52 @@ func runSelect(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%v of %d bytes on %d ranks (%s): %v\n  because: %s\n", c, call.Bytes, call.P, over, alg, why)
 	return 0
+}
+
+// writeOverrides appends to tune's report the built-in overrides
+// (collectives/tune/overrides.txt) that the library applies over the
+// measured table tab, each with what tab measured in its range and its
+// reason, and the table that results.
+func writeOverrides(rep *bytes.Buffer, tab *collectives.Table) {
+	o, err := collectives.DefaultOverrides()
+	if err != nil || len(o.Entries) == 0 {
+		return
+	}
+	ps := tab.Ps()
+	fmt.Fprintln(rep)
+	fmt.Fprintln(rep, "## Overrides")
+	fmt.Fprintln(rep)
+	fmt.Fprintln(rep, "The library applies these hand-made entries (collectives/tune/overrides.txt) over the measured table:")
+	fmt.Fprintln(rep)
+	n := 0
+	for _, e := range o.Entries {
+		if !slices.Contains(ps, e.P) {
+			continue
+		}
+		n++
+		var measured []string
+		for _, m := range tab.Entries {
+			if m.Coll == e.Coll && m.P == e.P && m.Over == e.Over && m.From < e.To && e.From < m.To {
+				measured = append(measured, m.Alg.String())
+			}
+		}
+		to := "inf"
+		if e.To != math.MaxInt64 {
+			to = benchfmt.FormatSize(e.To)
+		}
+		if len(measured) == 0 {
+			measured = []string{"nothing"}
+		}
+		fmt.Fprintf(rep, "- %v p=%d [%s, %s): %v (measured: %s) — %s\n", e.Coll, e.P, benchfmt.FormatSize(e.From), to, e.Alg, strings.Join(measured, ", "), e.Reason)
+	}
+	if n == 0 {
+		fmt.Fprintln(rep, "- none for the measured values of p")
+	}
+	merged, _ := tab.Override(o).MarshalText()
+	fmt.Fprintln(rep)
+	fmt.Fprintln(rep, "The table auto uses with this measurement:")
+	fmt.Fprintln(rep)
+	fmt.Fprintln(rep, "```")
+	rep.Write(merged)
+	fmt.Fprintln(rep, "```")
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/shmcoll/shmcoll/collectives"
 )
 
 // TestSelectCommand: shmbench select prints the decision and its reason,
@@ -22,5 +24,23 @@ func TestSelectCommand(t *testing.T) {
 	}
 	if rc := runSelect([]string{"-coll", "nosuch"}, &out, &errb); rc != 2 || !strings.Contains(errb.String(), "nosuch") {
 		t.Errorf("bad collective: rc %d, %q", rc, errb.String())
+	}
+}
+
+// TestWriteOverrides: tune's report lists each built-in override for a
+// measured p with what was measured in its range, and the merged table.
+func TestWriteOverrides(t *testing.T) {
+	tab, err := collectives.ParseTable("t", []byte("allreduce 2 fit 0 inf flat flat\nbarrier 3 fit 0 inf flat -\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bytes.Buffer
+	writeOverrides(&rep, tab)
+	s := rep.String()
+	if !strings.Contains(s, "## Overrides") || !strings.Contains(s, "allreduce p=2 [0, 512K): replicated (measured: flat)") {
+		t.Errorf("report:\n%s", s)
+	}
+	if !strings.Contains(s, "allreduce             2  fit   0       512K    replicated") {
+		t.Errorf("merged table missing:\n%s", s)
 	}
 }
