@@ -24,8 +24,7 @@ import (
 // read round k-1 (phase 2k), which by induction covers every earlier
 // round (acknowledgement counters). Phases: 2k+1 = "my positions for round
 // k are in place", 2k+2 = "I have read round k".
-func (c *Comm) circAlltoall(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 	esz, p, n := a.esz, c.size, a.count
 	pl := c.a2a
 	if pl == nil {

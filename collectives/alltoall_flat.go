@@ -34,8 +34,7 @@ func init() {
 //
 // Slot reuse: the half is written only before phase 1 of a step; halves
 // alternate between steps and begin() orders the reuse (see step.go).
-func (c *Comm) flatAlltoall(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	v := a.coll == CollAlltoallv
 	hdr := 0

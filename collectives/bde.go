@@ -109,15 +109,15 @@ func (c *Comm) bdeSched(kind uint8) *schedule {
 	return cachedSchedule(schedKey{alg: BDE, kind: kind, p: p}, func() *schedule { return bdeSchedule(p, kind) })
 }
 
-func (c *Comm) bdeAllgather(ctx context.Context) error {
-	return c.schedAllgather(ctx, c.bdeSched(bdeKindAllgather))
+func (c *Comm) bdeAllgather(ctx context.Context, a *call) error {
+	return c.schedAllgather(ctx, a, c.bdeSched(bdeKindAllgather))
 }
 
-func (c *Comm) bdeReduceScatter(ctx context.Context) error {
-	return c.schedReduceScatter(ctx, c.bdeSched(bdeKindReduceScatter))
+func (c *Comm) bdeReduceScatter(ctx context.Context, a *call) error {
+	return c.schedReduceScatter(ctx, a, c.bdeSched(bdeKindReduceScatter))
 }
 
-func (c *Comm) bdeAllreduce(ctx context.Context) error {
+func (c *Comm) bdeAllreduce(ctx context.Context, a *call) error {
 	s := c.bdeSched(bdeKindAllreduce)
-	return c.schedVector(ctx, c.half/c.cur.esz, func(int) *schedule { return s })
+	return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
 }

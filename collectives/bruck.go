@@ -51,14 +51,13 @@ func bruckSchedule(p int, reduce bool) *schedule {
 	return b.done(nil)
 }
 
-func (c *Comm) bruckAllgather(ctx context.Context) error {
+func (c *Comm) bruckAllgather(ctx context.Context, a *call) error {
 	p := c.size
 	s := cachedSchedule(schedKey{alg: Bruck, p: p}, func() *schedule { return bruckSchedule(p, false) })
-	return c.schedAllgather(ctx, s)
+	return c.schedAllgather(ctx, a, s)
 }
 
-func (c *Comm) bruckAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 	esz, p, N, r := a.esz, c.size, a.count, c.rank
 	s := cachedSchedule(schedKey{alg: Bruck, kind: 1, p: p}, func() *schedule { return bruckSchedule(p, true) })
 	M := c.half / esz / 2
@@ -88,7 +87,7 @@ func (c *Comm) bruckAllreduce(ctx context.Context) error {
 		c.last.Received += uint64(p - 1)
 		c.last.Reduced += uint64(p - 1)
 		a.fully = true
-		if err := c.runSchedule(ctx, s, e, nil, M, schedOut{}); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, nil, M, schedOut{}); err != nil {
 			return err
 		}
 		for j := range p {

@@ -71,8 +71,7 @@ func (c *Comm) count(rd *circulant.Round) {
 // is fused with the copy-in from it); out receives the last round's
 // blocks directly (allgather rounds) or the last reduction of R[0]
 // (a reduce-scatter), if not nil.
-func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, out []byte) error {
-	a := &c.cur
+func (c *Comm) rounds(ctx context.Context, a *call, pl *circulant.Plan, e uint64, h, in, out []byte) error {
 	esz := a.esz
 	last := len(pl.Rounds) - 1
 	for k := range pl.Rounds {
@@ -186,8 +185,7 @@ func (c *Comm) copyOut(u, h []byte, i, i2 int) {
 // of the reference machine.
 const circSegBytes = 1 << 20
 
-func (c *Comm) circAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	pl, err := c.plan(circulant.Allreduce)
 	if err != nil {
@@ -212,7 +210,7 @@ func (c *Comm) circAllreduce(ctx context.Context) error {
 		h := c.slotHalf(c.rank, e)
 		c.copyIn(h, in, first, p)
 		c.post(e, 1)
-		if err := c.rounds(ctx, pl, e, h, in, a.recv); err != nil {
+		if err := c.rounds(ctx, a, pl, e, h, in, a.recv); err != nil {
 			return err
 		}
 		done := 0 // blocks that rounds wrote to recv already
@@ -227,8 +225,7 @@ func (c *Comm) circAllreduce(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) circReduceScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	pl, err := c.plan(circulant.ReduceScatter)
 	if err != nil {
@@ -250,7 +247,7 @@ func (c *Comm) circReduceScatter(ctx context.Context) error {
 		c.post(e, 1)
 		lo := pieceLo(k, S, a.counts[c.rank])
 		out := span(a.recv, esz, lo, lo+c.sc.pre[c.rank+1]-c.sc.pre[c.rank])
-		if err := c.rounds(ctx, pl, e, h, a.send, out); err != nil {
+		if err := c.rounds(ctx, a, pl, e, h, a.send, out); err != nil {
 			return err
 		}
 		a.fully = true
@@ -259,8 +256,7 @@ func (c *Comm) circReduceScatter(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) circAllgather(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	pl, err := c.plan(circulant.Allgather)
 	if err != nil {
@@ -280,7 +276,7 @@ func (c *Comm) circAllgather(ctx context.Context) error {
 		h := c.slotHalf(c.rank, e)
 		c.copyIn(h, a.recv, 0, 1)
 		c.post(e, 1)
-		if err := c.rounds(ctx, pl, e, h, nil, a.recv); err != nil {
+		if err := c.rounds(ctx, a, pl, e, h, nil, a.recv); err != nil {
 			return err
 		}
 		c.copyOut(a.recv, h, 1, lastRecv.Lo)
@@ -295,7 +291,7 @@ func (c *Comm) circAllgather(ctx context.Context) error {
 // posts phase k+1 and waits for rank r-s to post it. Every 0 < d < p is a
 // sum of distinct skips, so after the last round every rank has heard,
 // directly or not, from every other.
-func (c *Comm) circBarrier(ctx context.Context) error {
+func (c *Comm) circBarrier(ctx context.Context, a *call) error {
 	pl, err := c.plan(circulant.ReduceScatter)
 	if err != nil {
 		return c.fail(err)
@@ -335,8 +331,7 @@ func treeParent(t []int, i int) (parent, round int) {
 	panic("collectives: rank outside the tree")
 }
 
-func (c *Comm) circBcast(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circBcast(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	t := c.skipTable()
 	i := (c.rank - a.root + p) % p
@@ -379,8 +374,7 @@ func (c *Comm) circBcast(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) circReduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circReduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	t := c.skipTable()
 	i := (c.rank - a.root + p) % p

@@ -124,8 +124,7 @@ func (c *Comm) directSources(ctx context.Context, e uint64, in []byte, lo, hi in
 	return nil
 }
 
-func (c *Comm) directAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 	esz, p, r := a.esz, c.size, c.rank
 	in := a.input()
 	e, err := c.begin(ctx)
@@ -183,8 +182,7 @@ func (c *Comm) directAllreduce(ctx context.Context) error {
 	return c.endAll(ctx, e, 3)
 }
 
-func (c *Comm) directReduceScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) directReduceScatter(ctx context.Context, a *call) error {
 	esz, p, r := a.esz, c.size, c.rank
 	e, err := c.begin(ctx)
 	if err != nil {
@@ -204,8 +202,7 @@ func (c *Comm) directReduceScatter(ctx context.Context) error {
 	return c.endAll(ctx, e, 2)
 }
 
-func (c *Comm) directAllgather(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) directAllgather(ctx context.Context, a *call) error {
 	esz, p, r := a.esz, c.size, c.rank
 	mine := span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r])
 	own := mine
@@ -238,8 +235,7 @@ func (c *Comm) directAllgather(ctx context.Context) error {
 	return c.endAll(ctx, e, 2)
 }
 
-func (c *Comm) directBcast(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) directBcast(ctx context.Context, a *call) error {
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err

@@ -73,8 +73,7 @@ func (a *call) input() []byte {
 	return a.recv
 }
 
-func (c *Comm) flatAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	M, err := c.flatSegElems()
 	if err != nil {
@@ -128,8 +127,7 @@ func (c *Comm) flatAllreduce(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) flatReduceScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -172,8 +170,7 @@ func (c *Comm) flatReduceScatter(ctx context.Context) error {
 // flatAllgather: each rank writes its own piece, every rank copies every
 // other rank's piece. Blocks: a.counts/a.displs in recv; own block already
 // in recv.
-func (c *Comm) flatAllgather(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S := 1
 	widest := slices.Max(a.counts)
@@ -230,8 +227,7 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) flatBcast(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatBcast(ctx context.Context, a *call) error {
 	esz, N := a.esz, a.count
 	M := c.pipeElems(N)
 	tiny := N*esz <= tinyBytes
@@ -261,8 +257,7 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) flatGather(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatGather(ctx context.Context, a *call) error {
 	esz, p, n := a.esz, c.size, a.count
 	M := c.half / esz
 	S := max(1, (n+M-1)/M)
@@ -294,8 +289,7 @@ func (c *Comm) flatGather(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) flatScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatScatter(ctx context.Context, a *call) error {
 	esz, p, n := a.esz, c.size, a.count
 	a.counts, a.displs = c.sc.counts, c.sc.displs
 	for j := range p {
@@ -338,8 +332,7 @@ func (c *Comm) flatScatter(ctx context.Context) error {
 
 // flatScan: rank r reduces the segments of ranks 0..r (0..r-1 for exscan)
 // in rank order.
-func (c *Comm) flatScan(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatScan(ctx context.Context, a *call) error {
 	esz, N := a.esz, a.count
 	M := c.half / esz
 	in := a.input()
@@ -375,7 +368,7 @@ func (c *Comm) flatScan(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) flatBarrier(ctx context.Context) error {
+func (c *Comm) flatBarrier(ctx context.Context, a *call) error {
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err
@@ -389,8 +382,7 @@ func (c *Comm) flatBarrier(ctx context.Context) error {
 // then reduces the whole segment from all p halves in rank order, straight
 // into recv. One phase per step. Slot reuse: the half is written only
 // before phase 1 (structure); across steps see step.go.
-func (c *Comm) replicatedAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	M := c.pipeElems(N)
 	if a.coll == CollAllreduce && N*esz <= pipelineBytes && !c.ep.Oversubscribed() {

@@ -127,22 +127,20 @@ func (c *Comm) mstSched(kind uint8) *schedule {
 	})
 }
 
-func (c *Comm) mstBcast(ctx context.Context) error {
-	return c.schedBcast(ctx, c.mstSched(mstKindBcast))
+func (c *Comm) mstBcast(ctx context.Context, a *call) error {
+	return c.schedBcast(ctx, a, c.mstSched(mstKindBcast))
 }
 
-func (c *Comm) mstReduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 	M := c.half / a.esz
 	if a.red.user != nil && !a.red.comm {
 		M /= 2 // buffer X is the scratch of peer-op-own reductions
 	}
 	s := c.mstSched(mstKindReduce)
-	return c.schedVector(ctx, M, func(int) *schedule { return s })
+	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
-func (c *Comm) mstScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 	esz, p, r := a.esz, c.size, c.rank
 	c.regular(a.count)
 	S, err := numPieces(a.counts, c.half/esz)
@@ -166,7 +164,7 @@ func (c *Comm) mstScatter(ctx context.Context) error {
 			}
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{}); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
 			return err
 		}
 		if r != a.root {
@@ -178,8 +176,7 @@ func (c *Comm) mstScatter(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) mstGather(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) mstGather(ctx context.Context, a *call) error {
 	esz, r := a.esz, c.rank
 	c.regular(a.count)
 	S, err := numPieces(a.counts, c.half/esz)
@@ -204,7 +201,7 @@ func (c *Comm) mstGather(ctx context.Context) error {
 		if r == a.root {
 			out = schedOut{buf: a.recv, blocks: true}
 		}
-		if err := c.runSchedule(ctx, s, e, pre, 0, out); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
 			return err
 		}
 		if r == a.root {

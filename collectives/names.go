@@ -177,8 +177,9 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidArgument, s)
 }
 
-// impl runs one collective with one algorithm on the call in c.cur.
-type impl func(c *Comm, ctx context.Context) error
+// impl runs one collective with one algorithm on call a, the
+// communicator's current call.
+type impl func(c *Comm, ctx context.Context, a *call) error
 
 // algorithms is the registry: which algorithm implements which collective.
 // A missing entry means the algorithm does not serve that collective.

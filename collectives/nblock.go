@@ -207,8 +207,7 @@ func blockSpan(base, L, n, b int) (lo, hi int) {
 	return base + pieceLo(b, n, L), base + pieceLo(b+1, n, L)
 }
 
-func (c *Comm) nblockBcast(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) nblockBcast(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	t, err := nblockTable(p)
 	if err != nil {
@@ -265,8 +264,7 @@ type blockSet [maxBlocks / 64]uint64
 func (s *blockSet) has(b int) bool { return s[b>>6]&(1<<(b&63)) != 0 }
 func (s *blockSet) add(b int)      { s[b>>6] |= 1 << (b & 63) }
 
-func (c *Comm) nblockReduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) nblockReduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	t, err := nblockTable(p)
 	if err != nil {
@@ -352,8 +350,7 @@ func (c *Comm) nblockReduce(ctx context.Context) error {
 
 // nblockAllgatherv is Algorithm 7: p simultaneous broadcasts in
 // n-1+q rounds, every rank the root of its own piece.
-func (c *Comm) nblockAllgatherv(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) nblockAllgatherv(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	t, err := nblockTable(p)
 	if err != nil {
@@ -435,8 +432,7 @@ func (c *Comm) nblockAllgatherv(ctx context.Context) error {
 // others into its half, reduces into them what it receives, and exposes
 // each partial block once, when complete; its own block is reduced into
 // recv.
-func (c *Comm) nblockReduceScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) nblockReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	t, err := nblockTable(p)
 	if err != nil {
@@ -525,8 +521,7 @@ func (c *Comm) nblockReduceScatter(ctx context.Context) error {
 // [j*N/p, (j+1)*N/p), into recv, then the allgatherv of the parts in recv,
 // each over all segments (2S steps). In place the reduce-scatter reduces
 // the rank's part where it is, which nobody else reads from recv.
-func (c *Comm) nblockAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) nblockAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	a.counts, a.displs = c.sc.counts, c.sc.displs
 	for j := range p {
@@ -535,9 +530,9 @@ func (c *Comm) nblockAllreduce(ctx context.Context) error {
 	}
 	recv, me := a.recv, a.displs[c.rank]
 	a.send, a.recv = a.input(), span(recv, esz, me, me+a.counts[c.rank])
-	if err := c.nblockReduceScatter(ctx); err != nil {
+	if err := c.nblockReduceScatter(ctx, a); err != nil {
 		return err
 	}
 	a.send, a.recv = nil, recv
-	return c.nblockAllgatherv(ctx)
+	return c.nblockAllgatherv(ctx, a)
 }

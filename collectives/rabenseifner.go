@@ -340,8 +340,7 @@ func (c *Comm) rabSched(kind uint8, h, root int) *schedule {
 	})
 }
 
-func (c *Comm) rabAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 	M := c.half / a.esz / 2
 	if M < 1 {
 		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
@@ -351,7 +350,7 @@ func (c *Comm) rabAllreduce(ctx context.Context) error {
 		kind, root = rabKindReduce, a.root
 	}
 	L := floorLog2(c.size)
-	return c.schedVector(ctx, M, func(m int) *schedule {
+	return c.schedVector(ctx, a, M, func(m int) *schedule {
 		h := 0
 		if a.alg != RecDoubling {
 			h = rabHalvings(m*a.esz, L)
@@ -365,8 +364,7 @@ func (c *Comm) rabAllreduce(ctx context.Context) error {
 // on npos nearly equal positions, and the result is copied from the
 // rank's result buffer to recv (if any: reduce has it only at the root).
 // Buffer X starts at element M.
-func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule) error {
-	a := &c.cur
+func (c *Comm) schedVector(ctx context.Context, a *call, M int, mk func(m int) *schedule) error {
 	esz, N := a.esz, a.count
 	in := a.input()
 	for base := 0; base == 0 || base < N; base += M {
@@ -396,7 +394,7 @@ func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule)
 		}
 		c.post(e, 1)
 		out := schedOut{buf: a.recv, base: base, in: in, probe: probe}
-		if err := c.runSchedule(ctx, s, e, off, M, out); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, off, M, out); err != nil {
 			return err
 		}
 		if a.recv != nil {
@@ -407,14 +405,13 @@ func (c *Comm) schedVector(ctx context.Context, M int, mk func(m int) *schedule)
 	return nil
 }
 
-func (c *Comm) rabReduceScatter(ctx context.Context) error {
-	return c.rabScatter(ctx, c.rabSched(rabKindReduceScatter, floorLog2(c.size), 0))
+func (c *Comm) rabReduceScatter(ctx context.Context, a *call) error {
+	return c.rabScatter(ctx, a, c.rabSched(rabKindReduceScatter, floorLog2(c.size), 0))
 }
 
 // rabScatter runs a reduce-scatter whose positions hold the blocks
 // s.posBlocks lists.
-func (c *Comm) rabScatter(ctx context.Context, s *schedule) error {
-	a := &c.cur
+func (c *Comm) rabScatter(ctx context.Context, a *call, s *schedule) error {
 	esz, p := a.esz, c.size
 	capElems := c.half / esz
 	if a.red.user != nil && !a.red.comm {
@@ -446,7 +443,7 @@ func (c *Comm) rabScatter(ctx context.Context, s *schedule) error {
 			simd.Copy(span(h, esz, boff[j], boff[j]+hi-lo), span(a.send, esz, a.displs[j]+lo, a.displs[j]+hi))
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, off, capElems, schedOut{}); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, off, capElems, schedOut{}); err != nil {
 			return err
 		}
 		lo, hi := pieceLo(k, S, a.counts[c.rank]), pieceLo(k+1, S, a.counts[c.rank])

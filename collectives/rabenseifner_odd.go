@@ -118,16 +118,15 @@ func (c *Comm) rabOddSched(kind uint8) *schedule {
 	return cachedSchedule(schedKey{alg: RabenseifnerOdd, kind: kind, p: p}, func() *schedule { return rabOddSchedule(p, kind) })
 }
 
-func (c *Comm) rabOddAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
 	M := c.half / a.esz / 2
 	if M < 1 {
 		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
 	}
 	s := c.rabOddSched(rabKindAllreduce)
-	return c.schedVector(ctx, M, func(int) *schedule { return s })
+	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
-func (c *Comm) rabOddReduceScatter(ctx context.Context) error {
-	return c.rabScatter(ctx, c.rabOddSched(rabKindReduceScatter))
+func (c *Comm) rabOddReduceScatter(ctx context.Context, a *call) error {
+	return c.rabScatter(ctx, a, c.rabOddSched(rabKindReduceScatter))
 }

@@ -468,8 +468,7 @@ func (c *Comm) schedSpan(s *schedule, h []byte, off []int, xoff, x int, buf uint
 // written the rank's initial positions and posted phase 1; off gives the
 // positions' element offsets in the natural layout, xoff the element
 // offset of buffer X.
-func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int, xoff int, out schedOut) error {
-	a := &c.cur
+func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, off []int, xoff int, out schedOut) error {
 	rs := &s.ranks[c.rank]
 	commutes := a.red.user == nil || a.red.comm
 	h := c.slotHalf(c.rank, e)
@@ -602,8 +601,7 @@ func (c *Comm) copyResult(s *schedule, h []byte, off []int, xoff int, out schedO
 // schedReduceScatter: every rank copies into W the pieces that are read
 // before it reduces into them (the fused reductions read the others from
 // send); the schedule leaves the reduced block r in W at rank r.
-func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
-	a := &c.cur
+func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) error {
 	esz := a.esz
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -625,7 +623,7 @@ func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
 			}
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{in: a.send, blocks: true}); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{in: a.send, blocks: true}); err != nil {
 			return err
 		}
 		r := c.rank
@@ -638,8 +636,7 @@ func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
 
 // schedAllgather: every rank copies its own piece into W (position 0 if
 // the schedule is rotated), the schedule fills in the others.
-func (c *Comm) schedAllgather(ctx context.Context, s *schedule) error {
-	a := &c.cur
+func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 	esz, p := a.esz, c.size
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -661,13 +658,13 @@ func (c *Comm) schedAllgather(ctx context.Context, s *schedule) error {
 		}
 		c.post(e, 1)
 		if s.rotated {
-			if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{}); err != nil {
+			if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
 				return err
 			}
 			c.copyOut(a.recv, h, 1, p)
 		} else {
 			out := schedOut{buf: a.recv, blocks: true}
-			if err := c.runSchedule(ctx, s, e, pre, 0, out); err != nil {
+			if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
 				return err
 			}
 			c.copyResult(s, h, pre, 0, out, r)
@@ -679,8 +676,7 @@ func (c *Comm) schedAllgather(ctx context.Context, s *schedule) error {
 
 // schedBcast: the root copies its segment into W, the schedule (on npos
 // nearly equal positions) copies it to every rank's W.
-func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
-	a := &c.cur
+func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
 	esz, N := a.esz, a.count
 	M := c.half / esz
 	for base := 0; base == 0 || base < N; base += M {
@@ -701,7 +697,7 @@ func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
 		if c.rank != a.root {
 			out = schedOut{buf: a.recv, base: base}
 		}
-		if err := c.runSchedule(ctx, s, e, off, 0, out); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, off, 0, out); err != nil {
 			return err
 		}
 		if out.buf != nil {

@@ -374,5 +374,5 @@ func (c *Comm) run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	return algorithms[c.cur.coll][c.cur.alg](c, ctx)
+	return algorithms[c.cur.coll][c.cur.alg](c, ctx, &c.cur)
 }

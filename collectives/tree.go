@@ -55,9 +55,9 @@ const (
 )
 
 func init() {
-	register(CollAllreduce, Tree, func(c *Comm, ctx context.Context) error { return c.treeAllreduce(ctx, treeDoubly) }, true)
-	register(CollAllreduce, ReduceBcast, func(c *Comm, ctx context.Context) error { return c.treeAllreduce(ctx, treeReduceBcast) }, true)
-	register(CollAllreduce, DualRoot, func(c *Comm, ctx context.Context) error { return c.treeAllreduce(ctx, treeDual) }, true)
+	register(CollAllreduce, Tree, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeDoubly) }, true)
+	register(CollAllreduce, ReduceBcast, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeReduceBcast) }, true)
+	register(CollAllreduce, DualRoot, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeDual) }, true)
 }
 
 // treeNode is a rank's place in the trees of a treeKind.
@@ -213,8 +213,7 @@ func (s *treeSeg) up(nd treeNode, t int, dst, x []byte) error {
 	return nil
 }
 
-func (c *Comm) treeAllreduce(ctx context.Context, kind treeKind) error {
-	a := &c.cur
+func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error {
 	esz, p, N := a.esz, c.size, a.count
 	nd := treeNodeOf(kind, p, c.rank)
 	area := c.half / 2 &^ (lineBytes - 1)

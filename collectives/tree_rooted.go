@@ -53,8 +53,7 @@ func rootedLead(p, root int) float64 {
 	return lead
 }
 
-func (c *Comm) treeReduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) treeReduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	nd := treeNodeOf(treeDoubly, p, c.rank)
 	top := p - 1
@@ -115,8 +114,7 @@ func (c *Comm) treeReduce(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) treeBcast(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) treeBcast(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	nd := treeNodeOf(treeDoubly, p, c.rank)
 	from := nd.parent // where this rank's blocks come from
