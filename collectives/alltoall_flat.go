@@ -152,7 +152,6 @@ func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
 // the next line. Both the sender and, from the sender's header, its
 // readers work it out. Larger pieces start on a line of their own, so
 // that their copies are aligned.
-
 func a2avData(p, n int) int {
 	if d := 8 + 16*p; d+n <= lineBytes {
 		return d

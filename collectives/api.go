@@ -15,7 +15,6 @@ func (c *Comm) start(coll Collective, t simd.Type) error {
 	}
 	c.countCall(Stats{Calls: 1})
 	c.cur = call{coll: coll, typ: t, esz: t.Size()}
-
 	if err := c.ep.Err(); err != nil {
 		return c.fail(err)
 	}
@@ -46,7 +45,6 @@ func (c *Comm) pick(ctx context.Context, bytes int) error {
 	// CPUs every line a call touches is a refill after each wait. Not
 	// remembered per context: comparing contexts panics for a Context
 	// whose type is not comparable.
-
 	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}

@@ -192,7 +192,6 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 		return c.fail(err)
 	}
 	// Segments of at most circSegBytes keep each round's blocks in L2.
-
 	M := min(c.half, circSegBytes) / esz
 	in := a.input()
 	first := pl.Rounds[0].Recv.Hi

@@ -152,7 +152,6 @@ func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 	// result is the faster, nobody asks. Up to soloMax: larger reductions
 	// run at the memory's pace, which can look slow enough to ask on one
 	// L3 too, where the second reduction's reads cost more than the copy.
-
 	solo := p == 2 && a.send != nil && len(in) <= soloMax && c.adv.advised()
 	for i := 1; i < p; i++ {
 		q := (r + i) % p

@@ -515,7 +515,6 @@ const (
 // pipeFitBytes are cut in quarters too (segments from pipeFitBytes/4):
 // the readers' copies or reductions of one quarter then run while the
 // writer publishes the next. The replicated allreduce, where every rank
-
 // writes and reads, keeps vectors up to pipelineBytes whole there (see
 // replicatedAllreduce). Ranks that share CPUs keep whole vectors up to
 // pipelineBytes/2: each segment is a step, and a step is turns of the run

@@ -109,7 +109,6 @@ var machineCost = costModel{alpha: 20000, beta: 0.03, gamma: 0.03}
 // copy a whole segment in before their rounds: more blocks only add
 // rounds there, so they keep machineCost; so does a reduce of more than
 // one segment, whose steps overlap the same way.
-
 var fitCost = costModel{alpha: 200, beta: 0.03, gamma: 0.03}
 
 // maxBlocks bounds the number of blocks of an n-block step (a reduce keeps

@@ -381,7 +381,6 @@ func (c *Comm) schedVector(ctx context.Context, a *call, M int, mk func(m int) *
 		// fused reductions read the rest from the input. An allreduce's
 		// copy-in stores non-temporally when advised (probeRead), so
 		// that peers on another die read it from memory.
-
 		probe := a.coll == CollAllreduce && !c.ep.Oversubscribed()
 		nt := probe && m*esz >= pipelineBytes/8 && c.adv.advised()
 		for _, rg := range s.ranks[c.rank].slotIn {

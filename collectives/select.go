@@ -250,9 +250,13 @@ func envPins(pins *[numColls]Algorithm) error {
 
 // A Call describes a collective call for [Select].
 type Call struct {
-	Coll  Collective
-	Bytes int // as shmbench counts them: the vector (reductions, bcast) or the whole result (gathers, alltoall)
-	P     int
+	// Coll is the collective called.
+	Coll Collective
+	// Bytes is the call's size as shmbench counts it (docs/TUNING.md).
+	Bytes int
+	// P is the number of ranks.
+	P int
+
 	// NonCommutative: the operator does not commute.
 	NonCommutative bool
 	// Arena: every buffer of the call comes from [Alloc].

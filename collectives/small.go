@@ -137,7 +137,6 @@ func (c *Comm) smallWait(ctx context.Context, q int, e uint64, data []byte) erro
 // faster fetched after the post than taken back by the writer's stores
 // from the reader. Allreduce, where every rank writes and reads, keeps
 // them all in flight.
-
 func oneLine(data []byte) []byte {
 	if len(data) > lineBytes {
 		return nil
@@ -426,7 +425,6 @@ func (c *Comm) smallReduceBlocks(ctx context.Context, coll Collective, t simd.Ty
 // line up to tinyBytes, the own block copied while the peers read.
 // Its pieces are published with a store per line (publish), which the
 // readers poll; the general path's larger pieces take the string copy.
-
 func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte) (ok bool, err error) {
 	p, N := c.size, len(recv)
 	if send == nil || N == 0 || len(send) != N || N%(p*t.Size()) != 0 || N > c.half || overlaps(send, recv) ||

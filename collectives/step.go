@@ -246,7 +246,6 @@ func (c *Comm) waitAll(ctx context.Context, e uint64, phase int) error {
 // to take the line from the peers that poll it, and the stores after it
 // (the data, the counter) would become visible only after it. begin asks
 // for the line instead (Endpoint.Prepare), which orders nothing.
-
 func (c *Comm) post(e uint64, phase int) {
 	if c.hashed != e {
 		binary.LittleEndian.PutUint64(c.ep.Inline(c.rank, ctr(e)), c.dhash)

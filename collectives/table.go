@@ -41,14 +41,17 @@ import (
 // the built-in heuristic. ordered is "-" when none was recorded.
 type Table struct {
 	// Header holds the leading comment lines, without "# ".
-	Header  []string
+	Header []string
+	// Entries are the table's lines: see [TableEntry].
 	Entries []TableEntry
 }
 
 // TableEntry is one line of a [Table].
 type TableEntry struct {
+	// Coll is the collective the entry is for.
 	Coll Collective
-	P    int
+	// P is the number of ranks the entry is for.
+	P int
 	// Over: the entry was measured with more process ranks than online
 	// CPUs.
 	Over bool

@@ -405,7 +405,6 @@ func tuneLauncher(ctx context.Context, cfg *tuneConfig, args []string, stdout, s
 		return 1
 	}
 	writeOverrides(&rep, tab)
-
 	if cfg.out != "" {
 		if old, err := collectives.LoadTable(cfg.out); err == nil {
 			merged := old.Merge(tab)
