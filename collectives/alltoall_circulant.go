@@ -77,9 +77,7 @@ func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 				c.where[j] = 1 - b
 			}
 			c.post(e, 2*r+2)
-			c.last.Rounds++
-			c.last.Sent += uint64(len(rd.Positions))
-			c.last.Received += uint64(len(rd.Positions))
+			c.last.add(Stats{Rounds: 1, Sent: uint64(len(rd.Positions)), Received: uint64(len(rd.Positions))})
 		}
 		for j := 1; j < p; j++ {
 			src := (c.rank - j + p) % p

@@ -137,9 +137,7 @@ func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
 			}
 			simd.Copy(span(a.recv, esz, a.rdispls[q]+lo, a.rdispls[q]+hi), src)
 		}
-		c.last.Rounds++
-		c.last.Sent += uint64(p - 1)
-		c.last.Received += uint64(p - 1)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
 		a.fully = true
 		c.end(e)
 	}

@@ -82,10 +82,7 @@ func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 			c.sc.srcs[q] = span(c.slotHalf(q, e), esz, pre[r], pre[r+1])
 		}
 		a.red.reduceK(span(h, esz, M, M+pre[r+1]-pre[r]), c.sc.srcs)
-		c.last.Rounds++
-		c.last.Sent += uint64(p - 1)
-		c.last.Received += uint64(p - 1)
-		c.last.Reduced += uint64(p - 1)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
 		a.fully = true
 		if err := c.runSchedule(ctx, a, s, e, nil, M, schedOut{}); err != nil {
 			return err

@@ -57,9 +57,7 @@ func (c *Comm) plan(kind circulant.Kind) (*circulant.Plan, error) {
 }
 
 func (c *Comm) count(rd *circulant.Round) {
-	c.last.Rounds++
-	c.last.Sent += uint64(rd.Send.Len())
-	c.last.Received += uint64(rd.Recv.Len())
+	c.last.add(Stats{Rounds: 1, Sent: uint64(rd.Send.Len()), Received: uint64(rd.Recv.Len())})
 	if rd.Op == circulant.OpReduce {
 		c.last.Reduced += uint64(rd.Recv.Len())
 	}
@@ -361,8 +359,7 @@ func (c *Comm) circBcast(ctx context.Context, a *call) error {
 			}
 			src := c.slotHalf(q, e)[:m*esz]
 			simd.Copy(seg, src)
-			c.last.Received++
-			c.last.Rounds++
+			c.last.add(Stats{Received: 1, Rounds: 1})
 			if forwards {
 				simd.Copy(h, src)
 				c.post(e, 2)
@@ -416,9 +413,7 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 			}
 			a.red.reduce3(dst, acc, c.slotHalf(q, e)[:m*esz])
 			acc = dst
-			c.last.Rounds++
-			c.last.Received++
-			c.last.Reduced++
+			c.last.add(Stats{Rounds: 1, Received: 1, Reduced: 1})
 		}
 		if i != 0 {
 			if nchild == 0 {

@@ -174,10 +174,7 @@ func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 		}
 		simd.Copy(a.recv[qlo:qhi], src[qlo:])
 	}
-	c.last.Rounds += 2
-	c.last.Sent += 2 * uint64(p-1)
-	c.last.Received += 2 * uint64(p-1)
-	c.last.Reduced += uint64(p - 1)
+	c.last.add(Stats{Rounds: 2, Sent: 2 * uint64(p-1), Received: 2 * uint64(p-1), Reduced: uint64(p - 1)})
 	return c.endAll(ctx, e, 3)
 }
 
@@ -194,10 +191,7 @@ func (c *Comm) directReduceScatter(ctx context.Context, a *call) error {
 		return err
 	}
 	c.reduceDirect(a.recv, c.sc.srcs, c.slotHalf(r, e))
-	c.last.Rounds++
-	c.last.Sent += uint64(p - 1)
-	c.last.Received += uint64(p - 1)
-	c.last.Reduced += uint64(p - 1)
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
 	return c.endAll(ctx, e, 2)
 }
 
@@ -228,9 +222,7 @@ func (c *Comm) directAllgather(ctx context.Context, a *call) error {
 		}
 		simd.Copy(span(a.recv, esz, a.displs[q], a.displs[q]+a.counts[q]), src)
 	}
-	c.last.Rounds++
-	c.last.Sent += uint64(p - 1)
-	c.last.Received += uint64(p - 1)
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
 	return c.endAll(ctx, e, 2)
 }
 

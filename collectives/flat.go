@@ -104,10 +104,7 @@ func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 		mine := pre[c.rank+1] - pre[c.rank]
 		a.red.reduceK(h[res:res+mine*esz], c.sc.srcs)
 		c.post(e, 2)
-		c.last.Rounds += 2
-		c.last.Sent += 2 * uint64(p-1)
-		c.last.Received += uint64(p - 1)
-		c.last.Reduced += uint64(p - 1)
+		c.last.add(Stats{Rounds: 2, Sent: 2 * uint64(p-1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
 		if !root || c.rank == a.root {
 			for i := 1; i <= p; i++ {
 				q := (c.rank + i) % p
@@ -157,10 +154,7 @@ func (c *Comm) flatReduceScatter(ctx context.Context, a *call) error {
 		lo := pieceLo(k, S, a.counts[c.rank])
 		n := pre[c.rank+1] - pre[c.rank]
 		a.red.reduceK(span(a.recv, esz, lo, lo+n), c.sc.srcs)
-		c.last.Rounds++
-		c.last.Sent += uint64(p - 1)
-		c.last.Received += uint64(p - 1)
-		c.last.Reduced += uint64(p - 1)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
 		a.fully = true
 		c.end(e)
 	}
@@ -218,9 +212,7 @@ func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 			d := a.displs[q]
 			c.adv.copyPeer(span(a.recv, esz, d+lo, d+hi), src)
 		}
-		c.last.Rounds++
-		c.last.Sent += uint64(p - 1)
-		c.last.Received += uint64(p - 1)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
 		a.fully = true
 		c.end(e)
 	}
@@ -358,8 +350,7 @@ func (c *Comm) flatScan(ctx context.Context, a *call) error {
 		}
 		if last >= 0 {
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs[:last+1])
-			c.last.Received += uint64(last)
-			c.last.Reduced += uint64(max(0, last))
+			c.last.add(Stats{Received: uint64(last), Reduced: uint64(max(0, last))})
 		}
 		c.last.Rounds++
 		a.fully = c.rank == c.size-1 && a.coll == CollScan
@@ -429,8 +420,7 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 			c.adv.publish(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
 		}
 		c.post(e, 1)
-		c.last.Rounds++
-		c.last.Sent += uint64(p - 1)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1)})
 		if reads {
 			for i := 1; i <= p; i++ {
 				q := (c.rank + i) % p
@@ -471,8 +461,7 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 			} else {
 				c.adv.reduceDone(m*esz, t0)
 			}
-			c.last.Received += uint64(p - 1)
-			c.last.Reduced += uint64(p - 1)
+			c.last.add(Stats{Received: uint64(p - 1), Reduced: uint64(p - 1)})
 			a.fully = true
 		}
 		c.end(e)

@@ -249,8 +249,7 @@ func (c *Comm) nblockBcast(ctx context.Context, a *call) error {
 			src := span(c.slotHalf(rd.from, e), esz, lo, hi)
 			simd.Copy(span(h, esz, lo, hi), src)
 			simd.Copy(span(seg, esz, lo, hi), src)
-			c.last.Rounds++
-			c.last.Received++
+			c.last.add(Stats{Rounds: 1, Received: 1})
 		}
 		c.end(e)
 	}
@@ -323,9 +322,7 @@ func (c *Comm) nblockReduce(ctx context.Context, a *call) error {
 					a.red.reduce3(block(acc, b), block(x, b), peer)
 					ready.add(b)
 				}
-				c.last.Rounds++
-				c.last.Received++
-				c.last.Reduced++
+				c.last.add(Stats{Rounds: 1, Received: 1, Reduced: 1})
 			}
 			if i+1 < R {
 				if b := bcastRecv(t, c.rank, a.root, n, nblockRound(s, c.rank, n, R-2-i)); b >= 0 {
@@ -505,8 +502,7 @@ func (c *Comm) nblockReduceScatter(ctx context.Context, a *call) error {
 				} else {
 					a.red.reduce(span(h, esz, blo, bhi), src)
 				}
-				c.last.Received++
-				c.last.Reduced++
+				c.last.add(Stats{Received: 1, Reduced: 1})
 			}
 		}
 		// This rank's block gathered every rank's contribution.

@@ -185,18 +185,19 @@ type kernelCache [4]struct {
 	k   *simd.Kernel
 }
 
-// get returns the kernel of the built-in op for elements of type t, nil
-// for a user-defined operator, the zero Op or an unsupported pair (the
-// general path reports those).
+// get returns the kernel of the built-in op for elements of type t: from
+// the cache (inlined), else from simd (fill); nil for a user-defined
+// operator, the zero Op or an unsupported pair, which the general path
+// reports.
 func (kc *kernelCache) get(t simd.Type, op Op) *simd.Kernel {
 	key := uint16(t)<<8 | uint16(op.hash)
-	e := &kc[(uint(t)+uint(op.hash))%uint(len(kc))]
-	if e.key == key && op.user == nil && e.k != nil {
-		return e.k
+	if e := &kc[key%uint16(len(kc))]; e.key == key && op.user == nil {
+		return e.k // a built-in's key is never 0, an empty entry's
 	}
-	return kc.fill(t, op)
+	return nil
 }
 
+// fill looks the kernel get missed up and caches it.
 func (kc *kernelCache) fill(t simd.Type, op Op) *simd.Kernel {
 	if op.user != nil || op.hash == 0 || op.hash >= 256 {
 		return nil
@@ -205,7 +206,8 @@ func (kc *kernelCache) fill(t simd.Type, op Op) *simd.Kernel {
 	if err != nil {
 		return nil
 	}
-	e := &kc[(uint(t)+uint(op.hash))%uint(len(kc))]
-	e.key, e.k = uint16(t)<<8|uint16(op.hash), k
+	key := uint16(t)<<8 | uint16(op.hash)
+	e := &kc[key%uint16(len(kc))]
+	e.key, e.k = key, k
 	return k
 }

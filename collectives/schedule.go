@@ -550,10 +550,7 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 	}
 	c.post(e, s.nrounds+1)
 	st := &rs.stats
-	c.last.Rounds += st.Rounds
-	c.last.Sent += st.Sent
-	c.last.Received += st.Received
-	c.last.Reduced += st.Reduced
+	c.last.add(Stats{Rounds: st.Rounds, Sent: st.Sent, Received: st.Received, Reduced: st.Reduced})
 	if rs.fully {
 		a.fully = true
 	}

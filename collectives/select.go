@@ -319,9 +319,10 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	case byHeuristic:
 		why = "no table entry for this p, oversubscription and size: the heuristic"
 	}
-	if i, lo, hi, ok := smallPathOf(call.Coll); ok && !call.Arena && !call.NonCommutative {
-		if up := s.smallUpTo(call.Coll, smallAlg[i], lo, hi); call.Bytes >= lo && call.Bytes <= up && call.P > 1 {
-			why += fmt.Sprintf("; the small-call path (it serves %v up to %d bytes here)", call.Coll, up)
+	for _, sp := range smallPaths {
+		if sp.coll == call.Coll && !call.Arena && !call.NonCommutative && call.P > 1 && call.Bytes >= sp.lo &&
+			call.Bytes <= s.smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi) {
+			why += fmt.Sprintf("; the small-call path, which serves %v up to %d bytes here", call.Coll, s.smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi))
 		}
 	}
 	return d.alg, why, nil

@@ -72,42 +72,28 @@ const (
 	smallRootedBytes = 8 << 10
 )
 
-// smallAlg is the algorithm each small-call path runs.
-var smallAlg = [numSmall]Algorithm{
-	smallAllreduceIdx:      Replicated,
-	smallBarrierIdx:        Flat,
-	smallBcastIdx:          Flat,
-	smallReduceIdx:         Replicated,
-	smallReduceScatterIdx:  Flat,
-	smallAlltoallIdx:       Flat,
-	smallReduceScatterVIdx: Flat,
-}
-
-// smallPathOf returns the small-call path of coll and the sizes (bytes,
-// as selection counts them) it may take, if coll has one.
-func smallPathOf(coll Collective) (i, lo, hi int, ok bool) {
-	switch coll {
-	case CollAllreduce:
-		return smallAllreduceIdx, 1, smallBytes, true
-	case CollBarrier:
-		return smallBarrierIdx, 0, 0, true
-	case CollBcast:
-		return smallBcastIdx, 1, smallRootedBytes, true
-	case CollReduce:
-		return smallReduceIdx, 1, smallRootedBytes, true
-	case CollReduceScatterBlock:
-		return smallReduceScatterIdx, 1, smallBytes, true
-	case CollAlltoall:
-		return smallAlltoallIdx, 1, smallBytes, true
-	case CollReduceScatter:
-		return smallReduceScatterVIdx, 1, smallBytes, true
-	}
-	return 0, 0, 0, false
+// smallPaths are the collective, the algorithm and the sizes (bytes, as
+// selection counts them) of each small-call path.
+var smallPaths = [numSmall]struct {
+	coll   Collective
+	alg    Algorithm
+	lo, hi int
+}{
+	smallAllreduceIdx:      {CollAllreduce, Replicated, 1, smallBytes},
+	smallBarrierIdx:        {CollBarrier, Flat, 0, 0},
+	smallBcastIdx:          {CollBcast, Flat, 1, smallRootedBytes},
+	smallReduceIdx:         {CollReduce, Replicated, 1, smallRootedBytes},
+	smallReduceScatterIdx:  {CollReduceScatterBlock, Flat, 1, smallBytes},
+	smallAlltoallIdx:       {CollAlltoall, Flat, 1, smallBytes},
+	smallReduceScatterVIdx: {CollReduceScatter, Flat, 1, smallBytes},
 }
 
 func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
-	_, lo, hi, _ := smallPathOf(coll)
-	*m = smallMemo{known: true, pin: c.pinned[coll], upTo: c.selector().smallUpTo(coll, alg, lo, hi)}
+	for _, sp := range smallPaths {
+		if sp.coll == coll {
+			*m = smallMemo{known: true, pin: c.pinned[coll], upTo: c.selector().smallUpTo(coll, alg, sp.lo, sp.hi)}
+		}
+	}
 }
 
 // smallCall begins a small call of coll, its one step: it counts the call
@@ -184,7 +170,9 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	}
 	k := c.kernels.get(t, op)
 	if k == nil {
-		return false, nil
+		if k = c.kernels.fill(t, op); k == nil {
+			return false, nil
+		}
 	}
 	in := send
 	if in == nil || same(in, recv) {
@@ -293,7 +281,9 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	}
 	k := c.kernels.get(t, op)
 	if k == nil {
-		return false, nil
+		if k = c.kernels.fill(t, op); k == nil {
+			return false, nil
+		}
 	}
 	e := c.smallCall(CollReduce, Replicated, t, n/t.Size(), root, reducer{k: k, comm: true}, op.hash, 0)
 	c.cur.send, c.cur.recv = send, recv
@@ -383,7 +373,10 @@ func (c *Comm) smallReduceKernel(t simd.Type, send, recv []byte, op Op) *simd.Ke
 	if len(send) == 0 || len(send) > c.half || overlaps(send, recv) {
 		return nil
 	}
-	return c.kernels.get(t, op)
+	if k := c.kernels.get(t, op); k != nil {
+		return k
+	}
+	return c.kernels.fill(t, op)
 }
 
 // smallReduceBlocks runs flatReduceScatter's one step for coll with the

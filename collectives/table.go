@@ -140,18 +140,7 @@ func (t *Table) Override(o *Table) *Table {
 		es = append(kept, oe)
 	}
 	slices.SortStableFunc(es, compareEntries)
-	m := &Table{Header: slices.Clone(t.Header)}
-	for _, e := range es {
-		if n := len(m.Entries); n > 0 {
-			last := &m.Entries[n-1]
-			if last.key() == e.key() && last.To == e.From && last.Alg == e.Alg && last.Ordered == e.Ordered && last.Reason == e.Reason {
-				last.To = e.To
-				continue
-			}
-		}
-		m.Entries = append(m.Entries, e)
-	}
-	return m
+	return &Table{Header: slices.Clone(t.Header), Entries: coalesce(es, true)}
 }
 
 // LoadTable reads and parses the selection table in file.
@@ -386,7 +375,7 @@ func (t *Table) writeEntries(b *bytes.Buffer, withReasons bool) {
 	es := slices.Clone(t.Entries)
 	slices.SortStableFunc(es, compareEntries)
 	if !withReasons {
-		es = coalesce(es)
+		es = coalesce(es, false)
 	}
 	for _, e := range es {
 		cpus, ord := "fit", "-"
@@ -406,13 +395,14 @@ func (t *Table) writeEntries(b *bytes.Buffer, withReasons bool) {
 }
 
 // coalesce merges sorted entries whose ranges touch and that choose the
-// same, whatever their reasons.
-func coalesce(es []TableEntry) []TableEntry {
+// same (and, if sameReason, give the same reason).
+func coalesce(es []TableEntry, sameReason bool) []TableEntry {
 	var m []TableEntry
 	for _, e := range es {
 		if n := len(m); n > 0 {
 			last := &m[n-1]
-			if last.key() == e.key() && last.To == e.From && last.Alg == e.Alg && last.Ordered == e.Ordered {
+			if last.key() == e.key() && last.To == e.From && last.Alg == e.Alg && last.Ordered == e.Ordered &&
+				(!sameReason || last.Reason == e.Reason) {
 				last.To = e.To
 				continue
 			}

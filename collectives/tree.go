@@ -177,8 +177,7 @@ func (s *treeSeg) peer(q, phase, off, b int) ([]byte, error) {
 	if err := c.wait(s.ctx, q, s.e, phase); err != nil {
 		return nil, err
 	}
-	c.last.Rounds++
-	c.last.Received++
+	c.last.add(Stats{Rounds: 1, Received: 1})
 	return s.blk(c.slotHalf(q, s.e)[off:off+s.m*c.cur.esz], b), nil
 }
 
