@@ -10,30 +10,21 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// Store advice: how a rank stores data that its peers read next, chosen
-// from where the machine placed the ranks' CPUs.
+// Store advice: how a rank stores data that its peers read next, by where
+// the machine placed the ranks' CPUs. A reader on the writer's L3 gets the
+// writer's modified lines fast, and non-temporal stores would send it to
+// memory; a reader on another die loads such lines slowly, memory faster.
+// So readers time their large copies and reductions out of a peer's slot,
+// writers their large publishes, and the schedule and circulant
+// allreduces probe a few lines (probeRead); two slow ones of a kind in a
+// row make the rank ask every writer for non-temporal stores for the next
+// adviceCalls calls, through its hint word (shm.Endpoint.Hint). Ranks that
+// share CPUs store regularly: the reader most likely runs on the writer's
+// CPU.
 //
-// When a reader shares an L3 with the writer, it gets lines that sit
-// modified in the writer's cache fast, and non-temporal stores (the reader
-// then reads memory) slow it down. When the two sit on different dies,
-// vector loads of such lines are slow, and loads from memory are faster;
-// the string copy (simd.Copy) suffers least, so what suffers most are the
-// reductions that read a peer's slot. So readers time their large copies
-// and reductions out of a peer's slot, writers time their large publishes,
-// and the reductions of the schedule and circulant allreduces probe a few
-// lines (probeRead); two slow ones of a kind in a row make the rank ask
-// every writer for non-temporal stores for the next adviceCalls calls,
-// through its hint word in the arena (shm.Endpoint.Hint), which every
-// writer checks before a large publish. Then regular stores are tried
-// again. Ranks that share CPUs publish with regular stores: the reader
-// most likely runs on the writer's CPU.
-//
-// The advice changes only how bytes are stored, never which bytes or in
-// which order they are combined (except directAllreduce, where a rank may
-// reduce a block itself instead of copying it, with the same operands in
-// the same order): results are the same with it and without it, so ranks
-// need not agree on it. Options.NoStoreAdvice or SHMCOLL_STORE_ADVICE=off
-// turn it off: no timing, no probe, regular stores everywhere.
+// The advice changes how bytes are stored, never which bytes are combined
+// in which order, so results do not depend on it and ranks need not agree
+// on it. Options.NoStoreAdvice or SHMCOLL_STORE_ADVICE=off turn it off.
 
 // StoreAdviceEnv names the environment variable that turns the store
 // advice off ("off") or leaves it on ("on" or unset).

@@ -21,6 +21,14 @@ func (c *Comm) start(coll Collective, t simd.Type) error {
 	return nil
 }
 
+// checkRoot fails the current call if root is not a rank.
+func (c *Comm) checkRoot(root int) error {
+	if root < 0 || root >= c.size {
+		return c.bad("root %d out of range [0, %d)", root, c.size)
+	}
+	return nil
+}
+
 // bad fails the current call with an invalid-argument error.
 func (c *Comm) bad(format string, args ...any) error {
 	return c.fail(fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...)))
@@ -37,8 +45,12 @@ func (c *Comm) bindOp(op Op) error {
 	return nil
 }
 
-// pick chooses the algorithm for the current call and runs it.
+// pick chooses the algorithm for the current call and runs it; with one
+// rank it does nothing.
 func (c *Comm) pick(ctx context.Context, bytes int) error {
+	if c.size == 1 {
+		return nil // the caller did what one rank does
+	}
 	// ctx.Err(), an atomic load in the standard library's cancelable
 	// contexts, not a select on ctx.Done(), which calls the runtime's
 	// channel receive and reads the channel's line: where ranks share
@@ -190,7 +202,6 @@ func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv
 	c.regular(n)
 	if c.size == 1 {
 		simd.Copy(r, s)
-		return nil
 	}
 	return c.pick(ctx, len(s))
 }
@@ -230,7 +241,6 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 	c.cur.send, c.cur.recv, c.cur.count = s, r, total
 	if c.size == 1 {
 		simd.Copy(r, s)
-		return nil
 	}
 	return c.pick(ctx, len(s))
 }
@@ -304,7 +314,6 @@ func (c *Comm) gatherv(ctx context.Context, total int) error {
 	a := &c.cur
 	if c.size == 1 {
 		c.ownBlock()
-		return nil
 	}
 	return c.pick(ctx, total*a.esz)
 }
@@ -357,13 +366,10 @@ func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) erro
 	if err := c.start(CollBcast, simd.TypeOf[T]()); err != nil {
 		return err
 	}
-	if root < 0 || root >= c.size {
-		return c.bad("root %d out of range [0, %d)", root, c.size)
+	if err := c.checkRoot(root); err != nil {
+		return err
 	}
 	c.cur.recv, c.cur.count, c.cur.root = simd.AsBytes(buf), len(buf), root
-	if c.size == 1 {
-		return nil
-	}
 	return c.pick(ctx, len(c.cur.recv))
 }
 
@@ -381,8 +387,8 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 	if err := c.bindOp(op); err != nil {
 		return err
 	}
-	if root < 0 || root >= c.size {
-		return c.bad("root %d out of range [0, %d)", root, c.size)
+	if err := c.checkRoot(root); err != nil {
+		return err
 	}
 	s, r := bytesOf(send), bytesOf(recv)
 	n := len(send)
@@ -402,11 +408,8 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 		r = nil
 	}
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
-	if c.size == 1 {
-		if s != nil {
-			simd.Copy(r, s)
-		}
-		return nil
+	if c.size == 1 && s != nil {
+		simd.Copy(r, s)
 	}
 	return c.pick(ctx, n*c.cur.esz)
 }
@@ -418,8 +421,8 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 	if err := c.start(CollScatter, simd.TypeOf[T]()); err != nil {
 		return err
 	}
-	if root < 0 || root >= c.size {
-		return c.bad("root %d out of range [0, %d)", root, c.size)
+	if err := c.checkRoot(root); err != nil {
+		return err
 	}
 	s, r := bytesOf(send), bytesOf(recv)
 	n := len(recv)
@@ -441,9 +444,6 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 		s = nil
 	}
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
-	if c.size == 1 {
-		return nil
-	}
 	return c.pick(ctx, n*c.size*c.cur.esz)
 }
 
@@ -454,8 +454,8 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 	if err := c.start(CollGather, simd.TypeOf[T]()); err != nil {
 		return err
 	}
-	if root < 0 || root >= c.size {
-		return c.bad("root %d out of range [0, %d)", root, c.size)
+	if err := c.checkRoot(root); err != nil {
+		return err
 	}
 	s, r := bytesOf(send), bytesOf(recv)
 	n := len(send)
@@ -480,9 +480,6 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 		r = nil
 	}
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
-	if c.size == 1 {
-		return nil
-	}
 	return c.pick(ctx, n*c.size*c.cur.esz)
 }
 
@@ -519,11 +516,8 @@ func elementwise[T simd.Element](ctx context.Context, c *Comm, coll Collective, 
 		return err
 	}
 	c.cur.send, c.cur.recv, c.cur.count = s, r, len(recv)
-	if c.size == 1 {
-		if s != nil && coll != CollExscan {
-			simd.Copy(r, s)
-		}
-		return nil
+	if c.size == 1 && s != nil && coll != CollExscan {
+		simd.Copy(r, s)
 	}
 	return c.pick(ctx, len(r))
 }
@@ -535,9 +529,6 @@ func Barrier(ctx context.Context, c *Comm) error {
 	}
 	if err := c.start(CollBarrier, 0); err != nil {
 		return err
-	}
-	if c.size == 1 {
-		return nil
 	}
 	return c.pick(ctx, 0)
 }
@@ -568,11 +559,8 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 	c.regular(n)
 	a := &c.cur
 	a.rcounts, a.rdispls = a.counts, a.displs
-	if c.size == 1 {
-		if s != nil {
-			simd.Copy(r, s)
-		}
-		return nil
+	if c.size == 1 && s != nil {
+		simd.Copy(r, s)
 	}
 	return c.pick(ctx, len(r))
 }

@@ -111,14 +111,9 @@ func newComm(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
 	if err := c.checkTable(); err != nil {
 		return nil, err
 	}
-	if err := envPins(&c.pinned); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-	}
-	for coll, a := range opt.Algorithms {
-		if coll >= numColls || a >= numAlgorithms {
-			return nil, fmt.Errorf("%w: bad pin %v=%v", ErrInvalidArgument, coll, a)
-		}
-		c.pinned[coll] = a
+	var err error
+	if c.pinned, err = pinsOf(opt); err != nil {
+		return nil, err
 	}
 	if opt.Skips != nil {
 		c.skips = append([]int(nil), opt.Skips(c.size)...)

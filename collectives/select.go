@@ -232,20 +232,23 @@ func heuristic(coll Collective, bytes, p int, commutative, over bool) Algorithm 
 	return Flat
 }
 
-// envPins reads SHMCOLL_ALGO_<COLL> for every collective.
-func envPins(pins *[numColls]Algorithm) error {
+// pinsOf returns the pins of a communicator made with opt:
+// Options.Algorithms over SHMCOLL_ALGO_<COLL>.
+func pinsOf(opt Options) (pins [numColls]Algorithm, err error) {
 	for coll := range numColls {
-		v := os.Getenv("SHMCOLL_ALGO_" + strings.ToUpper(coll.String()))
-		if v == "" {
-			continue
+		if v := os.Getenv("SHMCOLL_ALGO_" + strings.ToUpper(coll.String())); v != "" {
+			if pins[coll], err = ParseAlgorithm(v); err != nil {
+				return pins, fmt.Errorf("SHMCOLL_ALGO_%s: %w", strings.ToUpper(coll.String()), err)
+			}
 		}
-		a, err := ParseAlgorithm(v)
-		if err != nil {
-			return fmt.Errorf("SHMCOLL_ALGO_%s: %w", strings.ToUpper(coll.String()), err)
+	}
+	for coll, a := range opt.Algorithms {
+		if coll >= numColls || a >= numAlgorithms {
+			return pins, fmt.Errorf("%w: bad pin %v=%v", ErrInvalidArgument, coll, a)
 		}
 		pins[coll] = a
 	}
-	return nil
+	return pins, nil
 }
 
 // A Call describes a collective call for [Select].
@@ -276,15 +279,9 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	if err != nil {
 		return Auto, "", err
 	}
-	var env, pins [numColls]Algorithm
-	if err := envPins(&env); err != nil {
-		return Auto, "", fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-	}
-	pins = env
-	for coll, a := range opt.Algorithms {
-		if coll < numColls && a < numAlgorithms {
-			pins[coll] = a
-		}
+	pins, err := pinsOf(opt)
+	if err != nil {
+		return Auto, "", err
 	}
 	sel := tc.tab.selection(call.P, call.Oversubscribed)
 	s := selector{p: call.P, over: call.Oversubscribed, pins: &pins, table: &sel}
