@@ -283,10 +283,7 @@ func (c *Comm) flatGather(ctx context.Context, a *call) error {
 
 func (c *Comm) flatScatter(ctx context.Context, a *call) error {
 	esz, p, n := a.esz, c.size, a.count
-	a.counts, a.displs = c.sc.counts, c.sc.displs
-	for j := range p {
-		a.counts[j], a.displs[j] = n, j*n
-	}
+	c.regular(n)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
@@ -401,7 +398,7 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 		}
 		// An allreduce from sampledReduceMin to pipelineBytes/8 bytes copies in
 		// with non-temporal stores when advised, and otherwise times its
-		// reduction in one call of sampleSmallEvery (see sampledReduceMin).
+		// reduction in one call of sampleReduceEvery (see sampledReduceMin).
 		small := a.coll == CollAllreduce && m*esz >= sampledReduceMin && m*esz < pipelineBytes/8
 		advised := small && c.adv.advised()
 		sample := small && !advised && !c.ep.Oversubscribed() && c.adv.sample(sampleReduceEvery)

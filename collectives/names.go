@@ -72,7 +72,8 @@ func ParseCollective(s string) (Collective, error) {
 type Algorithm uint8
 
 const (
-	// Auto lets the selection table choose.
+	// Auto lets selection choose: a pin, Direct for arena buffers, the
+	// selection table or the heuristic (see [Select]).
 	Auto Algorithm = iota
 	// Flat: every rank reads what it needs straight from the other ranks'
 	// slots; reductions are split so that each rank reduces 1/p of the

@@ -80,7 +80,7 @@ func (s selector) decide(in selectInput) (decision, error) {
 			d.why = byTableOrdered
 		}
 		if alg == Auto {
-			d = decision{heuristic(coll, in.bytes, s.p, in.commutative, s.over), byHeuristic}
+			d = decision{HeuristicAlgorithm(coll, in.bytes, s.p, in.commutative, s.over), byHeuristic}
 		}
 	}
 	if algorithms[coll][d.alg] == nil {
@@ -174,16 +174,11 @@ func (c *Comm) Oversubscribed() bool { return c.ep.Oversubscribed() }
 
 // HeuristicAlgorithm returns what auto selection picks for a call of coll
 // on bytes with p ranks where neither a pin, Direct nor the selection
-// table decides; oversubscribed is [Comm.Oversubscribed]'s value. shmbench
-// tune keeps it unless another algorithm is clearly faster.
-func HeuristicAlgorithm(coll Collective, bytes, p int, commutative, oversubscribed bool) Algorithm {
-	if coll >= numColls || p < 1 {
-		return Auto
-	}
-	return heuristic(coll, bytes, p, commutative, oversubscribed)
-}
-
-// heuristic is the last rule of selection. On shared memory a round costs
+// table decides (Auto for an unknown collective or p < 1); oversubscribed
+// is [Comm.Oversubscribed]'s value. shmbench tune keeps it unless another
+// algorithm is clearly faster.
+//
+// It is the last rule of selection. On shared memory a round costs
 // a cache-line hand-off per waiting rank and, when ranks outnumber the
 // CPUs, a context switch, so it prefers the fewest synchronizations that
 // keep the bytes moved per rank near the minimum:
@@ -203,7 +198,10 @@ func HeuristicAlgorithm(coll Collective, bytes, p int, commutative, oversubscrib
 //
 // Replicated and flat combine in rank order, so a non-commutative
 // operator takes the same path except where circulant is named: flat.
-func heuristic(coll Collective, bytes, p int, commutative, over bool) Algorithm {
+func HeuristicAlgorithm(coll Collective, bytes, p int, commutative, oversubscribed bool) Algorithm {
+	if coll >= numColls || p < 1 {
+		return Auto
+	}
 	switch coll {
 	case CollAllreduce:
 		if bytes <= 16<<10 || p == 2 && bytes <= 64<<10 {
@@ -224,7 +222,7 @@ func heuristic(coll Collective, bytes, p int, commutative, over bool) Algorithm 
 		}
 		return Flat
 	case CollBarrier:
-		if over {
+		if oversubscribed {
 			return Flat
 		}
 		return Circulant

@@ -63,7 +63,7 @@ func TestSelect(t *testing.T) {
 		{Call{Coll: CollAllreduce, Bytes: 4096, P: 2}, opt, Circulant, "a reason"},
 		{Call{Coll: CollAllreduce, Bytes: 4096, P: 2, NonCommutative: true}, opt, Flat, "order-preserving"},
 		{Call{Coll: CollAllreduce, Bytes: 4 << 20, P: 2, Arena: true}, opt, Direct, "Alloc"},
-		{Call{Coll: CollAllreduce, Bytes: 4096, P: 3}, opt, heuristic(CollAllreduce, 4096, 3, true, false), "heuristic"},
+		{Call{Coll: CollAllreduce, Bytes: 4096, P: 3}, opt, HeuristicAlgorithm(CollAllreduce, 4096, 3, true, false), "heuristic"},
 		{Call{Coll: CollAllreduce, Bytes: 4096, P: 2}, Options{Table: tab, Algorithms: map[Collective]Algorithm{CollAllreduce: Ring}}, Ring, "Options.Algorithms"},
 	}
 	for _, tc := range cases {

@@ -30,7 +30,7 @@ import (
 // takes the general path, which runs or reports it.
 
 // smallOK reports whether the small-call path may run coll (small[i]) on
-// n bytes: choose picks alg for coll at every size from 1 (0 for the
+// n bytes: selection picks alg for coll at every size from 1 (0 for the
 // barrier) to n, and every rank has begun this rank's last step.
 func (c *Comm) smallOK(i int, coll Collective, alg Algorithm, n int) bool {
 	m := &c.small[i]
@@ -40,7 +40,7 @@ func (c *Comm) smallOK(i int, coll Collective, alg Algorithm, n int) bool {
 	return n <= m.upTo && c.size > 1 && c.synced == c.step && !c.closed && c.ep.Ok()
 }
 
-// smallMemo remembers up to which size choose picks the small-call path's
+// smallMemo remembers up to which size selection picks the small-call path's
 // algorithm (-1: not even the smallest), for the pin it was worked out with
 // (tests change pins).
 type smallMemo struct {
