@@ -80,8 +80,8 @@ type Comm struct {
 	small   [numSmall]smallMemo
 	last    Stats // counts of the current or last call
 	total   Stats
-	cur     call
-	sc      scratch
+	cur     call    // the current call, passed to its algorithm (kept here: calls do not allocate)
+	sc      scratch // memory the calls reuse
 	chosen  [numColls]choice
 	checked []uint64 // checked[q] == step: q's descriptor for this step was compared
 	half    int      // bytes of a slot half

@@ -304,12 +304,12 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 		if call.Oversubscribed {
 			cpus = "over"
 		}
-		why = fmt.Sprintf("selection table (%s) entry %v p=%d %s [%s, %s)", tc.src, call.Coll, call.P, cpus, formatTableSize(r.from), formatTableSize(r.to))
+		why = fmt.Sprintf("selection table (%s) entry %v p=%d %s [%s, %s)", tc.src, call.Coll, call.P, cpus, formatTableSize(r.From), formatTableSize(r.To))
 		if d.why == byTableOrdered {
-			why += fmt.Sprintf(": its order-preserving algorithm, since %v does not keep rank order", r.alg)
+			why += fmt.Sprintf(": its order-preserving algorithm, since %v does not keep rank order", r.Alg)
 		}
-		if r.override != "" {
-			why += "; override: " + r.override
+		if r.Reason != "" {
+			why += "; override: " + r.Reason
 		}
 	case byHeuristic:
 		why = "no table entry for this p, oversubscription and size: the heuristic"

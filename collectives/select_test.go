@@ -17,7 +17,7 @@ func TestOverride(t *testing.T) {
 		b, _ := got.MarshalText()
 		t.Fatalf("override gave\n%s", b)
 	}
-	if s := got.selection(2, false); s.entry(CollAllreduce, 600).override != "why" {
+	if s := got.selection(2, false); s.entry(CollAllreduce, 600).Reason != "why" {
 		t.Errorf("override's reason lost: %+v", s.entry(CollAllreduce, 600))
 	}
 }

@@ -453,17 +453,10 @@ func (t *Table) Ps() []int {
 	return ps
 }
 
-// selRange is a table entry as a communicator uses it.
-type selRange struct {
-	from, to     int64
-	alg, ordered Algorithm
-	override     string // the reason of an override entry, "" for a measured one
-}
-
 // selection is the part of a table that one communicator uses: the
 // ranges for its p and oversubscription, per collective.
 type selection struct {
-	ranges [numColls][]selRange
+	ranges [numColls][]TableEntry
 	source string // where the table came from, for the agreement error
 }
 
@@ -471,7 +464,7 @@ func (t *Table) selection(p int, over bool) selection {
 	s := selection{}
 	for _, e := range t.Entries {
 		if e.P == p && e.Over == over {
-			s.ranges[e.Coll] = append(s.ranges[e.Coll], selRange{e.From, e.To, e.Alg, e.Ordered, e.Reason})
+			s.ranges[e.Coll] = append(s.ranges[e.Coll], e)
 		}
 	}
 	return s
@@ -486,23 +479,23 @@ func (s *selection) lookup(coll Collective, bytes int, commutative bool) (alg Al
 	r := s.entry(coll, bytes)
 	switch {
 	case r == nil:
-	case commutative || orderPreserving[coll][r.alg]:
-		return r.alg, false
-	case r.ordered != Auto:
-		return r.ordered, true
+	case commutative || orderPreserving[coll][r.Alg]:
+		return r.Alg, false
+	case r.Ordered != Auto:
+		return r.Ordered, true
 	}
 	return Auto, false
 }
 
 // entry returns the range of coll that holds bytes, or nil.
-func (s *selection) entry(coll Collective, bytes int) *selRange {
+func (s *selection) entry(coll Collective, bytes int) *TableEntry {
 	n := int64(bytes)
 	for i := range s.ranges[coll] {
 		r := &s.ranges[coll][i]
-		if n < r.from {
+		if n < r.From {
 			break
 		}
-		if n < r.to {
+		if n < r.To {
 			return r
 		}
 	}
