@@ -72,16 +72,10 @@
 // # Buffers in the arena
 //
 // With Options.HeapBytes each rank has a heap in the arena, and [Alloc]
-// hands out buffers from it ([Free] returns them). A call whose buffers
-// all come from Alloc on every rank, with a vector of at least 1 MiB (4
-// MiB for allgather, 16 MiB when ranks outnumber the CPUs; see [Alloc]),
-// takes the Direct algorithm (allreduce, reduce-scatter, allgather(v),
-// bcast): the ranks read each other's buffers in place, with no copy into
-// the slots, and return once nobody reads theirs. A Direct allreduce splits
-// the reduction like Flat, in rank order with the same kernel, so its
-// results are bitwise Flat's. Arena buffers on some ranks and not on
-// others fail the call on every rank with [ErrMismatch]. Under shmrun, the
-// launcher creates the arena: give it -heap.
+// hands out buffers from it ([Free] returns them). Large calls whose
+// buffers all come from Alloc on every rank take [Direct]: the ranks read
+// each other's buffers in place, with no copy into the slots, bitwise as
+// Flat would. Under shmrun, the launcher creates the arena: give it -heap.
 //
 // # Reduction order and reproducibility
 //
@@ -111,25 +105,14 @@
 //
 // # Protocol
 //
-// Every algorithm is a sequence of steps; step e uses half e mod 2 of each
-// rank's slot, so that vectors larger than half a slot are cut into
-// segments, one step each, and consecutive segments overlap (a rank may
-// start the next segment while slower ranks finish this one). In each step
-// a rank publishes the call descriptor (sequence number, collective, type,
-// operator, count or a hash of the counts, root, algorithm) in the cache
-// line of its progress counter, posts monotonic phase counters (step × phase: nothing is ever reset),
-// and compares the descriptor of every peer it waits for; a difference
-// aborts the arena with a cause naming it, and every rank returns an
-// [*Error] wrapping [ErrMismatch] and [ErrAborted] — no corruption, no hang.
-// Each algorithm file states why a range of a slot is never rewritten
-// before its readers are done. A peer's death, a cancelled context on any
-// rank or a panic in a user operator aborts the communicator the same way.
-//
-// Barrier, allreduce, bcast, reduce, reduce-scatter and alltoall of a few
-// KiB with a built-in operator take a lean mode of the protocol once
-// selection picks the flat or replicated algorithm for them (small.go):
-// the same step, descriptor, checks, counts and results, with fewer
-// layers, which touch fewer cache lines when ranks share CPUs.
+// Every algorithm is a sequence of steps on the ranks' slots (step.go).
+// In each step a rank publishes the call's descriptor (sequence number,
+// collective, type, operator, counts, root, algorithm) beside its
+// progress counter and compares the descriptor of every peer it waits
+// for; a difference aborts the arena with a cause naming it, and every
+// rank returns an [*Error] wrapping [ErrMismatch] and [ErrAborted]: no
+// corruption, no hang. A peer's death, a cancelled context on any rank or
+// a panic in a user operator aborts the communicator the same way.
 //
 // Calls allocate nothing in steady state. [Comm.Stats] returns per-call
 // counts of rounds and blocks sent, received and reduced.

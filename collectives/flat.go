@@ -136,12 +136,10 @@ func (c *Comm) flatReduceScatter(ctx context.Context, a *call) error {
 			return err
 		}
 		c.pieces(k, S, a.counts, a.displs)
-		pre, uoff := c.sc.pre, c.sc.uoff
+		pre := c.sc.pre
 		tiny := S == 1 && pre[p]*esz <= tinyBytes
 		h := c.stepBuf(c.rank, e, tiny)
-		for j := range p {
-			simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
-		}
+		c.copyPieces(h, a.send, esz, -1)
 		c.post(e, 1)
 		for q := range p {
 			c.sc.srcs[q] = span(c.stepBuf(q, e, tiny), esz, pre[c.rank], pre[c.rank+1])
@@ -294,14 +292,10 @@ func (c *Comm) flatScatter(ctx context.Context, a *call) error {
 			return err
 		}
 		c.pieces(k, S, a.counts, a.displs)
-		pre, uoff := c.sc.pre, c.sc.uoff
+		pre := c.sc.pre
 		if c.rank == a.root {
 			h := c.slotHalf(c.rank, e)
-			for j := range p {
-				if j != c.rank {
-					simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
-				}
-			}
+			c.copyPieces(h, a.send, esz, c.rank)
 			c.post(e, 1)
 			c.last.Sent += uint64(p - 1)
 		} else {

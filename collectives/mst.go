@@ -141,7 +141,7 @@ func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 }
 
 func (c *Comm) mstScatter(ctx context.Context, a *call) error {
-	esz, p, r := a.esz, c.size, c.rank
+	esz, r := a.esz, c.rank
 	c.regular(a.count)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -154,14 +154,10 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 			return err
 		}
 		c.pieces(k, S, a.counts, a.displs)
-		pre, uoff := c.sc.pre, c.sc.uoff
+		pre := c.sc.pre
 		h := c.slotHalf(r, e)
 		if r == a.root {
-			for j := range p {
-				if j != r {
-					simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
-				}
-			}
+			c.copyPieces(h, a.send, esz, r)
 		}
 		c.post(e, 1)
 		if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {

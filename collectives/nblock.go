@@ -456,11 +456,7 @@ func (c *Comm) nblockReduceScatter(ctx context.Context, a *call) error {
 		h := c.slotHalf(me, e)
 		// The copy-in: every block but this rank's own, which is reduced
 		// into recv (in place, recv is that block of the input).
-		for j := range p {
-			if j != me {
-				simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
-			}
-		}
+		c.copyPieces(h, a.send, esz, me)
 		L := pre[me+1] - pre[me]
 		lo := pieceLo(seg, S, a.counts[me])
 		out := span(a.recv, esz, lo, lo+L)
