@@ -70,7 +70,7 @@ func (s selector) decide(in selectInput) (decision, error) {
 		if pin == Direct {
 			d.why = byPin
 		}
-	case pin == Direct:
+	case pin == Direct && algorithms[coll][Direct] != nil:
 		return d, fmt.Errorf("%w: algorithm direct needs every buffer of the call from Alloc", ErrInvalidArgument)
 	case pin != Auto:
 	default:

@@ -32,6 +32,7 @@ import (
 // Counter values only increase (step × phase), so nothing is ever reset and
 // there is no ABA. Within a step, each algorithm file states why a range of
 // a rank's own slot half is not rewritten before its readers are done.
+
 // ctr is the counter of step e: counters 0 and 1 alternate, so that each
 // holds the descriptor of its step in its inline bytes.
 func ctr(e uint64) int { return int(e & 1) }
