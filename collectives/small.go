@@ -98,13 +98,13 @@ func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
 
 // smallCall begins a small call of coll, its one step: it counts the call
 // and the step (countCall), sets the fields the descriptor covers and
-// opens step e (open) without begin's check, which smallOK made. The
-// caller sets c.cur.send and c.cur.recv.
-func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, root int, red reducer, opID, aux uint64) uint64 {
+// opens step e (open) without begin's check, which smallOK made.
+func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, root int, k *simd.Kernel, opID, aux uint64, send, recv []byte) uint64 {
 	c.countCall(Stats{Calls: 1, Steps: 1, Rounds: 1})
 	c.smalls++
 	a := &c.cur
-	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.red, a.opID, a.aux = coll, alg, t, t.Size(), count, root, red, opID, aux
+	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.opID, a.aux = coll, alg, t, t.Size(), count, root, opID, aux
+	a.red, a.send, a.recv = reducer{k: k, comm: k != nil}, send, recv
 	a.fully = true
 	e := c.step + 1
 	c.open(e)
@@ -155,8 +155,7 @@ func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	if !c.smallOK(smallBarrierIdx, CollBarrier, Flat, 0) || ctx.Err() != nil {
 		return false, nil // the general path runs it, or fails it
 	}
-	e := c.smallCall(CollBarrier, Flat, 0, 0, 0, reducer{}, 0, 0)
-	c.cur.send, c.cur.recv = nil, nil
+	e := c.smallCall(CollBarrier, Flat, 0, 0, 0, nil, 0, 0, nil, nil)
 	c.post(e, 1)
 	return true, c.smallFinish(ctx, e, -1)
 }
@@ -183,8 +182,7 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	if ctx.Err() != nil {
 		return false, nil
 	}
-	e := c.smallCall(CollAllreduce, Replicated, t, n/t.Size(), 0, reducer{k: k, comm: true}, op.hash, 0)
-	c.cur.send, c.cur.recv = send, recv
+	e := c.smallCall(CollAllreduce, Replicated, t, n/t.Size(), 0, k, op.hash, 0, send, recv)
 	p := uint64(c.size - 1)
 	c.last.Sent, c.last.Received, c.last.Reduced = p, p, p
 	// stepBuf by hand (it does not inline), here and for each peer just
@@ -234,8 +232,7 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 	if n == 0 || n > c.half || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, CollBcast, Flat, n) || ctx.Err() != nil {
 		return false, nil
 	}
-	e := c.smallCall(CollBcast, Flat, t, n/t.Size(), root, reducer{}, 0, 0)
-	c.cur.send, c.cur.recv = nil, buf
+	e := c.smallCall(CollBcast, Flat, t, n/t.Size(), root, nil, 0, 0, nil, buf)
 	tiny := n <= tinyBytes
 	if c.rank == root {
 		c.adv.publish(c.stepBuf(c.rank, e, tiny), buf)
@@ -285,8 +282,7 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 			return false, nil
 		}
 	}
-	e := c.smallCall(CollReduce, Replicated, t, n/t.Size(), root, reducer{k: k, comm: true}, op.hash, 0)
-	c.cur.send, c.cur.recv = send, recv
+	e := c.smallCall(CollReduce, Replicated, t, n/t.Size(), root, k, op.hash, 0, send, recv)
 	p := c.size
 	c.last.Sent = uint64(p - 1)
 	tiny := n <= tinyBytes
@@ -385,8 +381,7 @@ func (c *Comm) smallReduceKernel(t simd.Type, send, recv []byte, op Op) *simd.Ke
 // (bytes, as long as recv) of every rank into recv.
 func (c *Comm) smallReduceBlocks(ctx context.Context, coll Collective, t simd.Type, k *simd.Kernel, opID uint64, send, recv []byte, lo, count int, aux uint64) error {
 	p := c.size
-	e := c.smallCall(coll, Flat, t, count, 0, reducer{k: k, comm: true}, opID, aux)
-	c.cur.send, c.cur.recv = send, recv
+	e := c.smallCall(coll, Flat, t, count, 0, k, opID, aux, send, recv)
 	c.last.Sent, c.last.Received, c.last.Reduced = uint64(p-1), uint64(p-1), uint64(p-1)
 	tiny := len(send) <= tinyBytes
 	simd.Copy(c.stepBuf(c.rank, e, tiny), send) // the blocks in rank order, as flatReduceScatter's
@@ -425,8 +420,7 @@ func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte
 		return false, nil
 	}
 	n := N / p
-	e := c.smallCall(CollAlltoall, Flat, t, n/t.Size(), 0, reducer{}, 0, 0)
-	c.cur.send, c.cur.recv = send, recv
+	e := c.smallCall(CollAlltoall, Flat, t, n/t.Size(), 0, nil, 0, 0, send, recv)
 	c.last.Sent, c.last.Received = uint64(p-1), uint64(p-1)
 	tiny := N <= tinyBytes
 	h := c.stepBuf(c.rank, e, tiny)
