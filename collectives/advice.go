@@ -73,9 +73,6 @@ type storeAdvice struct {
 // non-temporal stores.
 func (s *storeAdvice) hint(q int) *atomic.Uint64 { return s.ep.Hint(q) }
 
-// resetSlow forgets the slow reads, writes and probes seen in a row.
-func (s *storeAdvice) resetSlow() { s.slowReads, s.slowWrites, s.slowProbes = 0, 0, 0 }
-
 // storeAdviceOff reads the Options field and the environment variable.
 func storeAdviceOff(opt Options) (bool, error) {
 	switch v := os.Getenv(StoreAdviceEnv); v {

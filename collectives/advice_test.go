@@ -469,3 +469,6 @@ func TestStoreAdviceOff(t *testing.T) {
 		t.Errorf("%s=sometimes: err %v, want one naming it", StoreAdviceEnv, err)
 	}
 }
+
+// resetSlow forgets the slow reads, writes and probes seen in a row.
+func (s *storeAdvice) resetSlow() { s.slowReads, s.slowWrites, s.slowProbes = 0, 0, 0 }

@@ -54,8 +54,7 @@
 //   - Flat, Replicated: flat.go (alltoall: alltoall_flat.go)
 //   - Circulant: circulant.go (alltoall: alltoall_circulant.go)
 //   - Nblock: nblock.go
-//   - Tree, DualRoot, ReduceBcast: tree.go (allreduce), tree_rooted.go
-//     (reduce, bcast)
+//   - Tree, DualRoot, ReduceBcast: tree.go
 //   - Rabenseifner, Rabenseifner21, RecDoubling: rabenseifner.go;
 //     RabenseifnerOdd: rabenseifner_odd.go
 //   - Ring: ring.go; MST: mst.go; BDE: bde.go; Bruck: bruck.go

@@ -288,36 +288,29 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	if err != nil {
 		return d.alg, "", err
 	}
-	var why string
-	switch d.why {
-	case byPin:
-		src := "SHMCOLL_ALGO_" + strings.ToUpper(call.Coll.String())
-		if opt.Algorithms[call.Coll] != Auto {
-			src = "Options.Algorithms"
-		}
-		why = "pinned by " + src
-	case byDirect:
-		why = fmt.Sprintf("every buffer comes from Alloc and the call has at least %s (directMin)", formatTableSize(int64(directMin(call.Coll, call.Oversubscribed))))
-	case byTable, byTableOrdered:
-		r := sel.entry(call.Coll, call.Bytes)
-		cpus := "fit"
-		if call.Oversubscribed {
-			cpus = "over"
-		}
-		why = fmt.Sprintf("selection table (%s) entry %v p=%d %s [%s, %s)", tc.src, call.Coll, call.P, cpus, formatTableSize(r.From), formatTableSize(r.To))
+	why := map[reason]string{
+		byPin:       "pinned by SHMCOLL_ALGO_" + strings.ToUpper(call.Coll.String()),
+		byDirect:    "every buffer comes from Alloc and the call has at least " + formatTableSize(int64(directMin(call.Coll, call.Oversubscribed))),
+		byHeuristic: "no table entry for this p, oversubscription and size: the heuristic",
+	}[d.why]
+	if d.why == byPin && opt.Algorithms[call.Coll] != Auto {
+		why = "pinned by Options.Algorithms"
+	}
+	if r := sel.entry(call.Coll, call.Bytes); d.why == byTable || d.why == byTableOrdered {
+		why = fmt.Sprintf("selection table (%s) entry %v p=%d over=%v [%s, %s)", tc.src, call.Coll, call.P, call.Oversubscribed, formatTableSize(r.From), formatTableSize(r.To))
 		if d.why == byTableOrdered {
 			why += fmt.Sprintf(": its order-preserving algorithm, since %v does not keep rank order", r.Alg)
 		}
 		if r.Reason != "" {
 			why += "; override: " + r.Reason
 		}
-	case byHeuristic:
-		why = "no table entry for this p, oversubscription and size: the heuristic"
 	}
 	for _, sp := range smallPaths {
-		if sp.coll == call.Coll && !call.Arena && !call.NonCommutative && call.P > 1 && call.Bytes >= sp.lo &&
-			call.Bytes <= s.smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi) {
-			why += fmt.Sprintf("; the small-call path, which serves %v up to %d bytes here", call.Coll, s.smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi))
+		if sp.coll != call.Coll || call.Arena || call.NonCommutative || call.P < 2 || call.Bytes < sp.lo {
+			continue
+		}
+		if up := s.smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi); call.Bytes <= up {
+			why += fmt.Sprintf("; the small-call path, which serves %v up to %d bytes here", call.Coll, up)
 		}
 	}
 	return d.alg, why, nil
