@@ -267,7 +267,10 @@ func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) err
 	}
 	c.cur.send, c.cur.recv, c.cur.count = s, r, n
 	c.regular(n)
-	return c.gatherv(ctx, c.size*n)
+	if c.size == 1 {
+		c.ownBlock()
+	}
+	return c.pick(ctx, c.size*n*c.cur.esz)
 }
 
 // Allgatherv gathers send (counts[r] elements on rank r) of all ranks into
@@ -306,16 +309,10 @@ func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, co
 		return c.bad("send and receive buffers overlap")
 	}
 	c.cur.send, c.cur.recv, c.cur.count = s, r, total
-	return c.gatherv(ctx, total)
-}
-
-// gatherv runs an allgather(v) of total elements.
-func (c *Comm) gatherv(ctx context.Context, total int) error {
-	a := &c.cur
 	if c.size == 1 {
 		c.ownBlock()
 	}
-	return c.pick(ctx, total*a.esz)
+	return c.pick(ctx, total*c.cur.esz)
 }
 
 // ownBlock copies the own block of an allgather(v) from send into recv

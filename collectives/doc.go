@@ -51,12 +51,11 @@
 // registry of implementations in names.go.
 //
 // Algorithms, one file per family, each registering itself in init:
-//   - Flat, Replicated: flat.go (alltoall: alltoall_flat.go)
-//   - Circulant: circulant.go (alltoall: alltoall_circulant.go)
+//   - Flat, Replicated: flat.go
+//   - Circulant: circulant.go
 //   - Nblock: nblock.go
 //   - Tree, DualRoot, ReduceBcast: tree.go
-//   - Rabenseifner, Rabenseifner21, RecDoubling: rabenseifner.go;
-//     RabenseifnerOdd: rabenseifner_odd.go
+//   - Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd: rabenseifner.go
 //   - Ring: ring.go; MST: mst.go; BDE: bde.go; Bruck: bruck.go
 //   - Direct: direct.go
 //

@@ -6,24 +6,16 @@ import (
 	"strings"
 )
 
-// Selection: the one place where a call's algorithm is decided.
-//
-// decide takes inputs that are equal on every rank of a correct program:
-// the collective, the call's bytes, p, whether the operator commutes,
-// whether every buffer of the call comes from [Alloc] (every rank must
-// pass the same kind; the descriptor check fails the call otherwise),
-// whether the ranks outnumber the CPUs, the pins and the selection table
-// (whose hash the ranks compare when they join). In order:
-//
-//  1. a pin (Options.Algorithms over SHMCOLL_ALGO_<COLL>);
-//  2. Direct, for arena buffers from directMin bytes up;
-//  3. the selection table's entry (its ordered algorithm for a
-//     non-commutative operator);
-//  4. the heuristic.
-//
-// The chosen algorithm is part of the call descriptor. The small-call
-// path (small.go) serves a collective up to the size below which decide
-// picks its algorithm at every size (smallUpTo).
+// Selection: the one place where a call's algorithm is decided (decide),
+// from inputs equal on every rank of a correct program: the collective,
+// the call's bytes, p, whether the operator commutes, whether every
+// buffer comes from [Alloc] (a rank that differs fails the descriptor
+// check), oversubscription, the pins and the table (whose hash the ranks
+// compare when they join). In order: a pin (Options.Algorithms over
+// SHMCOLL_ALGO_<COLL>); Direct, for arena buffers from directMin bytes
+// up; the table's entry (its ordered algorithm for a non-commutative
+// operator); the heuristic. The small-call path serves a collective up to
+// the size below which decide picks its algorithm at every size.
 
 // selectInput is what decide decides from, besides the communicator's
 // pins, table, p and oversubscription.
@@ -257,7 +249,6 @@ type Call struct {
 	Bytes int
 	// P is the number of ranks.
 	P int
-
 	// NonCommutative: the operator does not commute.
 	NonCommutative bool
 	// Arena: every buffer of the call comes from [Alloc].

@@ -29,15 +29,19 @@ import (
 // synchronized, a user operator, an argument error, another algorithm)
 // takes the general path, which runs or reports it.
 
-// smallOK reports whether the small-call path may run coll (small[i]) on
-// n bytes: selection picks alg for coll at every size from 1 (0 for the
-// barrier) to n, and every rank has begun this rank's last step.
-func (c *Comm) smallOK(i int, coll Collective, alg Algorithm, n int) bool {
-	m := &c.small[i]
-	if !m.known || m.pin != c.pinned[coll] {
-		c.learnSmall(m, coll, alg)
+// smallOK reports whether small-call path i may run a call of n bytes:
+// selection picks its algorithm at every size from its smallest to n
+// (learnSmall), and every rank has begun this rank's last step.
+func (c *Comm) smallOK(i, n int) bool {
+	if m := &c.small[i]; !m.known || m.pin != c.pinned[smallPaths[i].coll] {
+		c.learnSmall(i)
 	}
-	return n <= m.upTo && c.size > 1 && c.synced == c.step && !c.closed && c.ep.Ok()
+	return n <= c.small[i].upTo && c.size > 1 && c.synced == c.step && !c.closed && c.ep.Ok()
+}
+
+func (c *Comm) learnSmall(i int) {
+	sp := &smallPaths[i]
+	c.small[i] = smallMemo{known: true, pin: c.pinned[sp.coll], upTo: c.selector().smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi)}
 }
 
 // smallMemo remembers up to which size selection picks the small-call path's
@@ -51,9 +55,7 @@ type smallMemo struct {
 
 // The small-call paths (Comm.small), and the most bytes they take: the
 // vector travels in the counter's line up to tinyBytes, above in the slot
-// half (publish: a store per line, from 4 KiB the string copy).
-//
-// Bcast and reduce take up to 8 KiB, where the flat bcast and the
+// half. Bcast and reduce take up to 8 KiB, where the flat bcast and the
 // replicated reduce send the vector whole too; above, the general path's
 // copies gain from the store advice. The allreduce keeps 1 KiB: from
 // sampledReduceMin its general path samples the placement (non-temporal
@@ -72,8 +74,8 @@ const (
 	smallRootedBytes = 8 << 10
 )
 
-// smallPaths are the collective, the algorithm and the sizes (bytes, as
-// selection counts them) of each small-call path.
+// smallPaths are the collective, algorithm and sizes (bytes, as selection
+// counts them) of each small-call path.
 var smallPaths = [numSmall]struct {
 	coll   Collective
 	alg    Algorithm
@@ -86,14 +88,6 @@ var smallPaths = [numSmall]struct {
 	smallReduceScatterIdx:  {CollReduceScatterBlock, Flat, 1, smallBytes},
 	smallAlltoallIdx:       {CollAlltoall, Flat, 1, smallBytes},
 	smallReduceScatterVIdx: {CollReduceScatter, Flat, 1, smallBytes},
-}
-
-func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
-	for _, sp := range smallPaths {
-		if sp.coll == coll {
-			*m = smallMemo{known: true, pin: c.pinned[coll], upTo: c.selector().smallUpTo(coll, alg, sp.lo, sp.hi)}
-		}
-	}
 }
 
 // smallCall begins a small call of coll, its one step: it counts the call
@@ -152,7 +146,7 @@ func (c *Comm) smallFinish(ctx context.Context, e uint64, skip int) error {
 // smallBarrier is flatBarrier on the small-call path; ok is false when it
 // does not apply.
 func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
-	if !c.smallOK(smallBarrierIdx, CollBarrier, Flat, 0) || ctx.Err() != nil {
+	if !c.smallOK(smallBarrierIdx, 0) || ctx.Err() != nil {
 		return false, nil // the general path runs it, or fails it
 	}
 	e := c.smallCall(CollBarrier, Flat, 0, 0, 0, nil, 0, 0, nil, nil)
@@ -164,7 +158,7 @@ func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 // built-in operator; ok is false when it does not apply. send is nil or as long as recv.
 func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
 	n := len(recv)
-	if n == 0 || !c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated, n) {
+	if n == 0 || !c.smallOK(smallAllreduceIdx, n) {
 		return false, nil
 	}
 	k := c.kernels.get(t, op)
@@ -229,7 +223,7 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 // not apply.
 func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int) (ok bool, err error) {
 	n := len(buf)
-	if n == 0 || n > c.half || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, CollBcast, Flat, n) || ctx.Err() != nil {
+	if n == 0 || n > c.half || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, n) || ctx.Err() != nil {
 		return false, nil
 	}
 	e := c.smallCall(CollBcast, Flat, t, n/t.Size(), root, nil, 0, 0, nil, buf)
@@ -273,7 +267,7 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	} else {
 		recv = nil
 	}
-	if n == 0 || n > c.half || !c.smallOK(smallReduceIdx, CollReduce, Replicated, n) || ctx.Err() != nil {
+	if n == 0 || n > c.half || !c.smallOK(smallReduceIdx, n) || ctx.Err() != nil {
 		return false, nil
 	}
 	k := c.kernels.get(t, op)
@@ -326,7 +320,7 @@ func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv [
 	p, n := c.size, len(recv)
 	k := c.smallReduceKernel(t, send, recv, op)
 	if k == nil || n == 0 || len(send) != p*n ||
-		!c.smallOK(smallReduceScatterIdx, CollReduceScatterBlock, Flat, len(send)) || ctx.Err() != nil {
+		!c.smallOK(smallReduceScatterIdx, len(send)) || ctx.Err() != nil {
 		return false, nil
 	}
 	return true, c.smallReduceBlocks(ctx, CollReduceScatterBlock, t, k, op.hash, send, recv, c.rank*n, n/t.Size(), 0)
@@ -356,7 +350,7 @@ func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv 
 		total += m
 	}
 	if total*esz != len(send) || counts[c.rank]*esz != len(recv) ||
-		!c.smallOK(smallReduceScatterVIdx, CollReduceScatter, Flat, len(send)) || ctx.Err() != nil {
+		!c.smallOK(smallReduceScatterVIdx, len(send)) || ctx.Err() != nil {
 		return false, nil
 	}
 	return true, c.smallReduceBlocks(ctx, CollReduceScatter, t, k, op.hash, send, recv, lo*esz, total, hashInts(counts))
@@ -416,7 +410,7 @@ func (c *Comm) smallReduceBlocks(ctx context.Context, coll Collective, t simd.Ty
 func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte) (ok bool, err error) {
 	p, N := c.size, len(recv)
 	if send == nil || N == 0 || len(send) != N || N%(p*t.Size()) != 0 || N > c.half || overlaps(send, recv) ||
-		!c.smallOK(smallAlltoallIdx, CollAlltoall, Flat, N) || ctx.Err() != nil {
+		!c.smallOK(smallAlltoallIdx, N) || ctx.Err() != nil {
 		return false, nil
 	}
 	n := N / p

@@ -24,7 +24,7 @@ func warmSmall(c *Comm, n int) (Stats, error) {
 	}
 	general, _ := c.Stats()
 	// (Not smallOK's result: a peer may have gone on to abort the arena.)
-	c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated, 8*n)
+	c.smallOK(smallAllreduceIdx, 8*n)
 	if c.small[smallAllreduceIdx].upTo < 8*n || c.synced != c.step {
 		return general, fmt.Errorf("rank %d: allreduce of %d B would not take the small-call path (%v)", c.rank, 8*n, c.LastAlgorithm())
 	}
