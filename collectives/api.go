@@ -45,12 +45,17 @@ func (c *Comm) bindOp(op Op) error {
 	return nil
 }
 
-// pick chooses the algorithm for the current call and runs it; with one
-// rank it does nothing.
+// pick chooses the algorithm for the current call of bytes and runs it
+// (dispatch); with one rank it does nothing: the caller did what one rank
+// does. It inlines, so a one-rank call makes no call for it.
 func (c *Comm) pick(ctx context.Context, bytes int) error {
 	if c.size == 1 {
-		return nil // the caller did what one rank does
+		return nil
 	}
+	return c.dispatch(ctx, bytes)
+}
+
+func (c *Comm) dispatch(ctx context.Context, bytes int) error {
 	// ctx.Err(), an atomic load in the standard library's cancelable
 	// contexts, not a select on ctx.Done(), which calls the runtime's
 	// channel receive and reads the channel's line: where ranks share

@@ -203,11 +203,8 @@ func (kc *kernelCache) fill(t simd.Type, op Op) *simd.Kernel {
 		return nil
 	}
 	k, err := simd.Lookup(t, op.builtin)
-	if err != nil {
-		return nil
+	if key := uint16(t)<<8 | uint16(op.hash); err == nil {
+		kc[key%uint16(len(kc))].key, kc[key%uint16(len(kc))].k = key, k
 	}
-	key := uint16(t)<<8 | uint16(op.hash)
-	e := &kc[key%uint16(len(kc))]
-	e.key, e.k = key, k
 	return k
 }

@@ -30,11 +30,10 @@ type selectInput struct {
 type reason uint8
 
 const (
-	byPin          reason = iota + 1 // Options.Algorithms or SHMCOLL_ALGO_<COLL>
-	byDirect                         // arena buffers of at least directMin bytes
-	byTable                          // the table's entry
-	byTableOrdered                   // the table's order-preserving entry
-	byHeuristic                      // no entry applies
+	byPin       reason = iota + 1 // Options.Algorithms or SHMCOLL_ALGO_<COLL>
+	byDirect                      // arena buffers of at least directMin bytes
+	byTable                       // the table's entry (or its ordered algorithm)
+	byHeuristic                   // no entry applies
 )
 
 // decision is decide's answer: the algorithm and why.
@@ -66,12 +65,8 @@ func (s selector) decide(in selectInput) (decision, error) {
 		return d, fmt.Errorf("%w: algorithm direct needs every buffer of the call from Alloc", ErrInvalidArgument)
 	case pin != Auto:
 	default:
-		alg, ordered := s.table.lookup(coll, in.bytes, in.commutative)
-		d = decision{alg, byTable}
-		if ordered {
-			d.why = byTableOrdered
-		}
-		if alg == Auto {
+		d = decision{s.table.lookup(coll, in.bytes, in.commutative), byTable}
+		if d.alg == Auto {
 			d = decision{HeuristicAlgorithm(coll, in.bytes, s.p, in.commutative, s.over), byHeuristic}
 		}
 	}
@@ -287,9 +282,9 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	if d.why == byPin && opt.Algorithms[call.Coll] != Auto {
 		why = "pinned by Options.Algorithms"
 	}
-	if r := sel.entry(call.Coll, call.Bytes); d.why == byTable || d.why == byTableOrdered {
+	if r := sel.entry(call.Coll, call.Bytes); d.why == byTable {
 		why = fmt.Sprintf("selection table (%s) entry %v p=%d over=%v [%s, %s)", tc.src, call.Coll, call.P, call.Oversubscribed, formatTableSize(r.From), formatTableSize(r.To))
-		if d.why == byTableOrdered {
+		if d.alg != r.Alg {
 			why += fmt.Sprintf(": its order-preserving algorithm, since %v does not keep rank order", r.Alg)
 		}
 		if r.Reason != "" {

@@ -39,7 +39,7 @@ func TestDefaultOverrides(t *testing.T) {
 		}
 		s := d.selection(e.P, e.Over)
 		for _, b := range []int64{e.From, (e.From + min(e.To, 1<<40)) / 2, min(e.To, 1<<40) - 1} {
-			if a, _ := s.lookup(e.Coll, int(b), true); a != e.Alg {
+			if a := s.lookup(e.Coll, int(b), true); a != e.Alg {
 				t.Errorf("%v p=%d at %d: default table chooses %v, override says %v", e.Coll, e.P, b, a, e.Alg)
 			}
 		}

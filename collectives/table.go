@@ -473,18 +473,16 @@ func (t *Table) selection(p int, over bool) selection {
 // lookup returns the table's algorithm for a call of coll on bytes, or
 // Auto when the table has none that fits: no range holds bytes, or the
 // operator is not commutative and neither the entry's algorithm nor its
-// recorded ordered one keeps rank order. ordered reports that the entry's
-// ordered algorithm was taken.
-func (s *selection) lookup(coll Collective, bytes int, commutative bool) (alg Algorithm, ordered bool) {
-	r := s.entry(coll, bytes)
-	switch {
+// recorded ordered one keeps rank order.
+func (s *selection) lookup(coll Collective, bytes int, commutative bool) Algorithm {
+	switch r := s.entry(coll, bytes); {
 	case r == nil:
 	case commutative || orderPreserving[coll][r.Alg]:
-		return r.Alg, false
+		return r.Alg
 	case r.Ordered != Auto:
-		return r.Ordered, true
+		return r.Ordered
 	}
-	return Auto, false
+	return Auto
 }
 
 // entry returns the range of coll that holds bytes, or nil.

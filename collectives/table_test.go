@@ -211,19 +211,19 @@ allreduce 2 fit 0   inf recdoubling -
 func TestTableOversubscribed(t *testing.T) {
 	tab := mustParse(t, "allreduce 8 fit 0 inf ring -\nallreduce 8 over 0 inf bruck -\nbarrier 8 over 0 inf flat -\n")
 	fit, over := tab.selection(8, false), tab.selection(8, true)
-	if a, _ := fit.lookup(CollAllreduce, 64, true); a != Ring {
+	if a := fit.lookup(CollAllreduce, 64, true); a != Ring {
 		t.Errorf("fit: %v, want ring", a)
 	}
-	if a, _ := over.lookup(CollAllreduce, 64, true); a != Bruck {
+	if a := over.lookup(CollAllreduce, 64, true); a != Bruck {
 		t.Errorf("over: %v, want bruck", a)
 	}
-	if a, _ := fit.lookup(CollBarrier, 0, true); a != Auto {
+	if a := fit.lookup(CollBarrier, 0, true); a != Auto {
 		t.Errorf("fit barrier: %v, want none (the heuristic)", a)
 	}
-	if a, _ := over.lookup(CollBarrier, 0, true); a != Flat {
+	if a := over.lookup(CollBarrier, 0, true); a != Flat {
 		t.Errorf("over barrier: %v, want flat", a)
 	}
-	if s4 := tab.selection(4, false); func() Algorithm { a, _ := s4.lookup(CollAllreduce, 64, true); return a }() != Auto {
+	if s4 := tab.selection(4, false); s4.lookup(CollAllreduce, 64, true) != Auto {
 		t.Error("p=4 used p=8's entry")
 	}
 	// In-process ranks are never oversubscribed.
