@@ -22,9 +22,10 @@ import (
 // reduce) and posts phase 2; then every rank (the root for reduce) copies
 // block q from the result area of rank q.
 //
-// Bcast, scatter, gather, allgather(v), scan: the ranks that provide data
-// copy it into their half and post phase 1; the others read it after
-// waiting for that phase.
+// Bcast, scatter, gather, allgather(v), scan, alltoall(v): the ranks that
+// provide data copy it into their half and post phase 1; the others read
+// it after waiting for that phase. Replicated (replicatedAllreduce) lives
+// here too: every rank reduces the whole vector.
 //
 // Slot reuse (structure): in a step a rank writes its half only before it
 // posts phase 1, except the result area of allreduce and reduce, which it
