@@ -13,12 +13,18 @@ func (c *Comm) start(coll Collective, t simd.Type) error {
 	if c.closed {
 		return &Error{Rank: c.rank, Coll: coll, Seq: c.seq, Err: ErrClosed}
 	}
-	c.seq++
-	c.total.add(c.last)
-	c.last = Stats{Calls: 1}
+	c.countCall(Stats{Calls: 1})
 	c.cur = call{coll: coll, typ: t, esz: t.Size()}
 	if err := c.ep.Err(); err != nil {
 		return c.fail(err)
+	}
+	return nil
+}
+
+// checkRoot fails the current call if root is not a rank.
+func (c *Comm) checkRoot(root int) error {
+	if root < 0 || root >= c.size {
+		return c.bad("root %d out of range [0, %d)", root, c.size)
 	}
 	return nil
 }
@@ -36,33 +42,32 @@ func (c *Comm) bindOp(op Op) error {
 	}
 	c.cur.red = r
 	c.cur.opID = op.hash
-	if r.k != nil {
-		c.kern, c.kernOp, c.kernType = r.k, op.hash, c.cur.typ // for the small-call path
-	}
 	return nil
 }
 
-// pick chooses the algorithm for the current call and runs it.
+// pick chooses the algorithm for the current call of bytes and runs it
+// (dispatch); with one rank it does nothing: the caller did what one rank
+// does. It inlines, so a one-rank call makes no call for it.
 func (c *Comm) pick(ctx context.Context, bytes int) error {
+	if c.size == 1 {
+		return nil
+	}
+	return c.dispatch(ctx, bytes)
+}
+
+func (c *Comm) dispatch(ctx context.Context, bytes int) error {
 	// ctx.Err(), an atomic load in the standard library's cancelable
-	// contexts since Go 1.23, not a select on ctx.Done(), which calls the
-	// runtime's channel receive and reads the channel's line (np=8 on 2
-	// CPUs, where every line a call touches is a refill after each wait).
-	// Not remembered per context: comparing contexts panics for a Context
+	// contexts, not a select on ctx.Done(), which calls the runtime's
+	// channel receive and reads the channel's line: where ranks share
+	// CPUs every line a call touches is a refill after each wait. Not
+	// remembered per context: comparing contexts panics for a Context
 	// whose type is not comparable.
 	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}
-	a := Direct
-	if !c.useDirect(bytes) {
-		var err error
-		a, err = c.choose(c.cur.coll, bytes, c.cur.red.user == nil || c.cur.red.comm)
-		if err != nil {
-			return c.fail(err)
-		}
-		if a == Direct {
-			return c.bad("algorithm direct needs every buffer of the call from Alloc")
-		}
+	a, err := c.choose(bytes)
+	if err != nil {
+		return c.fail(err)
 	}
 	c.cur.alg = a
 	if (c.cur.coll == CollAllgather || c.cur.coll == CollAllgatherv) && a != Flat && a != Direct {
@@ -202,7 +207,6 @@ func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv
 	c.regular(n)
 	if c.size == 1 {
 		simd.Copy(r, s)
-		return nil
 	}
 	return c.pick(ctx, len(s))
 }
@@ -242,7 +246,6 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 	c.cur.send, c.cur.recv, c.cur.count = s, r, total
 	if c.size == 1 {
 		simd.Copy(r, s)
-		return nil
 	}
 	return c.pick(ctx, len(s))
 }
@@ -269,7 +272,10 @@ func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) err
 	}
 	c.cur.send, c.cur.recv, c.cur.count = s, r, n
 	c.regular(n)
-	return c.gatherv(ctx, c.size*n)
+	if c.size == 1 {
+		c.ownBlock()
+	}
+	return c.pick(ctx, c.size*n*c.cur.esz)
 }
 
 // Allgatherv gathers send (counts[r] elements on rank r) of all ranks into
@@ -308,17 +314,10 @@ func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, co
 		return c.bad("send and receive buffers overlap")
 	}
 	c.cur.send, c.cur.recv, c.cur.count = s, r, total
-	return c.gatherv(ctx, total)
-}
-
-// gatherv runs an allgather(v) of total elements.
-func (c *Comm) gatherv(ctx context.Context, total int) error {
-	a := &c.cur
 	if c.size == 1 {
 		c.ownBlock()
-		return nil
 	}
-	return c.pick(ctx, total*a.esz)
+	return c.pick(ctx, total*c.cur.esz)
 }
 
 // ownBlock copies the own block of an allgather(v) from send into recv
@@ -369,13 +368,10 @@ func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) erro
 	if err := c.start(CollBcast, simd.TypeOf[T]()); err != nil {
 		return err
 	}
-	if root < 0 || root >= c.size {
-		return c.bad("root %d out of range [0, %d)", root, c.size)
+	if err := c.checkRoot(root); err != nil {
+		return err
 	}
 	c.cur.recv, c.cur.count, c.cur.root = simd.AsBytes(buf), len(buf), root
-	if c.size == 1 {
-		return nil
-	}
 	return c.pick(ctx, len(c.cur.recv))
 }
 
@@ -393,8 +389,8 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 	if err := c.bindOp(op); err != nil {
 		return err
 	}
-	if root < 0 || root >= c.size {
-		return c.bad("root %d out of range [0, %d)", root, c.size)
+	if err := c.checkRoot(root); err != nil {
+		return err
 	}
 	s, r := bytesOf(send), bytesOf(recv)
 	n := len(send)
@@ -414,11 +410,8 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 		r = nil
 	}
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
-	if c.size == 1 {
-		if s != nil {
-			simd.Copy(r, s)
-		}
-		return nil
+	if c.size == 1 && s != nil {
+		simd.Copy(r, s)
 	}
 	return c.pick(ctx, n*c.cur.esz)
 }
@@ -430,8 +423,8 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 	if err := c.start(CollScatter, simd.TypeOf[T]()); err != nil {
 		return err
 	}
-	if root < 0 || root >= c.size {
-		return c.bad("root %d out of range [0, %d)", root, c.size)
+	if err := c.checkRoot(root); err != nil {
+		return err
 	}
 	s, r := bytesOf(send), bytesOf(recv)
 	n := len(recv)
@@ -453,9 +446,6 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 		s = nil
 	}
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
-	if c.size == 1 {
-		return nil
-	}
 	return c.pick(ctx, n*c.size*c.cur.esz)
 }
 
@@ -466,8 +456,8 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 	if err := c.start(CollGather, simd.TypeOf[T]()); err != nil {
 		return err
 	}
-	if root < 0 || root >= c.size {
-		return c.bad("root %d out of range [0, %d)", root, c.size)
+	if err := c.checkRoot(root); err != nil {
+		return err
 	}
 	s, r := bytesOf(send), bytesOf(recv)
 	n := len(send)
@@ -492,9 +482,6 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 		r = nil
 	}
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
-	if c.size == 1 {
-		return nil
-	}
 	return c.pick(ctx, n*c.size*c.cur.esz)
 }
 
@@ -531,11 +518,8 @@ func elementwise[T simd.Element](ctx context.Context, c *Comm, coll Collective, 
 		return err
 	}
 	c.cur.send, c.cur.recv, c.cur.count = s, r, len(recv)
-	if c.size == 1 {
-		if s != nil && coll != CollExscan {
-			simd.Copy(r, s)
-		}
-		return nil
+	if c.size == 1 && s != nil && coll != CollExscan {
+		simd.Copy(r, s)
 	}
 	return c.pick(ctx, len(r))
 }
@@ -547,9 +531,6 @@ func Barrier(ctx context.Context, c *Comm) error {
 	}
 	if err := c.start(CollBarrier, 0); err != nil {
 		return err
-	}
-	if c.size == 1 {
-		return nil
 	}
 	return c.pick(ctx, 0)
 }
@@ -580,11 +561,8 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 	c.regular(n)
 	a := &c.cur
 	a.rcounts, a.rdispls = a.counts, a.displs
-	if c.size == 1 {
-		if s != nil {
-			simd.Copy(r, s)
-		}
-		return nil
+	if c.size == 1 && s != nil {
+		simd.Copy(r, s)
 	}
 	return c.pick(ctx, len(r))
 }

@@ -8,12 +8,6 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// Buffers in the arena. Each rank has a heap in the arena when the
-// communicator is made with Options.HeapBytes; Alloc hands out buffers from
-// it. A call whose buffers all live there on every rank, and whose vector
-// has at least directMin bytes, takes the Direct algorithm: the ranks read
-// each other's buffers in place, with no copy into the slots (direct.go).
-
 // heapAlign is the alignment of every buffer Alloc returns: a cache line,
 // so that two buffers never share one.
 const heapAlign = lineBytes
@@ -85,15 +79,11 @@ func (h *heap) largest() int {
 }
 
 // Alloc returns a zeroed buffer of n elements in this rank's heap in the
-// arena (Options.HeapBytes), aligned to a cache line. A collective call
-// whose buffers (send and receive, or the one buffer of an in-place call or
-// of Bcast) all come from Alloc on every rank lets the ranks read each
-// other's buffers in place: no copy into the arena (the Direct algorithm;
-// allreduce, reduce-scatter, allgather(v) and bcast). It does so from 1
-// MiB, and from 4 MiB for allgather (16 MiB when the ranks outnumber the
-// CPUs): below that, the program's next write of a buffer that the peers
-// read costs more than the copy saves (see directMin). If some ranks pass
-// arena buffers and others do not, the call fails on every rank with
+// arena (Options.HeapBytes), aligned to a cache line. A large collective
+// call whose buffers (send and receive, or the one buffer of an in-place
+// call or of Bcast) all come from Alloc on every rank lets the ranks read
+// each other's buffers in place ([Direct]); if some ranks pass arena
+// buffers and others do not, the call fails on every rank with
 // ErrMismatch. The buffer is valid until Free or Close and belongs to the
 // calling rank: the others read it only within a collective call that it
 // is passed to. Alloc is not safe for concurrent use with other calls on

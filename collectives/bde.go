@@ -3,7 +3,7 @@ package collectives
 import "context"
 
 // The bidirectional-exchange (BDE) algorithms of the lecture notes (003),
-// on read schedules (see rabenseifner_schedule.go), for any p. The rank
+// on read schedules (see schedule.go), for any p. The rank
 // range [lo, hi) of a group is halved at mid = lo + floor(g/2); rank i of
 // the left half pairs with rank i + floor(g/2) of the right half, and if g
 // is odd the last rank of the right half, which has no partner, hands its
@@ -109,15 +109,15 @@ func (c *Comm) bdeSched(kind uint8) *schedule {
 	return cachedSchedule(schedKey{alg: BDE, kind: kind, p: p}, func() *schedule { return bdeSchedule(p, kind) })
 }
 
-func (c *Comm) bdeAllgather(ctx context.Context) error {
-	return c.schedAllgather(ctx, c.bdeSched(bdeKindAllgather))
+func (c *Comm) bdeAllgather(ctx context.Context, a *call) error {
+	return c.schedAllgather(ctx, a, c.bdeSched(bdeKindAllgather))
 }
 
-func (c *Comm) bdeReduceScatter(ctx context.Context) error {
-	return c.schedReduceScatter(ctx, c.bdeSched(bdeKindReduceScatter))
+func (c *Comm) bdeReduceScatter(ctx context.Context, a *call) error {
+	return c.schedReduceScatter(ctx, a, c.bdeSched(bdeKindReduceScatter))
 }
 
-func (c *Comm) bdeAllreduce(ctx context.Context) error {
+func (c *Comm) bdeAllreduce(ctx context.Context, a *call) error {
 	s := c.bdeSched(bdeKindAllreduce)
-	return c.schedVector(ctx, c.half/c.cur.esz, func(int) *schedule { return s })
+	return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // Bruck's concatenation allgather (the latency-optimized allgather of 001
-// for any p), on read schedules (see rabenseifner_schedule.go). Rank r's
+// for any p), on read schedules (see schedule.go). Rank r's
 // half holds the rotated buffer R, R[i] = block (r+i) mod p, R[0] its own.
 // In round k, with s = 2^k, rank r copies R[0 .. min(s, p-s)) of rank
 // (r+s) mod p, which are blocks r+s ..., into its own R[s ..]. After
@@ -51,14 +51,13 @@ func bruckSchedule(p int, reduce bool) *schedule {
 	return b.done(nil)
 }
 
-func (c *Comm) bruckAllgather(ctx context.Context) error {
+func (c *Comm) bruckAllgather(ctx context.Context, a *call) error {
 	p := c.size
 	s := cachedSchedule(schedKey{alg: Bruck, p: p}, func() *schedule { return bruckSchedule(p, false) })
-	return c.schedAllgather(ctx, s)
+	return c.schedAllgather(ctx, a, s)
 }
 
-func (c *Comm) bruckAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 	esz, p, N, r := a.esz, c.size, a.count, c.rank
 	s := cachedSchedule(schedKey{alg: Bruck, kind: 1, p: p}, func() *schedule { return bruckSchedule(p, true) })
 	M := c.half / esz / 2
@@ -83,12 +82,9 @@ func (c *Comm) bruckAllreduce(ctx context.Context) error {
 			c.sc.srcs[q] = span(c.slotHalf(q, e), esz, pre[r], pre[r+1])
 		}
 		a.red.reduceK(span(h, esz, M, M+pre[r+1]-pre[r]), c.sc.srcs)
-		c.last.Rounds++
-		c.last.Sent += uint64(p - 1)
-		c.last.Received += uint64(p - 1)
-		c.last.Reduced += uint64(p - 1)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
 		a.fully = true
-		if err := c.runSchedule(ctx, s, e, nil, M, schedOut{}); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, nil, M, schedOut{}); err != nil {
 			return err
 		}
 		for j := range p {

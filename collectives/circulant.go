@@ -57,9 +57,7 @@ func (c *Comm) plan(kind circulant.Kind) (*circulant.Plan, error) {
 }
 
 func (c *Comm) count(rd *circulant.Round) {
-	c.last.Rounds++
-	c.last.Sent += uint64(rd.Send.Len())
-	c.last.Received += uint64(rd.Recv.Len())
+	c.last.add(Stats{Rounds: 1, Sent: uint64(rd.Send.Len()), Received: uint64(rd.Recv.Len())})
 	if rd.Op == circulant.OpReduce {
 		c.last.Reduced += uint64(rd.Recv.Len())
 	}
@@ -71,8 +69,7 @@ func (c *Comm) count(rd *circulant.Round) {
 // is fused with the copy-in from it); out receives the last round's
 // blocks directly (allgather rounds) or the last reduction of R[0]
 // (a reduce-scatter), if not nil.
-func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, out []byte) error {
-	a := &c.cur
+func (c *Comm) rounds(ctx context.Context, a *call, pl *circulant.Plan, e uint64, h, in, out []byte) error {
 	esz := a.esz
 	last := len(pl.Rounds) - 1
 	for k := range pl.Rounds {
@@ -96,7 +93,7 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 			}
 			if out != nil && finalFirst(pl) { // p = 2 allreduce
 				if (rhi-rlo)*esz >= pipelineBytes/8 && !c.ep.Oversubscribed() {
-					c.probeRead(peer(0, rhi-rlo))
+					c.adv.probeRead(peer(0, rhi-rlo))
 				}
 				c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
 					c.reduceResult(span(out, esz, user, user+n), span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
@@ -105,10 +102,10 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 			}
 			// The peers read these blocks next: non-temporally when they
 			// ask for it, as publish does.
-			stream := (rhi-rlo)*esz >= pipelineBytes/8 && c.advisedNT()
+			stream := (rhi-rlo)*esz >= pipelineBytes/8 && c.adv.advised()
 			// This reduction reads what the peer just wrote: it is what
 			// crawls when the vCPUs sit on different dies, so it is timed.
-			t0 := c.copyStart((rhi - rlo) * esz)
+			t0 := c.adv.readStart((rhi - rlo) * esz)
 			c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
 				if stream {
 					a.red.reduce3Stream(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
@@ -116,7 +113,7 @@ func (c *Comm) rounds(ctx context.Context, pl *circulant.Plan, e uint64, h, in, 
 					a.red.reduce3(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
 				}
 			})
-			c.reduceDone((rhi-rlo)*esz, t0)
+			c.adv.reduceDone((rhi-rlo)*esz, t0)
 		case rd.Op == circulant.OpReduce:
 			if k == last && out != nil {
 				a.red.reduce3(out, span(h, esz, rlo, rhi), peer(rlo, rhi-rlo))
@@ -144,31 +141,13 @@ func finalFirst(pl *circulant.Plan) bool {
 // reduceResult computes dst = in op peer, blocks of the rank's result,
 // into the user's buffer dst and a copy into its slot (for the peer to
 // read), resultChunk bytes at a time, so that the copy reads what the
-// reduction just wrote from L1. dst may be in.
+// reduction just wrote from L1. dst may be in. The slot gets its copy
+// from the string copy, not from the kernel's stores: where the vCPUs sit
+// on different dies, the peer reads lines the string copy stored faster.
 //
-// Before, the reduction wrote the slot and the rank copied its result out
-// of the slot at the end of the step, reading it back from L2, or from
-// memory where the slot was stored non-temporally on advice. np=2,
-// interleaved: one L3 1M 43.7 -> 35.4 µs, 4M 180 -> 147, 16M 1.22-2.18 ->
-// 1.16 ms; different dies 1M 66.1 -> 58.0, 4M 267 -> 237, 16M 1468 ->
-// 1335 in one series, even in another.
-//
-// Measured and not kept (docs/PERFORMANCE.md, session 11):
-//   - the other order, the reduction into the slot and the copy into
-//     dst: one L3 even, 0-1 % faster at 32M-64M; different dies slower
-//     (one run: 4M 431 against 228, 16M 1886 against 1188), as the peer
-//     reads lines the kernel stored from the other die more slowly than
-//     lines the string copy stored; taken only where not advised, it cost
-//     the calls before the probe advises (1M 64.1 -> 66.1, 16M 1421 ->
-//     1480);
-//   - the slot stored non-temporally on advice: even;
-//   - the same for the schedule allreduces' last reductions: one L3
-//     32M-64M 1-3 % slower, different dies 16M 1518 -> 1682-1693 µs.
-//
-// The placement probe (probeRead) gives the advice (the copy-in's
-// non-temporal stores), not the reduction's time: timed with its second
-// store, the reduction advised on one L3 too at 16M, whose copy-in then
-// took the vector from memory (1.74 against 1.26 ms).
+// The placement probe (probeRead) gives the store advice (the copy-in's
+// non-temporal stores), not the reduction's time, which at large sizes
+// runs at memory speed at either placement.
 func (c *Comm) reduceResult(dst, slot, in, peer []byte) {
 	r := &c.cur.red
 	for lo := 0; lo < len(dst); lo += resultChunk {
@@ -178,9 +157,9 @@ func (c *Comm) reduceResult(dst, slot, in, peer []byte) {
 	}
 }
 
-// resultChunk is reduceResult's step: np=2, different dies, 4 KiB 8-15 %
-// slower than 8-32 KiB; one L3 8 and 16 KiB even. A multiple of every
-// element size.
+// resultChunk is reduceResult's step: small enough for L1 to hold what
+// the copy reads, large enough that each kernel call runs long; a
+// multiple of every element size.
 const resultChunk = 16 << 10
 
 // copyIn copies R[i..i2) of the calling rank from the user buffer u,
@@ -188,7 +167,7 @@ const resultChunk = 16 << 10
 func (c *Comm) copyIn(h, u []byte, i, i2 int) {
 	esz := c.cur.esz
 	c.eachRun(i, i2, func(rot, user, n int) {
-		c.publish(span(h, esz, rot, rot+n), span(u, esz, user, user+n))
+		c.adv.publish(span(h, esz, rot, rot+n), span(u, esz, user, user+n))
 	})
 }
 
@@ -204,15 +183,13 @@ func (c *Comm) copyOut(u, h []byte, i, i2 int) {
 // of the reference machine.
 const circSegBytes = 1 << 20
 
-func (c *Comm) circAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	pl, err := c.plan(circulant.Allreduce)
 	if err != nil {
 		return c.fail(err)
 	}
-	// Segments of at most circSegBytes keep each round's blocks in L2
-	// (np=2: 4 MiB 400 -> 215 µs, 16 MiB 2.0 -> 1.4 ms; 1 MiB unchanged).
+	// Segments of at most circSegBytes keep each round's blocks in L2.
 	M := min(c.half, circSegBytes) / esz
 	in := a.input()
 	first := pl.Rounds[0].Recv.Hi
@@ -230,7 +207,7 @@ func (c *Comm) circAllreduce(ctx context.Context) error {
 		h := c.slotHalf(c.rank, e)
 		c.copyIn(h, in, first, p)
 		c.post(e, 1)
-		if err := c.rounds(ctx, pl, e, h, in, a.recv); err != nil {
+		if err := c.rounds(ctx, a, pl, e, h, in, a.recv); err != nil {
 			return err
 		}
 		done := 0 // blocks that rounds wrote to recv already
@@ -245,8 +222,7 @@ func (c *Comm) circAllreduce(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) circReduceScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	pl, err := c.plan(circulant.ReduceScatter)
 	if err != nil {
@@ -268,7 +244,7 @@ func (c *Comm) circReduceScatter(ctx context.Context) error {
 		c.post(e, 1)
 		lo := pieceLo(k, S, a.counts[c.rank])
 		out := span(a.recv, esz, lo, lo+c.sc.pre[c.rank+1]-c.sc.pre[c.rank])
-		if err := c.rounds(ctx, pl, e, h, a.send, out); err != nil {
+		if err := c.rounds(ctx, a, pl, e, h, a.send, out); err != nil {
 			return err
 		}
 		a.fully = true
@@ -277,8 +253,7 @@ func (c *Comm) circReduceScatter(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) circAllgather(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	pl, err := c.plan(circulant.Allgather)
 	if err != nil {
@@ -298,7 +273,7 @@ func (c *Comm) circAllgather(ctx context.Context) error {
 		h := c.slotHalf(c.rank, e)
 		c.copyIn(h, a.recv, 0, 1)
 		c.post(e, 1)
-		if err := c.rounds(ctx, pl, e, h, nil, a.recv); err != nil {
+		if err := c.rounds(ctx, a, pl, e, h, nil, a.recv); err != nil {
 			return err
 		}
 		c.copyOut(a.recv, h, 1, lastRecv.Lo)
@@ -313,7 +288,7 @@ func (c *Comm) circAllgather(ctx context.Context) error {
 // posts phase k+1 and waits for rank r-s to post it. Every 0 < d < p is a
 // sum of distinct skips, so after the last round every rank has heard,
 // directly or not, from every other.
-func (c *Comm) circBarrier(ctx context.Context) error {
+func (c *Comm) circBarrier(ctx context.Context, a *call) error {
 	pl, err := c.plan(circulant.ReduceScatter)
 	if err != nil {
 		return c.fail(err)
@@ -353,8 +328,7 @@ func treeParent(t []int, i int) (parent, round int) {
 	panic("collectives: rank outside the tree")
 }
 
-func (c *Comm) circBcast(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circBcast(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	t := c.skipTable()
 	i := (c.rank - a.root + p) % p
@@ -385,8 +359,7 @@ func (c *Comm) circBcast(ctx context.Context) error {
 			}
 			src := c.slotHalf(q, e)[:m*esz]
 			simd.Copy(seg, src)
-			c.last.Received++
-			c.last.Rounds++
+			c.last.add(Stats{Received: 1, Rounds: 1})
 			if forwards {
 				simd.Copy(h, src)
 				c.post(e, 2)
@@ -397,8 +370,7 @@ func (c *Comm) circBcast(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) circReduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) circReduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	t := c.skipTable()
 	i := (c.rank - a.root + p) % p
@@ -441,9 +413,7 @@ func (c *Comm) circReduce(ctx context.Context) error {
 			}
 			a.red.reduce3(dst, acc, c.slotHalf(q, e)[:m*esz])
 			acc = dst
-			c.last.Rounds++
-			c.last.Received++
-			c.last.Reduced++
+			c.last.add(Stats{Rounds: 1, Received: 1, Reduced: 1})
 		}
 		if i != 0 {
 			if nchild == 0 {
@@ -469,4 +439,85 @@ func (c *Comm) skipTable() []int {
 		}
 	}
 	return c.table
+}
+
+// circAlltoall is Träff's alltoall by concatenation (000, section 4): the
+// reduce-scatter rounds with concatenation as the operator, q rounds, with
+// the plan of circulant.NewAlltoallPlan. Buffer position j of a rank starts
+// with the block for rank r+j; in each round the blocks at the round's
+// positions go to rank r+s and the blocks of rank r-s arrive at the same
+// positions, so that in the end position j holds the block from r-j.
+//
+// Slot reuse: a rank's half holds two buffers, A and B, of p pieces each.
+// A block that arrives is written into the buffer its position is not in
+// (the table of which buffer holds a position is the same on every rank),
+// so the rank that reads the position in this round reads the other one.
+// The buffer written was last read by the To of an earlier round: before
+// writing in round k a rank waits for To of round k-1 to post that it has
+// read round k-1 (phase 2k), which by induction covers every earlier
+// round (acknowledgement counters). Phases: 2k+1 = "my positions for round
+// k are in place", 2k+2 = "I have read round k".
+func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
+	esz, p, n := a.esz, c.size, a.count
+	pl := c.a2a
+	if pl == nil {
+		var err error
+		if pl, err = circulant.NewAlltoallPlan(p, c.rank, c.skips); err != nil {
+			return c.fail(fmt.Errorf("%w: %v", ErrInvalidArgument, err))
+		}
+		c.a2a = pl
+		c.where = make([]uint8, p)
+	}
+	per := c.half / esz / (2 * p)
+	if per < 1 {
+		return c.fail(fmt.Errorf("%w: slot half of %d bytes cannot hold 2×%d pieces", ErrInvalidArgument, c.half, p))
+	}
+	S := max(1, (n+per-1)/per)
+	in := a.input()
+	for k := range S {
+		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
+		m := hi - lo
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		// buf(x, b, j) is position j of buffer b in rank x's half.
+		buf := func(x int, b uint8, j int) []byte {
+			o := (int(b)*p + j) * m
+			return span(c.slotHalf(x, e), esz, o, o+m)
+		}
+		for j := 1; j < p; j++ {
+			dst := (c.rank + j) % p
+			simd.Copy(buf(c.rank, 0, j), span(in, esz, dst*n+lo, dst*n+hi))
+			c.where[j] = 0
+		}
+		// Own block: straight to recv (the same memory in place).
+		simd.Copy(span(a.recv, esz, c.rank*n+lo, c.rank*n+hi), span(in, esz, c.rank*n+lo, c.rank*n+hi))
+		for r := range pl.Rounds {
+			rd := &pl.Rounds[r]
+			c.post(e, 2*r+1)
+			if err := c.wait(ctx, rd.From, e, 2*r+1); err != nil {
+				return err
+			}
+			if r > 0 {
+				if err := c.wait(ctx, pl.Rounds[r-1].To, e, 2*r); err != nil {
+					return err
+				}
+			}
+			for _, j := range rd.Positions {
+				b := c.where[j]
+				simd.Copy(buf(c.rank, 1-b, j), buf(rd.From, b, j))
+				c.where[j] = 1 - b
+			}
+			c.post(e, 2*r+2)
+			c.last.add(Stats{Rounds: 1, Sent: uint64(len(rd.Positions)), Received: uint64(len(rd.Positions))})
+		}
+		for j := 1; j < p; j++ {
+			src := (c.rank - j + p) % p
+			simd.Copy(span(a.recv, esz, src*n+lo, src*n+hi), buf(c.rank, c.where[j], j))
+		}
+		a.fully = true
+		c.end(e)
+	}
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/shmcoll/shmcoll/circulant"
 	"github.com/shmcoll/shmcoll/shm"
-	"github.com/shmcoll/shmcoll/simd"
 )
 
 // Options configure a communicator. The zero value is ready to use.
@@ -53,6 +52,11 @@ type Options struct {
 	// Progress is passed to the arena ([shm.Options].Progress): called now
 	// and then by a wait that has spun out, on the waiting thread.
 	Progress func()
+	// NoStoreAdvice turns the store advice off on this rank: no timing of
+	// copies, no placement probe, no non-temporal stores (see
+	// [StoreAdviceEnv], which turns it off too). Results are the same
+	// either way.
+	NoStoreAdvice bool
 }
 
 func (o Options) shm() shm.Options {
@@ -71,6 +75,7 @@ type Comm struct {
 	rank    int
 	size    int
 	seq     uint64 // calls made
+	smalls  uint64 // calls that took the small-call path
 	step    uint64 // steps begun; a step is one use of a slot half
 	synced  uint64 // every rank has begun step synced
 	hashed  uint64 // the step whose descriptor hash is in the counter's line
@@ -78,21 +83,16 @@ type Comm struct {
 	hashSeq uint64
 	closed  bool
 	pinned  [numColls]Algorithm
-	// the kernel of the last built-in operator bound, and for what
-	kern      *simd.Kernel
-	kernOp    uint64
-	kernType  simd.Type
-	small     [numSmall]smallMemo
-	last      Stats // counts of the current or last call
-	total     Stats
-	cur       call
-	sc        scratch
-	chosen    [numColls]choice
-	checked   []uint64 // checked[q] == step: q's descriptor for this step was compared
-	half      int      // bytes of a slot half
-	slow      [3]int   // slow large reads and writes in a row (judge), slow probes (probeRead)
-	probeSink byte     // what probeRead loaded, kept
-	samples   uint64   // calls that could have sampled (sample)
+	kernels kernelCache // the built-in kernels the small-call path uses
+	small   [numSmall]smallMemo
+	last    Stats // counts of the current or last call
+	total   Stats
+	cur     call    // the current call, passed to its algorithm (kept here: calls do not allocate)
+	sc      scratch // memory the calls reuse
+	chosen  [numColls]choice
+	checked []uint64 // checked[q] == step: q's descriptor for this step was compared
+	half    int      // bytes of a slot half
+	adv     storeAdvice
 
 	opt   Options
 	sel   selection // the selection table's entries for this p
@@ -118,14 +118,9 @@ func newComm(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
 	if err := c.checkTable(); err != nil {
 		return nil, err
 	}
-	if err := envPins(&c.pinned); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-	}
-	for coll, a := range opt.Algorithms {
-		if coll >= numColls || a >= numAlgorithms {
-			return nil, fmt.Errorf("%w: bad pin %v=%v", ErrInvalidArgument, coll, a)
-		}
-		c.pinned[coll] = a
+	var err error
+	if c.pinned, err = pinsOf(opt); err != nil {
+		return nil, err
 	}
 	if opt.Skips != nil {
 		c.skips = append([]int(nil), opt.Skips(c.size)...)
@@ -135,6 +130,11 @@ func newComm(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
 	if err := circulant.CheckSkips(c.size, c.skips); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
+	off, err := storeAdviceOff(opt)
+	if err != nil {
+		return nil, err
+	}
+	c.adv = storeAdvice{ep: ep, rank: c.rank, seq: &c.seq, off: off, over: ep.Oversubscribed()}
 	c.checked = make([]uint64, c.size)
 	c.half = ep.SlotBytes() / 2 &^ (lineBytes - 1)
 	c.sc.init(c.size)

@@ -43,35 +43,6 @@ func init() {
 	register(CollBcast, Direct, (*Comm).directBcast, true)
 }
 
-// directMin is the smallest vector (the call's bytes) for which arena
-// buffers take the Direct algorithm without a pin, by collective and by
-// whether the ranks outnumber the CPUs.
-//
-// The price of reading a rank's buffer in place is paid after the call:
-// the lines the peers read are shared, and the program's next write of the
-// buffer must take them back from the peers' caches. Measured with that
-// rewrite in the timing (shmbench run -dirty against -arena -timed-rewrite,
-// interleaved, np=2): at 64 KiB Direct lost everywhere (one L3: allgather
-// 1.49 against 2.14 µs; different dies: allreduce 5.9 against 12.7), from
-// 128 to 512 KiB on different dies too (allreduce of 512 KiB 42.5 against
-// 86.7 µs), and from 1 MiB it won for allreduce, reduce-scatter and bcast
-// at both placements (different dies: allreduce 106 against 91 µs,
-// reduce_scatter_block 76 against 55, bcast 81 against 52; one L3:
-// allreduce 106 against 94); the allgather lost at 1 MiB on different dies
-// (41 against 77 µs) and won from 4 MiB (226 against 178). With np=4 on
-// two CPUs the bcast lost at 256 KiB (30 against 46 µs) and won from 1 MiB,
-// and the allgather won only at 16 MiB (1975 against 1851 µs).
-func directMin(coll Collective, oversub bool) int {
-	switch coll {
-	case CollAllgather, CollAllgatherv:
-		if oversub {
-			return 16 << 20
-		}
-		return 4 << 20
-	}
-	return 1 << 20
-}
-
 // soloMax is the largest vector for which two ranks each reduce both
 // blocks on advice (directAllreduce).
 const soloMax = 4 << 20
@@ -79,21 +50,6 @@ const soloMax = 4 << 20
 // directChunk is the chunk of an in-place reduction that reduceDirect
 // copies into the slot half at a time.
 const directChunk = 64 << 10
-
-// useDirect reports whether the current call takes the Direct algorithm:
-// Direct serves the collective, it is pinned or the vector has at least
-// directMin bytes and no other algorithm is pinned, and every buffer of
-// the call lies in this rank's heap. Every rank decides the same when the
-// ranks pass the same kind of buffers; when they do not, the algorithm in
-// the descriptors differs and the call fails on every rank (checkDesc).
-func (c *Comm) useDirect(bytes int) bool {
-	a := &c.cur
-	pin := c.pinned[a.coll]
-	if algorithms[a.coll][Direct] == nil || pin != Auto && pin != Direct || pin == Auto && bytes < directMin(a.coll, c.ep.Oversubscribed()) {
-		return false
-	}
-	return c.heapOrEmpty(a.send) && c.heapOrEmpty(a.recv)
-}
 
 // heapOrEmpty reports whether b is empty or lies in this rank's heap.
 func (c *Comm) heapOrEmpty(b []byte) bool { return len(b) == 0 || c.inHeap(b) }
@@ -168,8 +124,7 @@ func (c *Comm) directSources(ctx context.Context, e uint64, in []byte, lo, hi in
 	return nil
 }
 
-func (c *Comm) directAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 	esz, p, r := a.esz, c.size, c.rank
 	in := a.input()
 	e, err := c.begin(ctx)
@@ -184,24 +139,20 @@ func (c *Comm) directAllreduce(ctx context.Context) error {
 	if err := c.directSources(ctx, e, in, lo, hi); err != nil {
 		return err
 	}
-	t0 := c.copyStart(hi - lo)
+	t0 := c.adv.readStart(hi - lo)
 	c.reduceDirect(a.recv[lo:hi], c.sc.srcs, c.slotHalf(r, e))
-	c.reduceDone(hi-lo, t0)
+	c.adv.reduceDone(hi-lo, t0)
 	c.post(e, 2)
 	// Where the reads of lines another core wrote crawl (the ranks asked
 	// for non-temporal stores: vCPUs on different dies), two ranks that do
 	// not work in place each reduce the other block too, from the inputs,
 	// rather than copy the other's result: the same operands in the same
 	// order, so the same bits. Each rank chooses for itself; what it reads
-	// is covered by phase 3 either way. np=2, different dies: 64 KiB
-	// 7.40 -> 4.60 µs, 256 KiB 23.9 -> 14.2, 1 MiB 91 -> 69, 4 MiB 368
-	// -> 279 (the Flat and Circulant with Go buffers: 5.4, 18.5, 81,
-	// 324); on one L3, where copying the result is the faster, nobody
-	// asks. Up to soloMax: from 16 MiB the reductions run at the memory's
-	// pace, which can look slow enough to ask on one L3 too, and there
-	// the second reduction's reads cost more than the copy (16 MiB on one
-	// L3: 1.60 against 1.22 ms when it happened).
-	solo := p == 2 && a.send != nil && len(in) <= soloMax && c.advisedNT()
+	// is covered by phase 3 either way. On one L3, where copying the
+	// result is the faster, nobody asks. Up to soloMax: larger reductions
+	// run at the memory's pace, which can look slow enough to ask on one
+	// L3 too, where the second reduction's reads cost more than the copy.
+	solo := p == 2 && a.send != nil && len(in) <= soloMax && c.adv.advised()
 	for i := 1; i < p; i++ {
 		q := (r + i) % p
 		qlo, qhi := pre[q]*esz, pre[q+1]*esz
@@ -223,15 +174,11 @@ func (c *Comm) directAllreduce(ctx context.Context) error {
 		}
 		simd.Copy(a.recv[qlo:qhi], src[qlo:])
 	}
-	c.last.Rounds += 2
-	c.last.Sent += 2 * uint64(p-1)
-	c.last.Received += 2 * uint64(p-1)
-	c.last.Reduced += uint64(p - 1)
+	c.last.add(Stats{Rounds: 2, Sent: 2 * uint64(p-1), Received: 2 * uint64(p-1), Reduced: uint64(p - 1)})
 	return c.endAll(ctx, e, 3)
 }
 
-func (c *Comm) directReduceScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) directReduceScatter(ctx context.Context, a *call) error {
 	esz, p, r := a.esz, c.size, c.rank
 	e, err := c.begin(ctx)
 	if err != nil {
@@ -244,15 +191,11 @@ func (c *Comm) directReduceScatter(ctx context.Context) error {
 		return err
 	}
 	c.reduceDirect(a.recv, c.sc.srcs, c.slotHalf(r, e))
-	c.last.Rounds++
-	c.last.Sent += uint64(p - 1)
-	c.last.Received += uint64(p - 1)
-	c.last.Reduced += uint64(p - 1)
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
 	return c.endAll(ctx, e, 2)
 }
 
-func (c *Comm) directAllgather(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) directAllgather(ctx context.Context, a *call) error {
 	esz, p, r := a.esz, c.size, c.rank
 	mine := span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r])
 	own := mine
@@ -279,14 +222,11 @@ func (c *Comm) directAllgather(ctx context.Context) error {
 		}
 		simd.Copy(span(a.recv, esz, a.displs[q], a.displs[q]+a.counts[q]), src)
 	}
-	c.last.Rounds++
-	c.last.Sent += uint64(p - 1)
-	c.last.Received += uint64(p - 1)
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
 	return c.endAll(ctx, e, 2)
 }
 
-func (c *Comm) directBcast(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) directBcast(ctx context.Context, a *call) error {
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err

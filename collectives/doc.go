@@ -27,55 +27,53 @@
 //
 // # Algorithms and selection
 //
-// Flat: every rank reads what it needs straight from the other ranks'
-// slots; a reduction is split so that rank r reduces the r-th 1/p of the
-// vector from all p slots in one pass of the k-way kernel, and every rank
-// then copies the p reduced parts. Circulant: the round patterns of
-// Träff's optimal reduce-scatter and allreduce on a circulant graph (ceil(log2
-// p) rounds, p-1 blocks per rank for the reduce-scatter; twice that for the
-// allreduce), the reversed rounds for allgather, concatenation for
-// alltoall, the same graph for the barrier, and a one-block tree on it for
-// bcast and reduce. Replicated (allreduce, reduce): every rank reduces the
-// whole vector from all p slots in rank order, one synchronization. The
-// other families, each named by an [Algorithm]:
-//   - Nblock: Träff's round-optimal n-block schedules (bcast, reduce,
-//     allgather(v), reduce-scatter, and allreduce as the reduce-scatter
-//     followed by the allgatherv).
-//   - DualRoot, Tree, ReduceBcast: Träff's pipelined postorder binary
-//     trees for allreduce (two doubly pipelined trees, one, or a reduce
-//     followed by a bcast); Tree also serves reduce and bcast.
-//   - Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd:
-//     recursive halving and doubling, their non-power-of-two eliminations
-//     and the odd-factor variant.
-//   - Ring, MST, BDE, Bruck: the ring, binomial-tree, bidirectional
-//     exchange and concatenation algorithms of the lecture notes.
+// Each [Algorithm] constant documents its family: Flat and Replicated
+// read straight from the other ranks' slots in one or two
+// synchronizations; Circulant, Nblock, the trees (Tree, DualRoot,
+// ReduceBcast), the Rabenseifner family, Ring, MST, BDE and Bruck are the
+// round-based algorithms of the literature; Direct reads buffers from
+// [Alloc] in place. Auto selection decides per call, from inputs equal on
+// every rank: a pin (Options.Algorithms over SHMCOLL_ALGO_<COLL>, e.g.
+// SHMCOLL_ALGO_ALLREDUCE=flat), Direct for arena buffers, the selection
+// [Table] measured by shmbench tune (built in as [DefaultTable], or the
+// file SHMCOLL_TUNE_FILE names, or Options.Table), else a heuristic. The
+// ranks compare the table's hash when they join (a difference is
+// [ErrTableMismatch] on every rank), and the choice is part of the call
+// descriptor ([Comm.LastAlgorithm] reports it; [Select] and shmbench
+// select explain it). docs/TUNING.md describes the table and the method.
 //
-// Auto selection follows a [Table] measured by shmbench tune: per
-// (collective, p, oversubscription, size range) the fastest algorithm and
-// the fastest order-preserving one, which a non-commutative operator
-// takes. The table is built in ([DefaultTable]), or read from the file
-// SHMCOLL_TUNE_FILE names, or given as Options.Table; where it has no
-// entry a built-in heuristic decides. Options.Algorithms pins one
-// algorithm per collective, over SHMCOLL_ALGO_<COLL> (e.g.
-// SHMCOLL_ALGO_ALLREDUCE=flat), over the table. The ranks compare the
-// table's hash when they join (a difference is [ErrTableMismatch] on
-// every rank), every rank chooses from the same inputs, and the choice is
-// part of the call descriptor ([Comm.LastAlgorithm] reports it).
-// docs/TUNING.md describes the table format and the method.
+// # Where things are
+//
+// Collectives: one generic entry point each in api.go ([Allreduce] ...
+// [Alltoallv]); communicators in comm.go, [Comm.Split] and [Comm.Dup] in
+// split.go, [Alloc] in arena.go, [Op] in op.go, errors in errors.go,
+// [Stats] in stats.go, the names of collectives and algorithms and the
+// registry of implementations in names.go.
+//
+// Algorithms, one file per family, each registering itself in init:
+//   - Flat, Replicated: flat.go
+//   - Circulant: circulant.go
+//   - Nblock: nblock.go
+//   - Tree, DualRoot, ReduceBcast: tree.go
+//   - Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd: rabenseifner.go
+//   - Ring: ring.go; MST: mst.go; BDE: bde.go; Bruck: bruck.go
+//   - Direct: direct.go
+//
+// Machinery: selection in select.go (decide) and table.go ([Table];
+// tune/default.txt as shmbench tune wrote it, tune/overrides.txt the
+// hand-made entries with their reasons); the step protocol in step.go;
+// the small-call path, its lean mode, in small.go; the read-schedule
+// engine of Ring, MST, BDE, Bruck and the Rabenseifner family in
+// schedule.go; cutting vectors into segments in segment.go; the store
+// advice (non-temporal stores by placement) in advice.go.
 //
 // # Buffers in the arena
 //
 // With Options.HeapBytes each rank has a heap in the arena, and [Alloc]
-// hands out buffers from it ([Free] returns them). A call whose buffers
-// all come from Alloc on every rank, with a vector of at least 1 MiB (4
-// MiB for allgather, 16 MiB when ranks outnumber the CPUs; see [Alloc]),
-// takes the Direct algorithm (allreduce, reduce-scatter, allgather(v),
-// bcast): the ranks read each other's buffers in place, with no copy into
-// the slots, and return once nobody reads theirs. A Direct allreduce splits
-// the reduction like Flat, in rank order with the same kernel, so its
-// results are bitwise Flat's. Arena buffers on some ranks and not on
-// others fail the call on every rank with [ErrMismatch]. Under shmrun, the
-// launcher creates the arena: give it -heap.
+// hands out buffers from it ([Free] returns them). Large calls whose
+// buffers all come from Alloc on every rank take [Direct]: the ranks read
+// each other's buffers in place, with no copy into the slots, bitwise as
+// Flat would. Under shmrun, the launcher creates the arena: give it -heap.
 //
 // # Reduction order and reproducibility
 //
@@ -105,26 +103,14 @@
 //
 // # Protocol
 //
-// Every algorithm is a sequence of steps; step e uses half e mod 2 of each
-// rank's slot, so that vectors larger than half a slot are cut into
-// segments, one step each, and consecutive segments overlap (a rank may
-// start the next segment while slower ranks finish this one). In each step
-// a rank publishes the call descriptor (sequence number, collective, type,
-// operator, count or a hash of the counts, root, algorithm) in the cache
-// line of its progress counter, posts monotonic phase counters (step × phase: nothing is ever reset),
-// and compares the descriptor of every peer it waits for; a difference
-// aborts the arena with a cause naming it, and every rank returns an
-// [*Error] wrapping [ErrMismatch] and [ErrAborted] — no corruption, no hang.
-// Each algorithm file states why a range of a slot is never rewritten
-// before its readers are done. A peer's death, a cancelled context on any
-// rank or a panic in a user operator aborts the communicator the same way.
-//
-// Barrier, and allreduce, bcast and reduce of at most 1 KiB with a
-// built-in operator, take a shorter path once the selection picks the
-// flat or replicated algorithm for them (small.go): the same step, with
-// the same descriptor, checks, counts and results, in one function, which
-// touches fewer cache lines when ranks share CPUs and find their caches
-// evicted after each wait.
+// Every algorithm is a sequence of steps on the ranks' slots (step.go).
+// In each step a rank publishes the call's descriptor (sequence number,
+// collective, type, operator, counts, root, algorithm) beside its
+// progress counter and compares the descriptor of every peer it waits
+// for; a difference aborts the arena with a cause naming it, and every
+// rank returns an [*Error] wrapping [ErrMismatch] and [ErrAborted]: no
+// corruption, no hang. A peer's death, a cancelled context on any rank or
+// a panic in a user operator aborts the communicator the same way.
 //
 // Calls allocate nothing in steady state. [Comm.Stats] returns per-call
 // counts of rounds and blocks sent, received and reduced.

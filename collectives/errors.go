@@ -45,6 +45,8 @@ type Error struct {
 	Err  error      // the cause
 }
 
+// Error returns the message: the rank, the collective, the call number
+// and the cause.
 func (e *Error) Error() string {
 	return fmt.Sprintf("collectives: rank %d: %v (call %d): %v", e.Rank, e.Coll, e.Seq, e.Err)
 }

@@ -2,9 +2,9 @@ package collectives
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
-	"sync/atomic"
 
 	"github.com/shmcoll/shmcoll/internal/clock"
 	"github.com/shmcoll/shmcoll/simd"
@@ -22,9 +22,10 @@ import (
 // reduce) and posts phase 2; then every rank (the root for reduce) copies
 // block q from the result area of rank q.
 //
-// Bcast, scatter, gather, allgather(v), scan: the ranks that provide data
-// copy it into their half and post phase 1; the others read it after
-// waiting for that phase.
+// Bcast, scatter, gather, allgather(v), scan, alltoall(v): the ranks that
+// provide data copy it into their half and post phase 1; the others read
+// it after waiting for that phase. Replicated (replicatedAllreduce) lives
+// here too: every rank reduces the whole vector.
 //
 // Slot reuse (structure): in a step a rank writes its half only before it
 // posts phase 1, except the result area of allreduce and reduce, which it
@@ -45,10 +46,10 @@ func init() {
 	register(CollScan, Flat, (*Comm).flatScan, true)
 	register(CollExscan, Flat, (*Comm).flatScan, true)
 	register(CollBarrier, Flat, (*Comm).flatBarrier, true)
-	register(CollAllreduce, Replicated, (*Comm).replicatedAllreduce, true)
-	register(CollReduce, Replicated, (*Comm).replicatedAllreduce, true)
 	register(CollAlltoall, Flat, (*Comm).flatAlltoall, true)
 	register(CollAlltoallv, Flat, (*Comm).flatAlltoall, true)
+	register(CollAllreduce, Replicated, (*Comm).replicatedAllreduce, true)
+	register(CollReduce, Replicated, (*Comm).replicatedAllreduce, true)
 }
 
 // alignUp rounds n up to a cache line.
@@ -76,8 +77,7 @@ func (a *call) input() []byte {
 	return a.recv
 }
 
-func (c *Comm) flatAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	M, err := c.flatSegElems()
 	if err != nil {
@@ -108,10 +108,7 @@ func (c *Comm) flatAllreduce(ctx context.Context) error {
 		mine := pre[c.rank+1] - pre[c.rank]
 		a.red.reduceK(h[res:res+mine*esz], c.sc.srcs)
 		c.post(e, 2)
-		c.last.Rounds += 2
-		c.last.Sent += 2 * uint64(p-1)
-		c.last.Received += uint64(p - 1)
-		c.last.Reduced += uint64(p - 1)
+		c.last.add(Stats{Rounds: 2, Sent: 2 * uint64(p-1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
 		if !root || c.rank == a.root {
 			for i := 1; i <= p; i++ {
 				q := (c.rank + i) % p
@@ -131,8 +128,7 @@ func (c *Comm) flatAllreduce(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) flatReduceScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -144,12 +140,10 @@ func (c *Comm) flatReduceScatter(ctx context.Context) error {
 			return err
 		}
 		c.pieces(k, S, a.counts, a.displs)
-		pre, uoff := c.sc.pre, c.sc.uoff
+		pre := c.sc.pre
 		tiny := S == 1 && pre[p]*esz <= tinyBytes
 		h := c.stepBuf(c.rank, e, tiny)
-		for j := range p {
-			simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
-		}
+		c.copyPieces(h, a.send, esz, -1)
 		c.post(e, 1)
 		for q := range p {
 			c.sc.srcs[q] = span(c.stepBuf(q, e, tiny), esz, pre[c.rank], pre[c.rank+1])
@@ -162,10 +156,7 @@ func (c *Comm) flatReduceScatter(ctx context.Context) error {
 		lo := pieceLo(k, S, a.counts[c.rank])
 		n := pre[c.rank+1] - pre[c.rank]
 		a.red.reduceK(span(a.recv, esz, lo, lo+n), c.sc.srcs)
-		c.last.Rounds++
-		c.last.Sent += uint64(p - 1)
-		c.last.Received += uint64(p - 1)
-		c.last.Reduced += uint64(p - 1)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
 		a.fully = true
 		c.end(e)
 	}
@@ -175,16 +166,14 @@ func (c *Comm) flatReduceScatter(ctx context.Context) error {
 // flatAllgather: each rank writes its own piece, every rank copies every
 // other rank's piece. Blocks: a.counts/a.displs in recv; own block already
 // in recv.
-func (c *Comm) flatAllgather(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S := 1
 	widest := slices.Max(a.counts)
 	// Every rank writes and reads the same amount, so segments gain no
-	// overlap between ranks, only a working set that stays in cache: 512
-	// KiB (np=2, same-L3: 1 MiB 33 -> 31 µs, 4 MiB 115 -> 112 µs against
-	// the quarter-vector segments of pipeElems), below the 1 MiB from which
-	// Go's copy stores non-temporally.
+	// overlap between ranks, only a working set that stays in cache:
+	// allgatherSegBytes, below the size from which Go's copy stores
+	// non-temporally.
 	cap := min(c.half, allgatherSegBytes) / esz
 	for _, n := range a.counts {
 		S = max(S, (n+cap-1)/cap)
@@ -204,11 +193,11 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 		if a.send != nil {
 			src = span(a.send, esz, lo, hi)
 		}
-		fused := fuse && !c.advisedNT()
+		fused := fuse && !c.adv.advised()
 		if fused {
-			c.publishOwn(c.stepBuf(c.rank, e, tiny), mine, src)
+			c.adv.publishOwn(c.stepBuf(c.rank, e, tiny), mine, src)
 		} else {
-			c.publish(c.stepBuf(c.rank, e, tiny), src)
+			c.adv.publish(c.stepBuf(c.rank, e, tiny), src)
 		}
 		c.post(e, 1)
 		if a.send != nil && !fused {
@@ -223,19 +212,16 @@ func (c *Comm) flatAllgather(ctx context.Context) error {
 				return err
 			}
 			d := a.displs[q]
-			c.copyPeer(span(a.recv, esz, d+lo, d+hi), src)
+			c.adv.copyPeer(span(a.recv, esz, d+lo, d+hi), src)
 		}
-		c.last.Rounds++
-		c.last.Sent += uint64(p - 1)
-		c.last.Received += uint64(p - 1)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
 		a.fully = true
 		c.end(e)
 	}
 	return nil
 }
 
-func (c *Comm) flatBcast(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatBcast(ctx context.Context, a *call) error {
 	esz, N := a.esz, a.count
 	M := c.pipeElems(N)
 	tiny := N*esz <= tinyBytes
@@ -247,7 +233,7 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 		}
 		seg := span(a.recv, esz, base, base+m)
 		if c.rank == a.root {
-			c.publish(c.stepBuf(c.rank, e, tiny), seg)
+			c.adv.publish(c.stepBuf(c.rank, e, tiny), seg)
 			c.post(e, 1)
 			c.last.Sent += uint64(c.size - 1)
 		} else {
@@ -256,7 +242,7 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 			if err := c.waitData(ctx, a.root, e, 1, src); err != nil {
 				return err
 			}
-			c.copyPeer(seg, src)
+			c.adv.copyPeer(seg, src)
 			c.last.Received++
 		}
 		c.last.Rounds++
@@ -265,8 +251,7 @@ func (c *Comm) flatBcast(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) flatGather(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatGather(ctx context.Context, a *call) error {
 	esz, p, n := a.esz, c.size, a.count
 	M := c.half / esz
 	S := max(1, (n+M-1)/M)
@@ -298,13 +283,9 @@ func (c *Comm) flatGather(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) flatScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatScatter(ctx context.Context, a *call) error {
 	esz, p, n := a.esz, c.size, a.count
-	a.counts, a.displs = c.sc.counts, c.sc.displs
-	for j := range p {
-		a.counts[j], a.displs[j] = n, j*n
-	}
+	c.regular(n)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
@@ -315,14 +296,10 @@ func (c *Comm) flatScatter(ctx context.Context) error {
 			return err
 		}
 		c.pieces(k, S, a.counts, a.displs)
-		pre, uoff := c.sc.pre, c.sc.uoff
+		pre := c.sc.pre
 		if c.rank == a.root {
 			h := c.slotHalf(c.rank, e)
-			for j := range p {
-				if j != c.rank {
-					simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
-				}
-			}
+			c.copyPieces(h, a.send, esz, c.rank)
 			c.post(e, 1)
 			c.last.Sent += uint64(p - 1)
 		} else {
@@ -342,8 +319,7 @@ func (c *Comm) flatScatter(ctx context.Context) error {
 
 // flatScan: rank r reduces the segments of ranks 0..r (0..r-1 for exscan)
 // in rank order.
-func (c *Comm) flatScan(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatScan(ctx context.Context, a *call) error {
 	esz, N := a.esz, a.count
 	M := c.half / esz
 	in := a.input()
@@ -369,8 +345,7 @@ func (c *Comm) flatScan(ctx context.Context) error {
 		}
 		if last >= 0 {
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs[:last+1])
-			c.last.Received += uint64(last)
-			c.last.Reduced += uint64(max(0, last))
+			c.last.add(Stats{Received: uint64(last), Reduced: uint64(max(0, last))})
 		}
 		c.last.Rounds++
 		a.fully = c.rank == c.size-1 && a.coll == CollScan
@@ -379,7 +354,7 @@ func (c *Comm) flatScan(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) flatBarrier(ctx context.Context) error {
+func (c *Comm) flatBarrier(ctx context.Context, a *call) error {
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err
@@ -391,19 +366,14 @@ func (c *Comm) flatBarrier(ctx context.Context) error {
 // replicatedAllreduce (allreduce, reduce): every rank copies its segment
 // into its half and posts phase 1; every rank (only the root for reduce)
 // then reduces the whole segment from all p halves in rank order, straight
-// into recv. One phase per step. Slot reuse: the half is written only
-// before phase 1 (structure); across steps see step.go.
-func (c *Comm) replicatedAllreduce(ctx context.Context) error {
-	a := &c.cur
+// into recv. One phase per step; slot reuse as the flat algorithms'.
+func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	M := c.pipeElems(N)
 	if a.coll == CollAllreduce && N*esz <= pipelineBytes && !c.ep.Oversubscribed() {
 		// Whole: every rank writes and reads, so the quarters of
 		// pipeElems overlap nothing; since the reduction reads the own
-		// input in place (below) they only add steps. np=2, -algo
-		// replicated, interleaved: one L3 32K 1.46 -> 1.29 µs, 64K
-		// 2.55 -> 2.47-2.64, 256K 10.5 -> 9.6; different dies 32K 3.76
-		// -> 2.73, 64K 5.50 -> 4.83, 128K 10.3 -> 8.8, 256K 19.3 -> 16.4.
+		// input in place (below) they only add steps.
 		M = max(1, min(N, c.half/esz))
 	}
 	in := a.input()
@@ -413,10 +383,9 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 	direct := a.coll == CollReduce && reads && a.send != nil
 	tiny := N*esz <= tinyBytes
 	// The own input is read where it is rather than from the copy just
-	// made in the slot, which the peers are reading at the same time:
-	// np=2, one L3, allreduce of 16 KiB, per rank: reduction 430 -> 210
-	// ns. In place, recv is the input and the result, which the kernel
-	// allows only as its first source: rank 0.
+	// made in the slot, which the peers are reading at the same time, so
+	// that the lines are not shared. In place, recv is the input and the
+	// result, which the kernel allows only as its first source: rank 0.
 	ownIn := a.send != nil || c.rank == 0
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)
@@ -424,12 +393,12 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		// An allreduce from ntSmall to pipelineBytes/8 bytes copies in
+		// An allreduce from sampledReduceMin to pipelineBytes/8 bytes copies in
 		// with non-temporal stores when advised, and otherwise times its
-		// reduction in one call of sampleSmallEvery (see ntSmall).
-		small := a.coll == CollAllreduce && m*esz >= ntSmall && m*esz < pipelineBytes/8
-		advised := small && c.advisedNT()
-		sample := small && !advised && !c.ep.Oversubscribed() && c.sample(sampleSmallEvery)
+		// reduction in one call of sampleReduceEvery (see sampledReduceMin).
+		small := a.coll == CollAllreduce && m*esz >= sampledReduceMin && m*esz < pipelineBytes/8
+		advised := small && c.adv.advised()
+		sample := small && !advised && !c.ep.Oversubscribed() && c.adv.sample(sampleReduceEvery)
 		switch {
 		case direct:
 			c.sc.srcs[c.rank] = span(in, esz, base, base+m)
@@ -442,11 +411,10 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 				simd.Copy(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
 			}
 		default:
-			c.publish(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
+			c.adv.publish(c.stepBuf(c.rank, e, tiny), span(in, esz, base, base+m))
 		}
 		c.post(e, 1)
-		c.last.Rounds++
-		c.last.Sent += uint64(p - 1)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1)})
 		if reads {
 			for i := 1; i <= p; i++ {
 				q := (c.rank + i) % p
@@ -476,19 +444,18 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 			if sample {
 				t0 = clock.Nanotime()
 			} else {
-				t0 = c.copyStart(m * esz)
+				t0 = c.adv.readStart(m * esz)
 			}
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs)
 			if sample {
-				// A window longer than ntCalls: sampling costs these
+				// Advice for longer: sampling costs these
 				// calls their Prefetch, and each sample after a window
 				// may read data still written non-temporally.
-				c.judgeFor(&c.slow[0], m*esz, t0, slowReduce, ntSmallCalls)
+				c.adv.sampledReduceDone(m*esz, t0)
 			} else {
-				c.reduceDone(m*esz, t0)
+				c.adv.reduceDone(m*esz, t0)
 			}
-			c.last.Received += uint64(p - 1)
-			c.last.Reduced += uint64(p - 1)
+			c.last.add(Stats{Received: uint64(p - 1), Reduced: uint64(p - 1)})
 			a.fully = true
 		}
 		c.end(e)
@@ -496,80 +463,30 @@ func (c *Comm) replicatedAllreduce(ctx context.Context) error {
 	return nil
 }
 
-// Pipelining and publishing. Vectors of more than pipelineBytes/2 are cut
-// into segments of a quarter of the vector, at least pipelineBytes/4 and at
-// most pipelineBytes, so that the writer fills one slot half while the
-// readers empty the other (np=2, same-L3 placement: bcast at 1 MiB 66 ->
-// 33 µs, reduce 67 -> 38 µs, allgather at 4 MiB 396 -> 230 µs).
-//
-// How the writer should store depends on where the hypervisor put the
-// vCPUs. When the two share an L3, a reader gets lines that sit modified
-// in the writer's cache at 50-60 bytes/ns, and non-temporal stores (the
-// reader then reads memory) halve that. When they sit on different dies,
-// vector loads of those lines crawl (a memmove bcast at 1 MiB: 140 µs,
-// 44 µs with non-temporal stores). Copies use the string copy
-// (simd.Copy), which reads them at 25-36 bytes/ns even there, so what
-// still crawls are the reductions that read a peer's slot (5-7 bytes/ns
-// of result against about 20 on one L3). So readers time their large
-// reads (copies and those reductions), and writers time their regular
-// stores; two reads or two writes in a row (counted apart, see judge)
-// slower than slowRead (copies) or slowReduce (reductions) advise
-// non-temporal stores for the next ntCalls calls, through a word in the
-// rank's descriptor area that every writer checks before a large publish
-// (and the circulant allreduce before the reduction its peers read next);
-// then regular stores are tried again. The slow side need not be the same
-// for both ranks. Ranks that share CPUs (oversubscribed processes) always
-// store regularly: the reader most likely runs on the writer's CPU.
+// Pipelining. Vectors of more than pipelineBytes/2 are cut into segments
+// of a quarter of the vector, at least pipelineBytes/4 and at most
+// pipelineBytes, so that the writer fills one slot half while the readers
+// empty the other. How the segments are stored: advice.go.
 const (
 	pipelineBytes     = 256 << 10
-	allgatherSegBytes = 512 << 10
-	pipeFitBytes      = 16 << 10 // pipeElems
-	observeBytes      = 64 << 10 // copies timed from this size
-	sampleEvery       = 8        // and smaller ones in one call out of this many
-	slowRead          = 14       // bytes/ns: below, the peers are on another die
-	slowReduce        = 10       // bytes/ns of result, for a reduction reading a peer's slot
-	ntCalls           = 64
-
-	// A replicated allreduce from ntSmall bytes also times its reduction
-	// in one call of sampleSmallEvery (that call without Prefetch), and its
-	// copy-in takes non-temporal stores when advised: with the vCPUs on
-	// different dies, its reduction then reads the peers' halves from
-	// memory instead of the other die's caches. Below 2 KiB the reading
-	// is too short to tell the placement.
-	ntSmall          = 2 << 10
-	ntSmallCalls     = 1024 // the advice these samples give, in calls
-	sampleSmallEvery = 32   // calls per sample: each costs its Prefetch and two clock reads
+	allgatherSegBytes = 512 << 10 // the flat allgather's segments (flatAllgather)
+	pipeFitBytes      = 16 << 10  // pipeElems
 
 	// The replicated reductions prefetch a peer's segment of prefetchMin
 	// to prefetchMax bytes whole (simd.Prefetch) as soon as its post is
-	// seen. np=2, vCPUs on different dies: allreduce 2-8 KiB 1.01-2.40 ->
-	// 0.98-2.19 µs, reduce 2-16 KiB 0.70-1.63 -> 0.63-1.35; on one L3:
-	// allreduce 4 KiB 0.37 -> 0.34, reduce 16 KiB 0.52 -> 0.55, the rest
-	// within 0.01 µs.
+	// seen: below, the reads are too few to gain; above, the lines would
+	// not stay in L1.
 	prefetchMin, prefetchMax = 1 << 10, 16 << 10
 
-	// The copy-outs of the flat bcast and allgather prefetch 2-8 KiB
-	// (copyPeer). np=2, vCPUs on different dies: bcast of 2-8 KiB
-	// 0.706-0.971 -> 0.621-0.881 µs, allgather of 4-8 KiB (blocks of 2-4
-	// KiB) 0.701-0.942 -> 0.621-0.861; on one L3 the same sizes within
-	// 0.01 µs. Outside that range it lost: allgather of 2 KiB (1 KiB
-	// blocks) 0.671 -> 0.722 on different dies, and on one L3 copies of
-	// 16 KiB 4-6 % (bcast of 16 KiB 0.485 -> 0.511, allgather of 32 KiB
-	// 0.626 -> 0.666), where on different dies bcast of 16 KiB gained 10 %.
+	// The copy-outs of the flat bcast and allgather prefetch from
+	// copyPrefetchMin to copyPrefetchMax bytes (copyPeer), where it gains
+	// across dies and costs nothing on one L3.
 	copyPrefetchMin, copyPrefetchMax = 2 << 10, 8 << 10
 
 	// The flat allgather copies its own block, where it has at least
 	// fuseOwnBytes, into its slot and into its result together, in chunks
-	// of fuseChunk (publishOwn), where the ranks have CPUs of their own.
-	// np=2, interleaved runs: one L3, 1M 22.7-23.4 -> 22.0-23.4 µs, 2M
-	// 45.4-51.7 -> 42.7-44.4, 4M 88.8-97.0 -> 84.7-87.3; different dies,
-	// 1M even (32.8-33.9 against 32.2-34.0), 4M 130.3-134.1 -> 126.3-130.9.
-	// Blocks of 256 KiB (allgather of 512 KiB) were 3-4 % slower at both
-	// placements, 8M and 16M within 2 % either way, np=4 (ranks sharing
-	// CPUs) within 2.5 %. Chunks of 32 and 128-256 KiB were slower on
-	// different dies, and 4 KiB chunks took twice as long there; so did
-	// PREFETCHW of the next chunk's slot lines (16-64 KiB ahead: 1M 32.7 ->
-	// 35.4-38.7), and non-temporal stores into the slot gained nothing.
+	// of fuseChunk (publishOwn), where the ranks have CPUs of their own:
+	// the block, the slot and the result no longer fit in L2 together.
 	fuseOwnBytes = 512 << 10
 	fuseChunk    = 64 << 10
 )
@@ -580,9 +497,7 @@ const (
 // pipelineBytes/2. Where the ranks have CPUs of their own, vectors from
 // pipeFitBytes are cut in quarters too (segments from pipeFitBytes/4):
 // the readers' copies or reductions of one quarter then run while the
-// writer publishes the next, which pays from 32 KiB (np=2, one L3, -algo
-// runs: flat bcast 32K-128K 0.86-3.16 -> 0.78-2.55 µs, replicated reduce
-// 1.19-4.48 -> 1.06-3.89). The replicated allreduce, where every rank
+// writer publishes the next. The replicated allreduce, where every rank
 // writes and reads, keeps vectors up to pipelineBytes whole there (see
 // replicatedAllreduce). Ranks that share CPUs keep whole vectors up to
 // pipelineBytes/2: each segment is a step, and a step is turns of the run
@@ -601,162 +516,177 @@ func (c *Comm) pipeElems(N int) int {
 	return M
 }
 
-// advice is rank q's non-temporal advice word (its shm hint word): the
-// call number up to which it asks writers for non-temporal stores. It used
-// to sit in the line of q's descriptor for odd steps, which q writes at
-// every such step: each check by another rank then moved that line away
-// and back.
-func (c *Comm) advice(q int) *atomic.Uint64 { return c.ep.Hint(q) }
-
-// advisedNT reports whether some rank (this one included) asks for
-// non-temporal stores in this call.
-func (c *Comm) advisedNT() bool {
-	for q := range c.size {
-		if c.advice(q).Load() >= c.seq {
-			return true
+// flatAlltoall (alltoall and alltoallv): in each step every rank writes
+// piece k of each of its send blocks for the other ranks into its slot
+// half and posts phase 1; every rank then copies its own piece from its
+// input and its piece from every other rank's half. Segment k of S holds
+// piece k of every block (see segment.go), in rank order (c.sc.pre).
+//
+// Alltoall's pieces sit where every rank computes them (the counts are
+// equal, and part of the descriptor), in the counter's line when the step's
+// data fits tinyBytes, as flatReduceScatter's. Alltoallv's sit behind a
+// header in every step: the number of segments S_q the sender cuts its
+// blocks into (what its send counts need), its send counts and its receive
+// counts; a reader finds its piece from the sender's counts and S_q. In the
+// first step every rank waits for every peer's header before it copies
+// anything, checks the whole matrix (what each rank sends each rank against
+// what that rank expects), so that every rank sees a mismatch in the same
+// call and aborts, and takes the largest S_q as the number of steps; a
+// rank's steps past its own S_q carry empty pieces. The counts travel with
+// the data, so an alltoallv takes no step of its own to agree on them.
+// Slot reuse: as the other flat algorithms'.
+func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
+	esz, p := a.esz, c.size
+	v := a.coll == CollAlltoallv
+	hdr := 0
+	if v {
+		hdr = alignUp(8 + 16*p)
+		if hdr >= c.half {
+			return c.fail(fmt.Errorf("%w: slot half of %d bytes too small for %d ranks", ErrInvalidArgument, c.half, p))
 		}
 	}
-	return false
+	own, err := numPieces(a.counts, (c.half-hdr)/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	le := binary.LittleEndian
+	in := a.input()
+	S := own // alltoall: the same on every rank; alltoallv: the largest, after the first step
+	for k := 0; k < S; k++ {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		pre, uoff := c.sc.pre, c.sc.uoff
+		if k < own {
+			c.pieces(k, own, a.counts, a.displs)
+		} else {
+			clear(pre) // past this rank's segments: empty pieces
+		}
+		tiny := !v && S == 1 && pre[p]*esz <= tinyBytes
+		h := c.stepBuf(c.rank, e, tiny)
+		d := 0 // where the pieces start
+		if v {
+			d = a2avData(p, pre[p]*esz)
+			le.PutUint64(h, uint64(own))
+			for j := range p {
+				le.PutUint64(h[8+8*j:], uint64(a.counts[j]))
+				le.PutUint64(h[8+8*(p+j):], uint64(a.rcounts[j]))
+			}
+		}
+		for j := range p {
+			n := pre[j+1] - pre[j]
+			if j == c.rank || n == 0 {
+				continue
+			}
+			// Not publish: every rank writes and reads here, so a store
+			// per line gains nothing, and the non-temporal advice of
+			// timed copies would send large alltoalls to memory.
+			simd.Copy(h[d+pre[j]*esz:d+pre[j+1]*esz], span(in, esz, uoff[j], uoff[j]+n))
+		}
+		c.post(e, 1)
+		if v && k == 0 {
+			if S, err = c.alltoallvCheck(ctx, e, own); err != nil {
+				return err
+			}
+		}
+		// Own block: straight from the input (the same memory in place),
+		// while the peers read.
+		if n := pre[c.rank+1] - pre[c.rank]; n > 0 {
+			lo := pieceLo(k, own, a.counts[c.rank])
+			simd.Copy(span(a.recv, esz, a.rdispls[c.rank]+lo, a.rdispls[c.rank]+lo+n), span(in, esz, uoff[c.rank], uoff[c.rank]+n))
+		}
+		for i := 1; i < p; i++ {
+			q := (c.rank + i) % p
+			rn := a.rcounts[q]
+			var src []byte
+			var lo, hi int
+			if v {
+				if err := c.wait(ctx, q, e, 1); err != nil {
+					return err
+				}
+				qh := c.slotHalf(q, e)
+				sq := int(le.Uint64(qh))
+				off, all := 0, 0 // the sender's pieces before this rank's, and all of them
+				if k < sq {
+					for j := range p {
+						m := int(le.Uint64(qh[8+8*j:]))
+						if j == c.rank {
+							off = all
+						}
+						all += pieceLo(k+1, sq, m) - pieceLo(k, sq, m)
+					}
+					lo, hi = pieceLo(k, sq, rn), pieceLo(k+1, sq, rn)
+				}
+				d := a2avData(p, all*esz)
+				if d+(off+hi-lo)*esz > len(qh) {
+					return c.mismatch(fmt.Sprintf("rank %d's header does not fit its slot", q))
+				}
+				src = qh[d+off*esz : d+(off+hi-lo)*esz]
+			} else {
+				// pre is every rank's: the counts are equal.
+				lo, hi = pieceLo(k, S, rn), pieceLo(k+1, S, rn)
+				src = span(c.stepBuf(q, e, tiny), esz, pre[c.rank], pre[c.rank+1])
+				if err := c.waitData(ctx, q, e, 1, src); err != nil {
+					return err
+				}
+			}
+			// copyPeer's prefetch without its timing (see the publish),
+			// written out: copyPeer does not inline.
+			if len(src) >= copyPrefetchMin && len(src) <= copyPrefetchMax && !c.ep.Oversubscribed() {
+				simd.Prefetch(src)
+			}
+			simd.Copy(span(a.recv, esz, a.rdispls[q]+lo, a.rdispls[q]+hi), src)
+		}
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
+		a.fully = true
+		c.end(e)
+	}
+	return nil
 }
 
-// publish copies src into this rank's slot (dst) for other ranks to read.
-func (c *Comm) publish(dst, src []byte) {
-	if len(src) > lineBytes && len(src) < simd.StringCopyThreshold {
-		// One store per line of the slot, which the readers poll
-		// (WaitData), up to where the string copy takes over: np=2,
-		// same-L3, interleaved runs: allgather 512 B 0.140 -> 0.110 µs,
-		// reduce 256 B 0.161 -> 0.141, bcast 512 B 0.140 -> 0.120. From 1
-		// KiB to 4 KiB it took the place of memmove: np=2, different dies,
-		// allgather of 3 KiB (1.5 KiB blocks) 0.631-0.641 -> 0.521-0.530
-		// µs, bcast of 1.5 KiB 0.591-0.601 -> 0.561, of 3 KiB 0.741-0.781
-		// -> 0.681-0.691, reduce_scatter_block of 3 and 6 KiB 0.621-0.641
-		// -> 0.561-0.566 and 0.961-0.981 -> 0.886-0.891, reduce of 1.5 KiB
-		// 0.591-0.601 -> 0.561-0.591, of 3 KiB 0.691-0.701 -> 0.681-0.691;
-		// one L3 within 5 ns (reduce of 1.5-3 KiB 0-5 ns slower, allgather
-		// of 3 KiB 5 ns and reduce_scatter_block of 6 KiB 15-25 ns
-		// faster); np=4 and np=8 (ranks sharing CPUs) within 1-3 % either
-		// way. From 4 KiB the string copy stays ahead (bcast of 4 KiB on
-		// different dies: 0.72 against 0.81 µs). The small-call path keeps
-		// its 1 KiB (smallBytes).
-		simd.CopyLines(dst, src)
-		return
+// a2avData is where alltoallv's pieces start in a step whose pieces take
+// n bytes, p ranks: right after the header when they fit in the rest of
+// its line (up to 24 bytes at p=2), so that they travel with it, else at
+// the next line. Both the sender and, from the sender's header, its
+// readers work it out. Larger pieces start on a line of their own, so
+// that their copies are aligned.
+func a2avData(p, n int) int {
+	if d := 8 + 16*p; d+n <= lineBytes {
+		return d
 	}
-	if len(src) < pipelineBytes/8 || c.ep.Oversubscribed() {
-		simd.Copy(dst, src)
-		return
-	}
-	if c.advisedNT() {
-		simd.CopyNT(dst, src)
-		return
-	}
-	var t0 int64
-	if c.observed(len(src)) {
-		t0 = clock.Nanotime()
-	}
-	simd.Copy(dst, src)
-	c.judge(&c.slow[1], len(src), t0, slowRead)
+	return alignUp(8 + 16*p)
 }
 
-// publishOwn copies src both into this rank's slot (dst) and into its own
-// block of the result (mine), fuseChunk bytes at a time, so that src is
-// read once, from the nearest cache: the flat allgather's publish and own
-// copy of each piece of an own block of at least fuseOwnBytes, where src,
-// the slot and the result no longer fit in L2 together. Both copies are
-// the string copy: an AVX-512 loop that stored each load twice took three
-// times as long on vCPUs on different dies (np=2, 1 MiB: 96.7 µs against
-// 31.8). The pair of copies is timed as a publish of twice the bytes
-// (judge).
-func (c *Comm) publishOwn(dst, mine, src []byte) {
-	var t0 int64
-	if c.observed(len(src)) {
-		t0 = clock.Nanotime()
+// alltoallvCheck waits for every peer's header of alltoallv's first step
+// e and checks the whole matrix of counts: what each rank sends each rank
+// against what that rank expects from it. Every rank reads the same
+// headers, so every rank finds a mismatch and fails with the same cause.
+// It returns the number of steps: the largest S_q of the headers (own is
+// this rank's).
+func (c *Comm) alltoallvCheck(ctx context.Context, e uint64, own int) (int, error) {
+	p, le := c.size, binary.LittleEndian
+	hs := c.sc.srcs // the headers, rank by rank
+	S := own
+	for q := range p {
+		if q != c.rank {
+			if err := c.wait(ctx, q, e, 1); err != nil {
+				return 0, err
+			}
+		}
+		hs[q] = c.slotHalf(q, e)
+		sq := int(le.Uint64(hs[q]))
+		if sq < 1 {
+			return 0, c.mismatch(fmt.Sprintf("rank %d cuts its blocks into %d segments", q, sq))
+		}
+		S = max(S, sq)
 	}
-	for lo := 0; lo < len(src); lo += fuseChunk {
-		hi := min(lo+fuseChunk, len(src))
-		simd.Copy(dst[lo:hi], src[lo:hi])
-		simd.Copy(mine[lo:hi], src[lo:hi])
+	for q := range p {
+		for t := range p {
+			if sent, want := le.Uint64(hs[q][8+8*t:]), le.Uint64(hs[t][8+8*(p+q):]); sent != want {
+				return 0, c.mismatch(fmt.Sprintf("rank %d expects %d elements from rank %d, which sends %d", t, int(want), q, int(sent)))
+			}
+		}
 	}
-	c.judge(&c.slow[1], 2*len(src), t0, slowRead)
-}
-
-// observed reports whether a copy of n bytes is timed: from observeBytes
-// always, from pipelineBytes/8 (the smallest copy published
-// non-temporally) in one call out of sampleEvery, where two clock reads
-// would cost up to a tenth of the copy (np=2, vCPUs on different dies:
-// allgather of 64 KiB copies 32 KiB blocks and was never advised).
-func (c *Comm) observed(n int) bool {
-	return n >= observeBytes || n >= pipelineBytes/8 && c.sample(sampleEvery)
-}
-
-// copyStart returns the time of a copy of n bytes out of a peer's slot
-// that copyDone should judge, or 0.
-func (c *Comm) copyStart(n int) int64 {
-	if !c.observed(n) || c.ep.Oversubscribed() || c.advisedNT() {
-		return 0
-	}
-	return clock.Nanotime()
-}
-
-// sample reports true once in every of its calls. Counted apart from the
-// call number, whose remainder is the same at every call of a program that
-// alternates two collectives (a barrier and an allreduce): sampling on it
-// timed either all of them or none.
-func (c *Comm) sample(every uint64) bool {
-	c.samples++
-	return c.samples%every == 0
-}
-
-// copyPeer copies src, out of a peer's slot whose post was just seen,
-// into dst (as long): the copy-outs of the flat bcast and allgather. From
-// copyPrefetchMin to copyPrefetchMax bytes it first asks for every line of src
-// (simd.Prefetch), as the replicated reductions do, unless the ranks share
-// CPUs (np=8 on 2 CPUs, allgather of 16-32 KiB, 2-4 KiB blocks: 2-3 %
-// slower with it); large copies are timed (copyStart, copyDone).
-func (c *Comm) copyPeer(dst, src []byte) {
-	n := len(src)
-	if n >= copyPrefetchMin && n <= copyPrefetchMax && !c.ep.Oversubscribed() {
-		simd.Prefetch(src)
-	}
-	t0 := c.copyStart(n)
-	simd.Copy(dst, src)
-	c.copyDone(n, t0)
-}
-
-// copyDone judges a copy of n bytes out of a peer's slot that began at
-// t0 (0: not timed).
-func (c *Comm) copyDone(n int, t0 int64) { c.judge(&c.slow[0], n, t0, slowRead) }
-
-// reduceDone is copyDone for a reduction of n bytes (the result) that
-// read a peer's slot.
-func (c *Comm) reduceDone(n int, t0 int64) { c.judge(&c.slow[0], n, t0, slowReduce) }
-
-// judge judges a timed copy: two slow ones of a kind in a row (reads, or
-// publishing writes) ask for non-temporal stores. The kinds are counted
-// apart: on vCPUs on different dies the reads of lines another core wrote
-// crawl while the writes need not, and one count that each fast write
-// reset never reached two for an allreduce that alternates them (np=2,
-// 1 MiB: 159 µs, against 107 with non-temporal stores).
-func (c *Comm) judge(slow *int, n int, t0 int64, rate int64) {
-	c.judgeFor(slow, n, t0, rate, ntCalls)
-}
-
-// judgeFor is judge with advice for the next calls calls.
-func (c *Comm) judgeFor(slow *int, n int, t0 int64, rate int64, calls uint64) {
-	if t0 != 0 {
-		c.judgeRate(slow, n, clock.Nanotime()-t0, rate, calls)
-	}
-}
-
-// judgeRate judges n bytes in d ns against rate (bytes/ns): a fast one
-// resets the count slow, the second slow one in a row asks for
-// non-temporal stores for the next calls calls (judge, probeRead).
-func (c *Comm) judgeRate(slow *int, n int, d int64, rate int64, calls uint64) {
-	if d <= 0 || int64(n) >= rate*d {
-		*slow = 0
-		return
-	}
-	if *slow++; *slow >= 2 {
-		*slow = 0
-		c.advice(c.rank).Store(c.seq + calls)
-	}
+	return S, nil
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // The minimum-spanning-tree (MST) algorithms of the lecture notes (003),
-// on read schedules (see rabenseifner_schedule.go): the rank range is
+// on read schedules (see schedule.go): the rank range is
 // halved recursively (the left half gets ceil(g/2) ranks); the holder of a
 // range (the root at the top) deals with one rank of the other half, its
 // first rank (or the range's first rank if the holder is in the right
@@ -127,23 +127,21 @@ func (c *Comm) mstSched(kind uint8) *schedule {
 	})
 }
 
-func (c *Comm) mstBcast(ctx context.Context) error {
-	return c.schedBcast(ctx, c.mstSched(mstKindBcast))
+func (c *Comm) mstBcast(ctx context.Context, a *call) error {
+	return c.schedBcast(ctx, a, c.mstSched(mstKindBcast))
 }
 
-func (c *Comm) mstReduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 	M := c.half / a.esz
 	if a.red.user != nil && !a.red.comm {
 		M /= 2 // buffer X is the scratch of peer-op-own reductions
 	}
 	s := c.mstSched(mstKindReduce)
-	return c.schedVector(ctx, M, func(int) *schedule { return s })
+	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
-func (c *Comm) mstScatter(ctx context.Context) error {
-	a := &c.cur
-	esz, p, r := a.esz, c.size, c.rank
+func (c *Comm) mstScatter(ctx context.Context, a *call) error {
+	esz, r := a.esz, c.rank
 	c.regular(a.count)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -156,17 +154,13 @@ func (c *Comm) mstScatter(ctx context.Context) error {
 			return err
 		}
 		c.pieces(k, S, a.counts, a.displs)
-		pre, uoff := c.sc.pre, c.sc.uoff
+		pre := c.sc.pre
 		h := c.slotHalf(r, e)
 		if r == a.root {
-			for j := range p {
-				if j != r {
-					simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
-				}
-			}
+			c.copyPieces(h, a.send, esz, r)
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{}); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
 			return err
 		}
 		if r != a.root {
@@ -178,8 +172,7 @@ func (c *Comm) mstScatter(ctx context.Context) error {
 	return nil
 }
 
-func (c *Comm) mstGather(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) mstGather(ctx context.Context, a *call) error {
 	esz, r := a.esz, c.rank
 	c.regular(a.count)
 	S, err := numPieces(a.counts, c.half/esz)
@@ -204,7 +197,7 @@ func (c *Comm) mstGather(ctx context.Context) error {
 		if r == a.root {
 			out = schedOut{buf: a.recv, blocks: true}
 		}
-		if err := c.runSchedule(ctx, s, e, pre, 0, out); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
 			return err
 		}
 		if r == a.root {

@@ -77,7 +77,8 @@ func init() {
 // costModel is the linear cost model of the papers for this machine's
 // shared memory: a round (a phase hand-off between two ranks: one cache
 // line changing owner, and the poll that sees it) costs alpha ns, a byte
-// copied from a peer's slot beta ns, a byte reduced from it gamma ns more.
+// copied from a peer's slot beta ns, a byte reduced from it gamma ns more
+// (the model's units).
 type costModel struct {
 	alpha, beta, gamma float64
 }
@@ -90,35 +91,24 @@ type costModel struct {
 //
 //	go test -run='^$' -bench=CostModel -benchtime=1x -count=5 ./collectives/
 //
-// On 2026-11-22 under the other engineers' load (load average 14) it gave
-// alpha 3.5-36 µs (a hand-off that needs the scheduler), beta 0.016-0.02
-// ns/B (0.14-0.3 when disturbed), gamma 0-0.07 ns/B; BASELINES.md has the
-// idle hand-off at 14-210 ns depending on vCPU placement and memcpy at
-// 40-48 GB/s for 1 MiB. We take the loaded hand-off, alpha = 20 µs: the
-// machine runs more ranks than its two cores (the way CI and the np = 8
-// targets run), and BenchmarkNblockBlocks confirms it: at 1 MiB and p = 4
-// or 8 bcast and the dual-root allreduce are fastest with 1 or 2 blocks,
-// and slower by 2-10x with 16 or more; the model gives 1 to 3. On idle
-// cores (alpha ~ 100 ns) it would choose about 15 times more blocks.
-// Every rank must use the same values: the block count is not part of the
-// call descriptor.
+// alpha is the hand-off of ranks that outnumber the cores, which needs the
+// scheduler, not the idle cache-line hand-off: the machine runs more ranks
+// than its cores (as CI and the np = 8 targets do), where
+// BenchmarkNblockBlocks finds bcast and the dual-root allreduce fastest
+// with few blocks. Every rank must use the same values: the block count is
+// not part of the call descriptor.
 var machineCost = costModel{alpha: 20000, beta: 0.03, gamma: 0.03}
 
 // fitCost is the model for the n-block reduce when every rank has a CPU
-// of its own: a hand-off is one cache line changing owner (50-300 ns
-// here, BASELINES.md), and the ranks run at once, so a rank's copy of a
+// of its own: a hand-off is one cache line changing owner, and the ranks
+// run at once, so a rank's copy of a
 // block of its input into its slot (expose), just before the round that
 // lets its reader in, overlaps the reader's reduction of the block before:
 // a stage of lead more (nblocks). With the papers' count (n-1+q rounds:
-// one block for p=2) nothing overlaps it. np=2, interleaved runs of fixed
-// block counts: one L3, 32K 1.19 (1 block) -> 1.03 µs (4), 64K 2.27 ->
-// 1.95-1.98 (4-8), 128K 4.40 -> 3.77-3.82 (4-8); different dies, 64K 4.64
-// -> 4.12-4.18 (2-4; 8 blocks 4.83), 128K 8.56 -> 6.93 (4). The other
-// n-block collectives copy a whole segment in before their rounds: more
-// blocks only add rounds there (allreduce of 32K, different dies, 3.5 ->
-// 5.1 µs), so they keep machineCost; so does a reduce of more than one
-// segment, whose steps overlap the same way (np=2, 8M and 16M: 2-8 %
-// slower with fitCost's blocks at both placements).
+// one block for p=2) nothing overlaps it. The other n-block collectives
+// copy a whole segment in before their rounds: more blocks only add
+// rounds there, so they keep machineCost; so does a reduce of more than
+// one segment, whose steps overlap the same way.
 var fitCost = costModel{alpha: 200, beta: 0.03, gamma: 0.03}
 
 // maxBlocks bounds the number of blocks of an n-block step (a reduce keeps
@@ -216,8 +206,7 @@ func blockSpan(base, L, n, b int) (lo, hi int) {
 	return base + pieceLo(b, n, L), base + pieceLo(b+1, n, L)
 }
 
-func (c *Comm) nblockBcast(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) nblockBcast(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	t, err := nblockTable(p)
 	if err != nil {
@@ -260,8 +249,7 @@ func (c *Comm) nblockBcast(ctx context.Context) error {
 			src := span(c.slotHalf(rd.from, e), esz, lo, hi)
 			simd.Copy(span(h, esz, lo, hi), src)
 			simd.Copy(span(seg, esz, lo, hi), src)
-			c.last.Rounds++
-			c.last.Received++
+			c.last.add(Stats{Rounds: 1, Received: 1})
 		}
 		c.end(e)
 	}
@@ -274,8 +262,7 @@ type blockSet [maxBlocks / 64]uint64
 func (s *blockSet) has(b int) bool { return s[b>>6]&(1<<(b&63)) != 0 }
 func (s *blockSet) add(b int)      { s[b>>6] |= 1 << (b & 63) }
 
-func (c *Comm) nblockReduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) nblockReduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	t, err := nblockTable(p)
 	if err != nil {
@@ -335,9 +322,7 @@ func (c *Comm) nblockReduce(ctx context.Context) error {
 					a.red.reduce3(block(acc, b), block(x, b), peer)
 					ready.add(b)
 				}
-				c.last.Rounds++
-				c.last.Received++
-				c.last.Reduced++
+				c.last.add(Stats{Rounds: 1, Received: 1, Reduced: 1})
 			}
 			if i+1 < R {
 				if b := bcastRecv(t, c.rank, a.root, n, nblockRound(s, c.rank, n, R-2-i)); b >= 0 {
@@ -361,8 +346,7 @@ func (c *Comm) nblockReduce(ctx context.Context) error {
 
 // nblockAllgatherv is Algorithm 7: p simultaneous broadcasts in
 // n-1+q rounds, every rank the root of its own piece.
-func (c *Comm) nblockAllgatherv(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) nblockAllgatherv(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	t, err := nblockTable(p)
 	if err != nil {
@@ -444,8 +428,7 @@ func (c *Comm) nblockAllgatherv(ctx context.Context) error {
 // others into its half, reduces into them what it receives, and exposes
 // each partial block once, when complete; its own block is reduced into
 // recv.
-func (c *Comm) nblockReduceScatter(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) nblockReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	t, err := nblockTable(p)
 	if err != nil {
@@ -473,11 +456,7 @@ func (c *Comm) nblockReduceScatter(ctx context.Context) error {
 		h := c.slotHalf(me, e)
 		// The copy-in: every block but this rank's own, which is reduced
 		// into recv (in place, recv is that block of the input).
-		for j := range p {
-			if j != me {
-				simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
-			}
-		}
+		c.copyPieces(h, a.send, esz, me)
 		L := pre[me+1] - pre[me]
 		lo := pieceLo(seg, S, a.counts[me])
 		out := span(a.recv, esz, lo, lo+L)
@@ -519,8 +498,7 @@ func (c *Comm) nblockReduceScatter(ctx context.Context) error {
 				} else {
 					a.red.reduce(span(h, esz, blo, bhi), src)
 				}
-				c.last.Received++
-				c.last.Reduced++
+				c.last.add(Stats{Received: 1, Reduced: 1})
 			}
 		}
 		// This rank's block gathered every rank's contribution.
@@ -534,8 +512,7 @@ func (c *Comm) nblockReduceScatter(ctx context.Context) error {
 // [j*N/p, (j+1)*N/p), into recv, then the allgatherv of the parts in recv,
 // each over all segments (2S steps). In place the reduce-scatter reduces
 // the rank's part where it is, which nobody else reads from recv.
-func (c *Comm) nblockAllreduce(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) nblockAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	a.counts, a.displs = c.sc.counts, c.sc.displs
 	for j := range p {
@@ -544,9 +521,9 @@ func (c *Comm) nblockAllreduce(ctx context.Context) error {
 	}
 	recv, me := a.recv, a.displs[c.rank]
 	a.send, a.recv = a.input(), span(recv, esz, me, me+a.counts[c.rank])
-	if err := c.nblockReduceScatter(ctx); err != nil {
+	if err := c.nblockReduceScatter(ctx, a); err != nil {
 		return err
 	}
 	a.send, a.recv = nil, recv
-	return c.nblockAllgatherv(ctx)
+	return c.nblockAllgatherv(ctx, a)
 }

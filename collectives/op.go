@@ -175,3 +175,36 @@ func (r *reducer) reduceK(dst []byte, srcs [][]byte) {
 		r.user(dst, s)
 	}
 }
+
+// kernelCache holds the kernels of the built-in operators by (type,
+// operator), direct-mapped in one cache line, so that the small-call path
+// finds the kernel of every operator a program alternates without
+// binding it: a miss costs a table lookup in simd, never the general path.
+type kernelCache [4]struct {
+	key uint16 // type<<8 | operator hash (a built-in's is below 256); 0: empty
+	k   *simd.Kernel
+}
+
+// get returns the kernel of the built-in op for elements of type t: from
+// the cache (inlined), else from simd (fill); nil for a user-defined
+// operator, the zero Op or an unsupported pair, which the general path
+// reports.
+func (kc *kernelCache) get(t simd.Type, op Op) *simd.Kernel {
+	key := uint16(t)<<8 | uint16(op.hash)
+	if e := &kc[key%uint16(len(kc))]; e.key == key && op.user == nil {
+		return e.k // a built-in's key is never 0, an empty entry's
+	}
+	return nil
+}
+
+// fill looks the kernel get missed up and caches it.
+func (kc *kernelCache) fill(t simd.Type, op Op) *simd.Kernel {
+	if op.user != nil || op.hash == 0 || op.hash >= 256 {
+		return nil
+	}
+	k, err := simd.Lookup(t, op.builtin)
+	if key := uint16(t)<<8 | uint16(op.hash); err == nil {
+		kc[key%uint16(len(kc))].key, kc[key%uint16(len(kc))].k = key, k
+	}
+	return k
+}

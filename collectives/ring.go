@@ -3,7 +3,7 @@ package collectives
 import "context"
 
 // The ring algorithms of the lecture notes (003), on read schedules (see
-// rabenseifner_schedule.go). The segment is cut into p blocks (positions,
+// schedule.go). The segment is cut into p blocks (positions,
 // in rank order); rank r reads only from its left neighbour r-1.
 //
 //   - reduce-scatter: in round k (0 <= k < p-1) rank r reduces block
@@ -87,19 +87,19 @@ func (c *Comm) ringSched(kind uint8) *schedule {
 	})
 }
 
-func (c *Comm) ringAllreduce(ctx context.Context) error {
+func (c *Comm) ringAllreduce(ctx context.Context, a *call) error {
 	s := c.ringSched(ringKindAllreduce)
-	return c.schedVector(ctx, c.half/c.cur.esz, func(int) *schedule { return s })
+	return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
 }
 
-func (c *Comm) ringReduceScatter(ctx context.Context) error {
-	return c.schedReduceScatter(ctx, c.ringSched(ringKindReduceScatter))
+func (c *Comm) ringReduceScatter(ctx context.Context, a *call) error {
+	return c.schedReduceScatter(ctx, a, c.ringSched(ringKindReduceScatter))
 }
 
-func (c *Comm) ringAllgather(ctx context.Context) error {
-	return c.schedAllgather(ctx, c.ringSched(ringKindAllgather))
+func (c *Comm) ringAllgather(ctx context.Context, a *call) error {
+	return c.schedAllgather(ctx, a, c.ringSched(ringKindAllgather))
 }
 
-func (c *Comm) ringBcast(ctx context.Context) error {
-	return c.schedBcast(ctx, c.ringSched(ringKindBcast))
+func (c *Comm) ringBcast(ctx context.Context, a *call) error {
+	return c.schedBcast(ctx, a, c.ringSched(ringKindBcast))
 }

@@ -1,6 +1,10 @@
 package collectives
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/shmcoll/shmcoll/simd"
+)
 
 // Segmentation. A vector larger than a slot half allows is run as several
 // steps, each on one segment. For the collectives with fixed blocks (the
@@ -97,3 +101,14 @@ func (c *Comm) eachRun(i, i2 int, f func(rot, user, n int)) {
 
 // span returns b[lo*esz : hi*esz].
 func span(b []byte, esz, lo, hi int) []byte { return b[lo*esz : hi*esz] }
+
+// copyPieces copies this step's piece of every block but skip (-1: none)
+// from the user's blocks in src (at c.sc.uoff) to h at c.sc.pre.
+func (c *Comm) copyPieces(h, src []byte, esz, skip int) {
+	pre, uoff := c.sc.pre, c.sc.uoff
+	for j := range c.size {
+		if j != skip {
+			simd.Copy(span(h, esz, pre[j], pre[j+1]), span(src, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+		}
+	}
+}

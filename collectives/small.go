@@ -2,50 +2,49 @@ package collectives
 
 import (
 	"context"
-	"encoding/binary"
 
-	"github.com/shmcoll/shmcoll/shm"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// The small-call path: barrier, allreduce, reduce_scatter(_block) and
-// alltoall of at most smallBytes, bcast and reduce of at most
-// smallRootedBytes, where choose picks the flat barrier, the replicated
-// allreduce and reduce and the flat bcast, reduce_scatter(_block) and
-// alltoall (for every size up to the call's). They run the one step of
-// flatBarrier, replicatedAllreduce, flatBcast, flatReduceScatter and
-// flatAlltoall with the same descriptor, posts, waits, checks, counts and
-// results, in one function each, without the layers of the general path
-// (start, bindOp, pick, choose, run, begin, end, finish).
+// The small-call path, the lean mode of the step protocol: barrier,
+// allreduce, reduce_scatter(_block) and alltoall of at most smallBytes,
+// bcast and reduce of at most smallRootedBytes, where selection picks the
+// flat barrier, the replicated allreduce and reduce and the flat bcast,
+// reduce_scatter(_block) and alltoall at every size up to the call's
+// (selector.smallUpTo). Each runs the one step of flatBarrier,
+// replicatedAllreduce, flatBcast, flatReduceScatter or flatAlltoall with
+// the step protocol's own primitives (countCall, open, post,
+// waitChecked), the same descriptor, checks, counts and results, in one
+// function, without the general path's layers (start, bindOp, pick,
+// choose, run, begin's check, end, finish): a call that begins with every
+// rank known to have begun the last step needs none of them.
 //
 // Where ranks share CPUs, what it saves is memory more than instructions:
 // every wait is a context switch, and a rank that gets its CPU back finds
-// its code and data evicted by the ranks that ran meanwhile, so every cache
-// line and page a call touches costs a refill (np=8 on 2 CPUs: a loop that
-// touched 64 more lines after each yield took 0.40 µs longer per barrier
-// and allreduce, 64 more pages 0.78 µs). The general path touched about 290
-// lines of code and 140 of data, in 45 and 50 pages, per barrier and
-// allreduce of 8 B (valgrind's lackey, one rank's trace); a loop of shm
-// posts and waits with the same protocol took 5.0 against 6.6 µs. Where
-// each rank has a CPU, the sender's call path is on the receiver's clock
-// (np=2, same L3: bcast 8-256 B and reduce 8-512 B 0.01-0.02 µs faster).
+// its code and data evicted by the ranks that ran meanwhile, so every
+// cache line and page a call touches costs a refill. Where each rank has
+// a CPU, the sender's call path is on the receiver's clock.
 //
 // Anything else (a closed or aborted endpoint, a step that is not known
 // synchronized, a user operator, an argument error, another algorithm)
 // takes the general path, which runs or reports it.
 
-// smallOK reports whether the small-call path may run coll (small[i]) on
-// n bytes: choose picks alg for coll at every size from 1 (0 for the
-// barrier) to n, and every rank has begun this rank's last step.
-func (c *Comm) smallOK(i int, coll Collective, alg Algorithm, n int) bool {
-	m := &c.small[i]
-	if !m.known || m.pin != c.pinned[coll] {
-		c.learnSmall(m, coll, alg)
+// smallOK reports whether small-call path i may run a call of n bytes:
+// selection picks its algorithm at every size from its smallest to n
+// (learnSmall), and every rank has begun this rank's last step.
+func (c *Comm) smallOK(i, n int) bool {
+	if m := &c.small[i]; !m.known || m.pin != c.pinned[smallPaths[i].coll] {
+		c.learnSmall(i)
 	}
-	return n <= m.upTo && c.size > 1 && c.synced == c.step && !c.closed && c.ep.Ok()
+	return n <= c.small[i].upTo && c.size > 1 && c.synced == c.step && !c.closed && c.ep.Ok()
 }
 
-// smallMemo remembers up to which size choose picks the small-call path's
+func (c *Comm) learnSmall(i int) {
+	sp := &smallPaths[i]
+	c.small[i] = smallMemo{known: true, pin: c.pinned[sp.coll], upTo: c.selector().smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi)}
+}
+
+// smallMemo remembers up to which size selection picks the small-call path's
 // algorithm (-1: not even the smallest), for the pin it was worked out with
 // (tests change pins).
 type smallMemo struct {
@@ -56,19 +55,11 @@ type smallMemo struct {
 
 // The small-call paths (Comm.small), and the most bytes they take: the
 // vector travels in the counter's line up to tinyBytes, above in the slot
-// half (publish: a store per line, from 4 KiB the string copy).
-//
-// Bcast and reduce take up to 8 KiB, where the flat bcast and the
-// replicated reduce send the vector whole too. np=2, interleaved against
-// the general path: bcast on one L3 2K 0.190 -> 0.170 µs, 4K 0.220 ->
-// 0.200, 8K 0.335 -> 0.311, on different dies 2K 0.641 -> 0.621, 4K
-// 0.746-0.771 -> 0.721-0.731, 8K 0.946 -> 0.887; reduce on one L3 2K
-// 0.200 -> 0.175, 4K 0.230 -> 0.210, 8K 0.340 -> 0.311, on different dies
-// 2K 0.656 -> 0.601, 4K 0.766 -> 0.701, 8K 0.952 -> 0.896. np=4 and np=8,
-// 2K-8K: bcast 3-11 % faster, reduce 6-12 %. Bcast of 16K lost on one L3
-// (0.516 -> 0.551) and gained on different dies (1.49 -> 1.35). The
-// allreduce keeps 1 KiB: from ntSmall its general path samples the
-// placement (non-temporal copy-in on advice).
+// half. Bcast and reduce take up to 8 KiB, where the flat bcast and the
+// replicated reduce send the vector whole too; above, the general path's
+// copies gain from the store advice. The allreduce keeps 1 KiB: from
+// sampledReduceMin its general path samples the placement (non-temporal
+// copy-in on advice).
 const (
 	smallAllreduceIdx = iota
 	smallBarrierIdx
@@ -83,67 +74,49 @@ const (
 	smallRootedBytes = 8 << 10
 )
 
-func (c *Comm) learnSmall(m *smallMemo, coll Collective, alg Algorithm) {
-	*m = smallMemo{known: true, pin: c.pinned[coll], upTo: -1}
-	lo, hi := 1, smallBytes
-	switch coll {
-	case CollBarrier:
-		lo, hi = 0, 0
-	case CollBcast, CollReduce:
-		hi = smallRootedBytes
-	}
-	for b := lo; b <= hi; b++ {
-		if a, err := c.chooseNew(coll, b, true); err != nil || a != alg {
-			break
-		}
-		m.upTo = b
-	}
+// smallPaths are the collective, algorithm and sizes (bytes, as selection
+// counts them) of each small-call path.
+var smallPaths = [numSmall]struct {
+	coll   Collective
+	alg    Algorithm
+	lo, hi int
+}{
+	smallAllreduceIdx:      {CollAllreduce, Replicated, 1, smallBytes},
+	smallBarrierIdx:        {CollBarrier, Flat, 0, 0},
+	smallBcastIdx:          {CollBcast, Flat, 1, smallRootedBytes},
+	smallReduceIdx:         {CollReduce, Replicated, 1, smallRootedBytes},
+	smallReduceScatterIdx:  {CollReduceScatterBlock, Flat, 1, smallBytes},
+	smallAlltoallIdx:       {CollAlltoall, Flat, 1, smallBytes},
+	smallReduceScatterVIdx: {CollReduceScatter, Flat, 1, smallBytes},
 }
 
-// smallCall begins a small call of coll: it counts the call and its step,
-// sets the fields the descriptor covers, writes the descriptor of step e
-// and asks for the counter's line (begin's work). The caller sets
-// c.cur.send and c.cur.recv.
-func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, root int, red reducer, opID, aux uint64) uint64 {
-	c.seq++
-	c.total.add(c.last)
-	c.last = Stats{Calls: 1, Steps: 1, Rounds: 1}
+// smallCall begins a small call of coll, its one step: it counts the call
+// and the step (countCall), sets the fields the descriptor covers and
+// opens step e (open) without begin's check, which smallOK made.
+func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, root int, k *simd.Kernel, opID, aux uint64, send, recv []byte) uint64 {
+	c.countCall(Stats{Calls: 1, Steps: 1, Rounds: 1})
+	c.smalls++
 	a := &c.cur
-	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.red, a.opID, a.aux = coll, alg, t, t.Size(), count, root, red, opID, aux
+	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.opID, a.aux = coll, alg, t, t.Size(), count, root, opID, aux
+	a.red, a.send, a.recv = reducer{k: k, comm: k != nil}, send, recv
 	a.fully = true
 	e := c.step + 1
-	c.step = e
-	c.writeDesc(e)
-	c.ep.Prepare(ctr(e))
+	c.open(e)
 	return e
 }
 
-// smallWait waits for peer q's phase 1 of step e, keeping data's lines in
-// flight (WaitData) when it is at most shm.TouchBytes, as waitData does,
-// and compares q's descriptor hash (checkDesc names a mismatch).
+// smallWait is waitChecked for phase 1: the small-call path waits for
+// each peer once in its step, so it keeps no record in checked.
 func (c *Comm) smallWait(ctx context.Context, q int, e uint64, data []byte) error {
-	if len(data) > shm.TouchBytes {
-		data = nil
-	}
-	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, 1), data); err != nil {
-		return c.fail(err)
-	}
-	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) != c.dhash {
-		return c.checkDesc(q, e)
-	}
-	return nil
+	return c.waitChecked(ctx, q, e, 1, data)
 }
 
 // oneLine is data if it is one cache line or less, else nil: bcast and
 // reduce keep at most one line of what they wait for in flight (see
-// smallWait). Where one rank reads what one other writes, 2-4 lines are
+// smallWait). Where one rank reads what one other writes, more lines are
 // faster fetched after the post than taken back by the writer's stores
-// from the reader: np=2, bcast and reduce of 128-256 B, one L3 0.110-0.120
-// -> 0.100-0.110 µs in three of four series of interleaved runs (at 64 B
-// up to 0.02 slower, so one line stays in flight); different dies, 256 B,
-// bcast 0.411 -> 0.380-0.391, reduce 0.42 -> 0.38-0.41. Allreduce, where
-// every rank writes and reads, keeps them (different dies, 64-256 B: 0.49-
-// 0.58 µs with, 0.51-0.58 without).
+// from the reader. Allreduce, where every rank writes and reads, keeps
+// them all in flight.
 func oneLine(data []byte) []byte {
 	if len(data) > lineBytes {
 		return nil
@@ -173,23 +146,26 @@ func (c *Comm) smallFinish(ctx context.Context, e uint64, skip int) error {
 // smallBarrier is flatBarrier on the small-call path; ok is false when it
 // does not apply.
 func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
-	if !c.smallOK(smallBarrierIdx, CollBarrier, Flat, 0) || ctx.Err() != nil {
+	if !c.smallOK(smallBarrierIdx, 0) || ctx.Err() != nil {
 		return false, nil // the general path runs it, or fails it
 	}
-	e := c.smallCall(CollBarrier, Flat, 0, 0, 0, reducer{}, 0, 0)
-	c.cur.send, c.cur.recv = nil, nil
+	e := c.smallCall(CollBarrier, Flat, 0, 0, 0, nil, 0, 0, nil, nil)
 	c.post(e, 1)
 	return true, c.smallFinish(ctx, e, -1)
 }
 
-// smallAllreduce is replicatedAllreduce on the small-call path for the
-// built-in operator of the last bindOp; ok is false when it does not
-// apply. send is nil or as long as recv.
+// smallAllreduce is replicatedAllreduce on the small-call path for a
+// built-in operator; ok is false when it does not apply. send is nil or as long as recv.
 func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
 	n := len(recv)
-	if n == 0 || op.hash != c.kernOp || t != c.kernType || op.user != nil ||
-		!c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated, n) {
+	if n == 0 || !c.smallOK(smallAllreduceIdx, n) {
 		return false, nil
+	}
+	k := c.kernels.get(t, op)
+	if k == nil {
+		if k = c.kernels.fill(t, op); k == nil {
+			return false, nil
+		}
 	}
 	in := send
 	if in == nil || same(in, recv) {
@@ -200,16 +176,12 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	if ctx.Err() != nil {
 		return false, nil
 	}
-	k := c.kern
-	e := c.smallCall(CollAllreduce, Replicated, t, n/t.Size(), 0, reducer{k: k, comm: true}, op.hash, 0)
-	c.cur.send, c.cur.recv = send, recv
+	e := c.smallCall(CollAllreduce, Replicated, t, n/t.Size(), 0, k, op.hash, 0, send, recv)
 	p := uint64(c.size - 1)
 	c.last.Sent, c.last.Received, c.last.Reduced = p, p, p
-	// stepBuf by hand, here and for each peer just before its wait, and
-	// a tiny vector (in the counter's line) not kept in flight: np=2, same
-	// L3, a call of stepBuf (which does not inline) per rank cost
-	// allreduce of 8-64 B about 10 ns, and so did stepBufs after the post
-	// with the tiny vector kept in flight.
+	// stepBuf by hand (it does not inline), here and for each peer just
+	// before its wait, and a tiny vector (in the counter's line) not kept
+	// in flight: it arrives with the counter.
 	tiny := n <= tinyBytes
 	if tiny {
 		copy(c.tiny(c.rank, e), in) // as replicatedAllreduce: not publish
@@ -219,10 +191,8 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	c.post(e, 1)
 	// The own input where it is, not the copy that the peers are reading
 	// (see replicatedAllreduce); in place, only as the kernel's first
-	// source. np=2, interleaved, 8 B to 1 KiB: one L3 0.111-0.190 ->
-	// 0.091-0.160 µs, different dies 0.480-0.681 -> 0.310-0.501. Not where
-	// ranks share CPUs, whose peers do not read at the same time: np=4 and
-	// np=8 at 8 B 5-7 % slower.
+	// source. Not where ranks share CPUs, whose peers do not read at the
+	// same time: there the copy is as near as the input.
 	ownIn := (send != nil || c.rank == 0) && !c.ep.Oversubscribed()
 	srcs := c.sc.srcs
 	for q := range srcs {
@@ -253,14 +223,13 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 // not apply.
 func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int) (ok bool, err error) {
 	n := len(buf)
-	if n == 0 || n > c.half || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, CollBcast, Flat, n) || ctx.Err() != nil {
+	if n == 0 || n > c.half || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, n) || ctx.Err() != nil {
 		return false, nil
 	}
-	e := c.smallCall(CollBcast, Flat, t, n/t.Size(), root, reducer{}, 0, 0)
-	c.cur.send, c.cur.recv = nil, buf
+	e := c.smallCall(CollBcast, Flat, t, n/t.Size(), root, nil, 0, 0, nil, buf)
 	tiny := n <= tinyBytes
 	if c.rank == root {
-		c.publish(c.stepBuf(c.rank, e, tiny), buf)
+		c.adv.publish(c.stepBuf(c.rank, e, tiny), buf)
 		c.post(e, 1)
 		c.last.Sent = uint64(c.size - 1)
 		return true, c.smallFinish(ctx, e, -1)
@@ -279,10 +248,9 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 }
 
 // smallReduce is replicatedAllreduce's reduce on the small-call path for
-// the built-in operator of the last bindOp; ok is false when it does not
-// apply (Reduce checks the arguments).
+// a built-in operator; ok is false when it does not apply (Reduce checks the arguments).
 func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, op Op, root int) (ok bool, err error) {
-	if op.hash != c.kernOp || t != c.kernType || op.user != nil || uint(root) >= uint(c.size) {
+	if uint(root) >= uint(c.size) {
 		return false, nil
 	}
 	n := len(send)
@@ -299,19 +267,23 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	} else {
 		recv = nil
 	}
-	if n == 0 || n > c.half || !c.smallOK(smallReduceIdx, CollReduce, Replicated, n) || ctx.Err() != nil {
+	if n == 0 || n > c.half || !c.smallOK(smallReduceIdx, n) || ctx.Err() != nil {
 		return false, nil
 	}
-	k := c.kern
-	e := c.smallCall(CollReduce, Replicated, t, n/t.Size(), root, reducer{k: k, comm: true}, op.hash, 0)
-	c.cur.send, c.cur.recv = send, recv
+	k := c.kernels.get(t, op)
+	if k == nil {
+		if k = c.kernels.fill(t, op); k == nil {
+			return false, nil
+		}
+	}
+	e := c.smallCall(CollReduce, Replicated, t, n/t.Size(), root, k, op.hash, 0, send, recv)
 	p := c.size
 	c.last.Sent = uint64(p - 1)
 	tiny := n <= tinyBytes
 	if send == nil {
-		c.publish(c.stepBuf(c.rank, e, tiny), recv) // the root in place
+		c.adv.publish(c.stepBuf(c.rank, e, tiny), recv) // the root in place
 	} else if c.rank != root {
-		c.publish(c.stepBuf(c.rank, e, tiny), send)
+		c.adv.publish(c.stepBuf(c.rank, e, tiny), send)
 	}
 	c.post(e, 1)
 	if c.rank != root {
@@ -339,34 +311,31 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 }
 
 // smallReduceScatter is flatReduceScatter on the small-call path for
-// ReduceScatterBlock, out of place, with the built-in operator of the
-// last bindOp; ok is false when it does not apply (ReduceScatterBlock
-// checks the arguments). The sizes are the whole input's, as choose sees
-// them (at p=2 the table takes flat below 32 B: one element per rank).
-// Like smallAllreduce it reduces the own block where it is, where ranks
-// have CPUs of their own. Against the general path, interleaved: np=2,
-// 16 B, one L3 0.151 -> 0.100 µs, different dies 0.500 -> 0.390; np=4
-// 32 B 3.58 -> 3.22, 1K 4.23 -> 3.44; np=8 64 B 7.81 -> 7.06, 1K 9.49 ->
-// 7.23.
+// ReduceScatterBlock, out of place, with a built-in operator; ok is false
+// when it does not apply (ReduceScatterBlock checks the arguments). The
+// sizes are the whole input's, as selection sees them. Like
+// smallAllreduce it reduces the own block where it is, where ranks have
+// CPUs of their own.
 func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
 	p, n := c.size, len(recv)
-	if !c.smallReduceOK(t, send, recv, op) || n == 0 || len(send) != p*n ||
-		!c.smallOK(smallReduceScatterIdx, CollReduceScatterBlock, Flat, len(send)) || ctx.Err() != nil {
+	k := c.smallReduceKernel(t, send, recv, op)
+	if k == nil || n == 0 || len(send) != p*n ||
+		!c.smallOK(smallReduceScatterIdx, len(send)) || ctx.Err() != nil {
 		return false, nil
 	}
-	return true, c.smallReduceBlocks(ctx, CollReduceScatterBlock, t, send, recv, c.rank*n, n/t.Size(), 0)
+	return true, c.smallReduceBlocks(ctx, CollReduceScatterBlock, t, k, op.hash, send, recv, c.rank*n, n/t.Size(), 0)
 }
 
 // smallReduceScatterV is smallReduceScatter for ReduceScatter, whose
 // blocks have counts elements (the descriptor hashes them, as the general
 // path's irregular does); ok is false when it does not apply, and
-// ReduceScatter checks the arguments. At p=2 the table takes flat below 32
-// B. Against the general path, interleaved: np=2, 8 B (blocks of 0 and 1
-// elements), one L3 0.170-0.185 -> 0.120-0.135 µs, different dies 0.560
-// -> 0.331; np=4 1016 B 3.58-4.72 -> 3.26-3.93; np=8 232 B 9.37 -> 8.45,
-// 1000 B 12.4 -> 8.72.
+// ReduceScatter checks the arguments.
 func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv []byte, counts []int, op Op) (ok bool, err error) {
-	if len(counts) != c.size || !c.smallReduceOK(t, send, recv, op) {
+	if len(counts) != c.size {
+		return false, nil
+	}
+	k := c.smallReduceKernel(t, send, recv, op)
+	if k == nil {
 		return false, nil
 	}
 	esz := t.Size()
@@ -381,28 +350,32 @@ func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv 
 		total += m
 	}
 	if total*esz != len(send) || counts[c.rank]*esz != len(recv) ||
-		!c.smallOK(smallReduceScatterVIdx, CollReduceScatter, Flat, len(send)) || ctx.Err() != nil {
+		!c.smallOK(smallReduceScatterVIdx, len(send)) || ctx.Err() != nil {
 		return false, nil
 	}
-	return true, c.smallReduceBlocks(ctx, CollReduceScatter, t, send, recv, lo*esz, total, hashInts(counts))
+	return true, c.smallReduceBlocks(ctx, CollReduceScatter, t, k, op.hash, send, recv, lo*esz, total, hashInts(counts))
 }
 
-// smallReduceOK is what the small-call reduce-scatters need of their
-// arguments: the built-in operator and type of the last bindOp, an input
-// out of place that fits the slot half, a result apart from it.
-func (c *Comm) smallReduceOK(t simd.Type, send, recv []byte, op Op) bool {
-	return op.hash == c.kernOp && t == c.kernType && op.user == nil && len(send) > 0 &&
-		len(send) <= c.half && !overlaps(send, recv)
+// smallReduceKernel is what the small-call reduce-scatters need of their
+// arguments: an input out of place that fits the slot half, a result
+// apart from it, and the kernel of a built-in operator (nil if not).
+func (c *Comm) smallReduceKernel(t simd.Type, send, recv []byte, op Op) *simd.Kernel {
+	if len(send) == 0 || len(send) > c.half || overlaps(send, recv) {
+		return nil
+	}
+	if k := c.kernels.get(t, op); k != nil {
+		return k
+	}
+	return c.kernels.fill(t, op)
 }
 
 // smallReduceBlocks runs flatReduceScatter's one step for coll with the
 // descriptor's count and aux: the whole input in the slot half (or the
 // counter's line up to tinyBytes), then the reduction of the blocks at lo
 // (bytes, as long as recv) of every rank into recv.
-func (c *Comm) smallReduceBlocks(ctx context.Context, coll Collective, t simd.Type, send, recv []byte, lo, count int, aux uint64) error {
-	p, k := c.size, c.kern
-	e := c.smallCall(coll, Flat, t, count, 0, reducer{k: k, comm: true}, c.kernOp, aux)
-	c.cur.send, c.cur.recv = send, recv
+func (c *Comm) smallReduceBlocks(ctx context.Context, coll Collective, t simd.Type, k *simd.Kernel, opID uint64, send, recv []byte, lo, count int, aux uint64) error {
+	p := c.size
+	e := c.smallCall(coll, Flat, t, count, 0, k, opID, aux, send, recv)
 	c.last.Sent, c.last.Received, c.last.Reduced = uint64(p-1), uint64(p-1), uint64(p-1)
 	tiny := len(send) <= tinyBytes
 	simd.Copy(c.stepBuf(c.rank, e, tiny), send) // the blocks in rank order, as flatReduceScatter's
@@ -432,30 +405,22 @@ func (c *Comm) smallReduceBlocks(ctx context.Context, coll Collective, t simd.Ty
 // false when it does not apply; Alltoall checks the arguments): the pieces
 // for the other ranks in rank order in the slot half, or in the counter's
 // line up to tinyBytes, the own block copied while the peers read.
-// Against session 11's alltoall (circulant at p=2, the flat alltoall with
-// its table of offsets at p=4 and 8), interleaved: np=2 one L3 16 B 0.160
-// -> 0.090 µs, 256 B 0.170 -> 0.110, 1K 0.200 -> 0.120; different dies 16
-// B 0.516 -> 0.356, 256 B 0.471 -> 0.376, 1K 0.516 -> 0.506; np=4 32 B
-// 3.41 -> 3.18, 1K 3.21 -> 2.86; np=8 64 B 7.13 -> 6.30, 1K 7.44 -> 6.65.
-// Its pieces are published with a store per line (publish), where the
-// general path's 2 KiB pieces did better with memmove: at 128 B-1K, np=2,
-// memmove was even on different dies and 0-0.03 µs slower on one L3 (512 B
-// 0.090-0.100 against 0.110, 1K 0.100-0.105 against 0.101-0.130).
+// Its pieces are published with a store per line (publish), which the
+// readers poll; the general path's larger pieces take the string copy.
 func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte) (ok bool, err error) {
 	p, N := c.size, len(recv)
 	if send == nil || N == 0 || len(send) != N || N%(p*t.Size()) != 0 || N > c.half || overlaps(send, recv) ||
-		!c.smallOK(smallAlltoallIdx, CollAlltoall, Flat, N) || ctx.Err() != nil {
+		!c.smallOK(smallAlltoallIdx, N) || ctx.Err() != nil {
 		return false, nil
 	}
 	n := N / p
-	e := c.smallCall(CollAlltoall, Flat, t, n/t.Size(), 0, reducer{}, 0, 0)
-	c.cur.send, c.cur.recv = send, recv
+	e := c.smallCall(CollAlltoall, Flat, t, n/t.Size(), 0, nil, 0, 0, send, recv)
 	c.last.Sent, c.last.Received = uint64(p-1), uint64(p-1)
 	tiny := N <= tinyBytes
 	h := c.stepBuf(c.rank, e, tiny)
 	for j := range p {
 		if j != c.rank {
-			c.publish(h[j*n:(j+1)*n], send[j*n:(j+1)*n])
+			c.adv.publish(h[j*n:(j+1)*n], send[j*n:(j+1)*n])
 		}
 	}
 	c.post(e, 1)

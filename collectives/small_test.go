@@ -24,8 +24,8 @@ func warmSmall(c *Comm, n int) (Stats, error) {
 	}
 	general, _ := c.Stats()
 	// (Not smallOK's result: a peer may have gone on to abort the arena.)
-	c.smallOK(smallAllreduceIdx, CollAllreduce, Replicated, 8*n)
-	if c.small[smallAllreduceIdx].upTo < 8*n || c.synced != c.step || c.kernType != c.cur.typ {
+	c.smallOK(smallAllreduceIdx, 8*n)
+	if c.small[smallAllreduceIdx].upTo < 8*n || c.synced != c.step {
 		return general, fmt.Errorf("rank %d: allreduce of %d B would not take the small-call path (%v)", c.rank, 8*n, c.LastAlgorithm())
 	}
 	return general, nil
@@ -258,7 +258,7 @@ func TestSmallPathSameAsGeneral(t *testing.T) {
 								err = fmt.Errorf("small-call path %d took calls up to %d bytes only", i, m.upTo)
 							}
 						}
-						if a, _ := c.chooseNew(CollBarrier, 0, true); a == Flat && c.small[smallBarrierIdx].upTo != 0 {
+						if d, _ := c.selector().decide(selectInput{coll: CollBarrier, commutative: true}); d.alg == Flat && c.small[smallBarrierIdx].upTo != 0 {
 							err = fmt.Errorf("the flat barrier did not take the small-call path")
 						}
 					}
@@ -327,6 +327,108 @@ func TestHashIntsIsFNV(t *testing.T) {
 		}
 		if got, want := hashInts(xs...), h.Sum64(); got != want {
 			t.Errorf("hashInts(%v) = %#x, FNV-1a %#x", xs, got, want)
+		}
+	}
+}
+
+// TestSmallPathAlternatingOps: a program that alternates built-in
+// operators (Sum, Max, Min) and element types takes the small-call path
+// for every allreduce and reduce after the first barrier (the counter of
+// small calls says so), with exact results.
+func TestSmallPathAlternatingOps(t *testing.T) {
+	ops := []Op{Sum, Max, Min}
+	for _, p := range []int{2, 3} {
+		const iters = 60
+		runAll(t, p, Options{}, func(c *Comm) error {
+			if err := Barrier(bg, c); err != nil { // settles the protocol
+				return err
+			}
+			before := c.smalls
+			r := c.Rank()
+			for it := range iters {
+				op := ops[it%3]
+				f := []float64{float64(r + it)}
+				if err := Allreduce(bg, c, nil, f, op); err != nil {
+					return err
+				}
+				want := [...]float64{float64(p*it + p*(p-1)/2), float64(p - 1 + it), float64(it)}[it%3] // Sum, Max, Min
+				if f[0] != want {
+					return fmt.Errorf("rank %d it %d %v: %v, want %v", r, it, op, f[0], want)
+				}
+				x, y := []int32{int32(r + 1)}, []int32{0}
+				if err := Reduce(bg, c, x, y, ops[(it+1)%3], 0); err != nil {
+					return err
+				}
+				if r == 0 {
+					want := [...]int32{int32(p * (p + 1) / 2), int32(p), 1}[(it+1)%3]
+					if y[0] != want {
+						return fmt.Errorf("it %d reduce %v: %d, want %d", it, ops[(it+1)%3], y[0], want)
+					}
+				}
+			}
+			if got := c.smalls - before; got != 2*iters {
+				return fmt.Errorf("rank %d: %d of %d calls took the small-call path", r, got, 2*iters)
+			}
+			return nil
+		})
+	}
+}
+
+// TestSmallCallsDoNotAllocate: allreduce, reduce and barrier on the
+// small-call path allocate nothing, at p=1 and p=2, alternating operators.
+func TestSmallCallsDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, p := range []int{1, 2} {
+		cs := localComms(t, p, Options{})
+		bufs := make([][2][]float64, p)
+		for r := range bufs {
+			bufs[r] = [2][]float64{{1}, {0}}
+		}
+		ops := []Op{Sum, Max}
+		calls := func(c *Comm, it int) error {
+			b := bufs[c.Rank()]
+			if err := Allreduce(bg, c, nil, b[0], ops[it%2]); err != nil {
+				return err
+			}
+			if err := Reduce(bg, c, b[0], b[1], ops[(it+1)%2], p-1); err != nil {
+				return err
+			}
+			return Barrier(bg, c)
+		}
+		const runs = 100
+		done := make(chan error, 1)
+		if p == 2 {
+			go func() {
+				var err error
+				for it := range runs + 1 + 4 {
+					if err = calls(cs[1], it); err != nil {
+						break
+					}
+				}
+				done <- err
+			}()
+		}
+		for it := range 4 {
+			if err := calls(cs[0], it); err != nil {
+				t.Fatal(err)
+			}
+		}
+		it := 4
+		allocs := testing.AllocsPerRun(runs, func() {
+			if err := calls(cs[0], it); err != nil {
+				t.Fatal(err)
+			}
+			it++
+		})
+		if p == 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if allocs != 0 {
+			t.Errorf("p=%d: %v allocations per call", p, allocs)
 		}
 	}
 }

@@ -32,6 +32,7 @@ import (
 // Counter values only increase (step × phase), so nothing is ever reset and
 // there is no ABA. Within a step, each algorithm file states why a range of
 // a rank's own slot half is not rewritten before its readers are done.
+
 // ctr is the counter of step e: counters 0 and 1 alternate, so that each
 // holds the descriptor of its step in its inline bytes.
 func ctr(e uint64) int { return int(e & 1) }
@@ -110,11 +111,14 @@ const (
 	tinyBytes = shm.InlineBytes - 8
 )
 
-// writeDesc writes the descriptor of step e into this rank's descriptor
-// area for e (fullDescOff + (e&1)*lineBytes), read only to name a
-// mismatch. The call's hash (four independent multiplies and one mix with
-// the call number) is computed once per call.
-func (c *Comm) writeDesc(e uint64) {
+// open makes e the current step, the one step-opening of begin and the
+// small-call path: it writes the descriptor of step e into this rank's
+// descriptor area for e (fullDescOff + (e&1)*lineBytes), read only to name
+// a mismatch, and asks for the counter's line, owned ahead of the post
+// (see post). The call's hash (four independent multiplies and one mix
+// with the call number) is computed once per call.
+func (c *Comm) open(e uint64) {
+	c.step = e
 	a := &c.cur
 	// Words built from the fields, not read back from the area (a load of
 	// bytes just stored piecewise waits for the stores).
@@ -141,12 +145,20 @@ func (c *Comm) writeDesc(e uint64) {
 	le.PutUint64(d[dCount:], w[1])
 	le.PutUint64(d[dOp:], w[2])
 	le.PutUint64(d[dAux:], w[3])
+	c.ep.Prepare(ctr(e))
+}
+
+// countCall counts a new call, whose counts start at s.
+func (c *Comm) countCall(s Stats) {
+	c.seq++
+	c.total.add(c.last)
+	c.last = s
 }
 
 // begin starts the next step of the current call: it waits until every
-// rank has begun the previous step if that is not known, and writes the
-// descriptor. The caller then writes its slot half (or its tiny payload)
-// and posts phase 1, which publishes the descriptor's hash.
+// rank has begun the previous step if that is not known, and opens it.
+// The caller then writes its slot half (or its tiny payload) and posts
+// phase 1, which publishes the descriptor's hash.
 func (c *Comm) begin(ctx context.Context) (uint64, error) {
 	e := c.step + 1
 	if c.synced+1 < e {
@@ -160,10 +172,7 @@ func (c *Comm) begin(ctx context.Context) (uint64, error) {
 		}
 		c.synced = e - 1
 	}
-	c.step = e
-	c.writeDesc(e)
-	// The counter's line: owned ahead of the post (see post).
-	c.ep.Prepare(ctr(e))
+	c.open(e)
 	c.cur.fully = false
 	return e, nil
 }
@@ -179,7 +188,7 @@ func (c *Comm) stepBuf(q int, e uint64, tiny bool) []byte {
 
 // stepBufs sets bufs[q] to the first n bytes of stepBuf(q, e, tiny) for
 // every rank q, in one call: stepBuf does not inline, and a call per peer
-// cost an allreduce of 8 B about 10 ns at np=2 (same L3).
+// is a noticeable part of a small allreduce.
 func (c *Comm) stepBufs(bufs [][]byte, e uint64, tiny bool, n int) {
 	if tiny {
 		for q := range bufs {
@@ -237,9 +246,7 @@ func (c *Comm) waitAll(ctx context.Context, e uint64, phase int) error {
 // counter's line, beside the counter, not at begin: that store would have
 // to take the line from the peers that poll it, and the stores after it
 // (the data, the counter) would become visible only after it. begin asks
-// for the line instead (Endpoint.Prepare), which orders nothing. np=2,
-// same-L3: reduce 256 B 0.17-0.18 -> 0.15 µs, bcast 256 B 0.15-0.16 ->
-// 0.13, allreduce 256 B 0.20 -> 0.17-0.18, 64 B 0.18-0.19 -> 0.16-0.17.
+// for the line instead (Endpoint.Prepare), which orders nothing.
 func (c *Comm) post(e uint64, phase int) {
 	if c.hashed != e {
 		binary.LittleEndian.PutUint64(c.ep.Inline(c.rank, ctr(e)), c.dhash)
@@ -256,18 +263,34 @@ func (c *Comm) wait(ctx context.Context, q int, e uint64, phase int) error {
 
 // waitData is wait before reading data, q's bytes of the phase: a small
 // range (at most shm.TouchBytes) travels with the counter (WaitData).
+// The first wait for q in the step compares q's descriptor (waitChecked)
+// and records it in checked, which finish reads.
 func (c *Comm) waitData(ctx context.Context, q int, e uint64, phase int, data []byte) error {
+	if c.checked[q] != e {
+		c.checked[q] = e
+		return c.waitChecked(ctx, q, e, phase, data)
+	}
 	if len(data) > shm.TouchBytes {
 		data = nil
 	}
 	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, phase), data); err != nil {
 		return c.fail(err)
 	}
-	if c.checked[q] != e {
-		c.checked[q] = e
-		if err := c.checkDesc(q, e); err != nil {
-			return err
-		}
+	return nil
+}
+
+// waitChecked waits for q's phase of step e, keeping data's lines in
+// flight when it is at most shm.TouchBytes, and compares q's descriptor
+// hash, which arrived with the counter (checkDesc names a mismatch).
+func (c *Comm) waitChecked(ctx context.Context, q int, e uint64, phase int, data []byte) error {
+	if len(data) > shm.TouchBytes {
+		data = nil
+	}
+	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, phase), data); err != nil {
+		return c.fail(err)
+	}
+	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) != c.dhash {
+		return c.checkDesc(q, e)
 	}
 	return nil
 }
@@ -313,6 +336,12 @@ func (c *Comm) checkDesc(q int, e uint64) error {
 	return c.mismatch(what)
 }
 
+// mismatch aborts the communicator with a descriptor-mismatch cause.
+func (c *Comm) mismatch(what string) error {
+	c.ep.Abort(fmt.Errorf("%w: %v call %d: %s", ErrMismatch, c.cur.coll, c.seq, what))
+	return c.fail(c.ep.Err())
+}
+
 // fail turns a cause into the call's error; an error that is not already
 // an abort aborts the communicator so that no rank waits for this one.
 func (c *Comm) fail(err error) error {
@@ -345,5 +374,5 @@ func (c *Comm) run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	return algorithms[c.cur.coll][c.cur.alg](c, ctx)
+	return algorithms[c.cur.coll][c.cur.alg](c, ctx, &c.cur)
 }

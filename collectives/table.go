@@ -41,14 +41,17 @@ import (
 // the built-in heuristic. ordered is "-" when none was recorded.
 type Table struct {
 	// Header holds the leading comment lines, without "# ".
-	Header  []string
+	Header []string
+	// Entries are the table's lines: see [TableEntry].
 	Entries []TableEntry
 }
 
 // TableEntry is one line of a [Table].
 type TableEntry struct {
+	// Coll is the collective the entry is for.
 	Coll Collective
-	P    int
+	// P is the number of ranks the entry is for.
+	P int
 	// Over: the entry was measured with more process ranks than online
 	// CPUs.
 	Over bool
@@ -60,6 +63,9 @@ type TableEntry struct {
 	// Ordered is the fastest order-preserving algorithm, Auto if none was
 	// recorded.
 	Ordered Algorithm
+	// Reason is why a hand-made entry (an override) was chosen: the
+	// comment after the entry in the text form; not part of [Table.Hash].
+	Reason string
 
 	line int // line in the text it was parsed from, 0 if built
 }
@@ -75,14 +81,67 @@ const TuneFileEnv = "SHMCOLL_TUNE_FILE"
 //go:embed tune/default.txt
 var defaultTableText []byte
 
+//go:embed tune/overrides.txt
+var overridesText []byte
+
 var defaultTable = sync.OnceValues(func() (*Table, error) {
-	return ParseTable("collectives/tune/default.txt", defaultTableText)
+	t, err := ParseTable("collectives/tune/default.txt", defaultTableText)
+	if err != nil {
+		return nil, err
+	}
+	o, err := DefaultOverrides()
+	if err != nil {
+		return nil, err
+	}
+	return t.Override(o), nil
 })
 
-// DefaultTable returns the selection table built into the library (made
-// on the project's machine; docs/TUNING.md says how). Callers must not
-// modify it.
+var defaultOverrides = sync.OnceValues(func() (*Table, error) {
+	return ParseTable("collectives/tune/overrides.txt", overridesText)
+})
+
+// DefaultTable returns the selection table built into the library: the
+// table shmbench tune measured on the project's machine
+// (collectives/tune/default.txt) with [DefaultOverrides] applied
+// ([Table.Override]). docs/TUNING.md says how it is made. Callers must
+// not modify it.
 func DefaultTable() (*Table, error) { return defaultTable() }
+
+// DefaultOverrides returns the hand-made entries built into the library
+// (collectives/tune/overrides.txt), each with its Reason, which
+// [DefaultTable] applies over the measured table; shmbench tune's report
+// lists them beside what it measured. Callers must not modify it.
+func DefaultOverrides() (*Table, error) { return defaultOverrides() }
+
+// Override returns t with the entries of o in place of what t says for
+// the same (collective, p, cpus) within each entry's range: t's entries
+// are cut around o's ranges, and neighbouring entries that choose the
+// same then merge. The header is t's.
+func (t *Table) Override(o *Table) *Table {
+	es := slices.Clone(t.Entries)
+	for _, oe := range o.Entries {
+		var kept []TableEntry
+		for _, e := range es {
+			if e.key() != oe.key() || e.To <= oe.From || oe.To <= e.From {
+				kept = append(kept, e)
+				continue
+			}
+			if e.From < oe.From {
+				lo := e
+				lo.To = oe.From
+				kept = append(kept, lo)
+			}
+			if oe.To < e.To {
+				hi := e
+				hi.From = oe.To
+				kept = append(kept, hi)
+			}
+		}
+		es = append(kept, oe)
+	}
+	slices.SortStableFunc(es, compareEntries)
+	return &Table{Header: slices.Clone(t.Header), Entries: coalesce(es, true)}
+}
 
 // LoadTable reads and parses the selection table in file.
 func LoadTable(file string) (*Table, error) {
@@ -113,8 +172,9 @@ func ParseTable(name string, text []byte) (*Table, error) {
 			}
 			continue
 		}
+		reason := ""
 		if i := strings.IndexByte(s, '#'); i > 0 {
-			s = strings.TrimSpace(s[:i]) // a comment after the entry
+			s, reason = strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+1:]) // a comment after the entry
 		}
 		if s == "" {
 			continue
@@ -124,7 +184,7 @@ func ParseTable(name string, text []byte) (*Table, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: selection table %s:%d: %v", ErrInvalidArgument, name, ln, err)
 		}
-		e.line = ln
+		e.line, e.Reason = ln, reason
 		t.Entries = append(t.Entries, e)
 	}
 	if err := sc.Err(); err != nil {
@@ -307,13 +367,16 @@ func (t *Table) MarshalText() ([]byte, error) {
 		b.WriteString("#\n")
 	}
 	fmt.Fprintf(&b, "# %s  p  cpus  from    to      algorithm        ordered\n", legend)
-	t.writeEntries(&b)
+	t.writeEntries(&b, true)
 	return b.Bytes(), nil
 }
 
-func (t *Table) writeEntries(b *bytes.Buffer) {
+func (t *Table) writeEntries(b *bytes.Buffer, withReasons bool) {
 	es := slices.Clone(t.Entries)
 	slices.SortStableFunc(es, compareEntries)
+	if !withReasons {
+		es = coalesce(es, false)
+	}
 	for _, e := range es {
 		cpus, ord := "fit", "-"
 		if e.Over {
@@ -322,17 +385,40 @@ func (t *Table) writeEntries(b *bytes.Buffer) {
 		if e.Ordered != Auto {
 			ord = e.Ordered.String()
 		}
-		fmt.Fprintf(b, "%-20s %2d  %-4s  %-6s  %-6s  %-15s  %s\n", e.Coll, e.P, cpus,
+		fmt.Fprintf(b, "%-20s %2d  %-4s  %-6s  %-6s  %-15s  %s", e.Coll, e.P, cpus,
 			formatTableSize(e.From), formatTableSize(e.To), e.Alg, ord)
+		if withReasons && e.Reason != "" {
+			fmt.Fprintf(b, "  # %s", e.Reason)
+		}
+		b.WriteByte('\n')
 	}
 }
 
-// Hash identifies the table's entries (not its comments): two tables with
+// coalesce merges sorted entries whose ranges touch and that choose the
+// same (and, if sameReason, give the same reason).
+func coalesce(es []TableEntry, sameReason bool) []TableEntry {
+	var m []TableEntry
+	for _, e := range es {
+		if n := len(m); n > 0 {
+			last := &m[n-1]
+			if last.key() == e.key() && last.To == e.From && last.Alg == e.Alg && last.Ordered == e.Ordered &&
+				(!sameReason || last.Reason == e.Reason) {
+				last.To = e.To
+				continue
+			}
+		}
+		m = append(m, e)
+	}
+	return m
+}
+
+// Hash identifies the table's choices (not its comments and reasons, nor
+// how neighbouring ranges that choose the same are cut): two tables with
 // the same hash select the same algorithms. The ranks of a communicator
 // compare it when they join.
 func (t *Table) Hash() uint64 {
 	var b bytes.Buffer
-	t.writeEntries(&b)
+	t.writeEntries(&b, false)
 	h := fnv.New64a()
 	h.Write(b.Bytes())
 	return h.Sum64()
@@ -367,16 +453,10 @@ func (t *Table) Ps() []int {
 	return ps
 }
 
-// selRange is a table entry as a communicator uses it.
-type selRange struct {
-	from, to     int64
-	alg, ordered Algorithm
-}
-
 // selection is the part of a table that one communicator uses: the
 // ranges for its p and oversubscription, per collective.
 type selection struct {
-	ranges [numColls][]selRange
+	ranges [numColls][]TableEntry
 	source string // where the table came from, for the agreement error
 }
 
@@ -384,7 +464,7 @@ func (t *Table) selection(p int, over bool) selection {
 	s := selection{}
 	for _, e := range t.Entries {
 		if e.P == p && e.Over == over {
-			s.ranges[e.Coll] = append(s.ranges[e.Coll], selRange{e.From, e.To, e.Alg, e.Ordered})
+			s.ranges[e.Coll] = append(s.ranges[e.Coll], e)
 		}
 	}
 	return s
@@ -395,23 +475,29 @@ func (t *Table) selection(p int, over bool) selection {
 // operator is not commutative and neither the entry's algorithm nor its
 // recorded ordered one keeps rank order.
 func (s *selection) lookup(coll Collective, bytes int, commutative bool) Algorithm {
-	n := int64(bytes)
-	for _, r := range s.ranges[coll] {
-		if n < r.from {
-			break
-		}
-		if n >= r.to {
-			continue
-		}
-		switch {
-		case commutative || orderPreserving[coll][r.alg]:
-			return r.alg
-		case r.ordered != Auto:
-			return r.ordered
-		}
-		break
+	switch r := s.entry(coll, bytes); {
+	case r == nil:
+	case commutative || orderPreserving[coll][r.Alg]:
+		return r.Alg
+	case r.Ordered != Auto:
+		return r.Ordered
 	}
 	return Auto
+}
+
+// entry returns the range of coll that holds bytes, or nil.
+func (s *selection) entry(coll Collective, bytes int) *TableEntry {
+	n := int64(bytes)
+	for i := range s.ranges[coll] {
+		r := &s.ranges[coll][i]
+		if n < r.From {
+			break
+		}
+		if n < r.To {
+			return r
+		}
+	}
+	return nil
 }
 
 // tableChoice is the selection table of a new communicator, where it came

@@ -170,7 +170,7 @@ allreduce 2 fit 0   inf recdoubling -
 	}{
 		{8, Ring},   // 64 B
 		{127, Ring}, // 1016 B
-		{256, selectAlgorithm(CollAllreduce, 2048, 3, true, false)}, // no entry: heuristic
+		{256, HeuristicAlgorithm(CollAllreduce, 2048, 3, true, false)}, // no entry: heuristic
 		{1024, BDE}, // 8 KiB
 	} {
 		if got := runAlg(t, 3, tc.n, opt, Sum, sum); got != tc.want {
@@ -247,7 +247,7 @@ func TestTableNonCommutative(t *testing.T) {
 		t.Errorf("small: %v, want the recorded ordered dualroot", got)
 	}
 	got := runAlg(t, 3, 1024, opt, last, want)
-	if !orderPreserving[CollAllreduce][got] || got != selectAlgorithm(CollAllreduce, 8192, 3, false, false) {
+	if !orderPreserving[CollAllreduce][got] || got != HeuristicAlgorithm(CollAllreduce, 8192, 3, false, false) {
 		t.Errorf("large: %v, want the heuristic's ordered choice", got)
 	}
 	if got := runAlg(t, 3, 8, opt, Sum, func(i int) int64 { return int64(3*i + 3000) }); got != Ring {

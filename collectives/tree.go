@@ -24,9 +24,13 @@ import (
 // (up and down at once, D = depth); ReduceBcast, one tree with the
 // broadcast after the reduction (D = n-1+depth: the root starts down when
 // the last block came up), the pair the paper compares with; and
-// DualRoot (dualroot.go), two trees of about p/2 ranks whose roots
-// exchange their partial blocks and both compute result block t =
-// (lower tree's) op (upper tree's), bitwise the same on both.
+// DualRoot, two trees of about p/2 ranks, ranks [0, ceil(p/2)) and
+// [ceil(p/2), p), whose roots exchange their partial blocks and both
+// compute result block t = (lower tree's) op (upper tree's), bitwise the
+// same on both. A DualRoot rank with k children receives and reduces k
+// partial blocks a round and a root also the other root's; the number of
+// blocks comes from the pipelining lemma on 6h+1+3(n-1) steps, h the tree
+// height (treeKind.lead).
 //
 // Slot layout: a rank's slot half holds the partial area (blocks going
 // up) and, at alignUp(half/2), the result area (blocks going down); the
@@ -51,8 +55,9 @@ const (
 )
 
 func init() {
-	register(CollAllreduce, Tree, func(c *Comm, ctx context.Context) error { return c.treeAllreduce(ctx, treeDoubly) }, true)
-	register(CollAllreduce, ReduceBcast, func(c *Comm, ctx context.Context) error { return c.treeAllreduce(ctx, treeReduceBcast) }, true)
+	register(CollAllreduce, Tree, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeDoubly) }, true)
+	register(CollAllreduce, ReduceBcast, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeReduceBcast) }, true)
+	register(CollAllreduce, DualRoot, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeDual) }, true)
 }
 
 // treeNode is a rank's place in the trees of a treeKind.
@@ -172,8 +177,7 @@ func (s *treeSeg) peer(q, phase, off, b int) ([]byte, error) {
 	if err := c.wait(s.ctx, q, s.e, phase); err != nil {
 		return nil, err
 	}
-	c.last.Rounds++
-	c.last.Received++
+	c.last.add(Stats{Rounds: 1, Received: 1})
 	return s.blk(c.slotHalf(q, s.e)[off:off+s.m*c.cur.esz], b), nil
 }
 
@@ -208,8 +212,7 @@ func (s *treeSeg) up(nd treeNode, t int, dst, x []byte) error {
 	return nil
 }
 
-func (c *Comm) treeAllreduce(ctx context.Context, kind treeKind) error {
-	a := &c.cur
+func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error {
 	esz, p, N := a.esz, c.size, a.count
 	nd := treeNodeOf(kind, p, c.rank)
 	area := c.half / 2 &^ (lineBytes - 1)
@@ -284,6 +287,162 @@ func (c *Comm) treeAllreduce(ctx context.Context, kind treeKind) error {
 			}
 		}
 		a.fully = true
+		c.end(e)
+	}
+	return nil
+}
+
+// The single pipelined binary tree of Träff (002) used one way: reduce up
+// the balanced postorder tree of the p ranks (tree.go), bcast down it. The
+// tree's root is rank p-1; the collective's root, if another rank, is
+// joined by one more hand-off rather than by renumbering the ranks, which
+// would rotate the reduction order:
+//
+//   - reduce: in round t every rank computes partial block t over its
+//     subtree, (first child's) op (second child's) op own input — rank
+//     order, so non-commutative operators are correct — and exposes it to
+//     its parent; rank p-1's partial blocks are the result. A root other
+//     than p-1 takes result block t-h from rank p-1 in round t (h the tree
+//     height), after exposing its own partial block t. n-1+h rounds, one
+//     more with the hand-off.
+//   - bcast: the root exposes its whole segment at once; every other rank
+//     takes block b from its parent (rank p-1: from the root) and exposes
+//     it to its children. n-1+h rounds, one more with the hand-off.
+//
+// Number of blocks: the pipelining lemma on n-1+h(+1) rounds, lead h-1
+// (h with the hand-off), see costModel.blocks; every rank computes it from
+// p, the root and the segment size.
+//
+// Phases of step e: 1 at the start; reduce: 2t+2 when partial block t is
+// exposed (the phases of tree.go's up, whose code it shares); bcast:
+// b+2 when block b is (the root posts n+1 at once).
+//
+// Slot reuse within a step (structure): a rank writes each block of its
+// slot half once, before the phase that exposes it, and never again. The
+// whole half holds the segment: a reduce's partial blocks or a bcast's
+// blocks. In place at a reduce root, input block t is read in round t and
+// result block t written in round t or later (from the slot of rank p-1,
+// or from its own slot when it is rank p-1).
+
+func init() {
+	register(CollReduce, Tree, (*Comm).treeReduce, true)
+	register(CollBcast, Tree, (*Comm).treeBcast, true)
+}
+
+// rootedLead is the latency in rounds besides one round per block of a
+// one-way pipeline down (or up) the postorder tree of p ranks to root.
+func rootedLead(p, root int) float64 {
+	lead := float64(treeHeight(p) - 1)
+	if root != p-1 {
+		lead++
+	}
+	return lead
+}
+
+func (c *Comm) treeReduce(ctx context.Context, a *call) error {
+	esz, p, N := a.esz, c.size, a.count
+	nd := treeNodeOf(treeDoubly, p, c.rank)
+	top := p - 1
+	isRoot := c.rank == a.root
+	handOff := a.root != top
+	D := 0 // the reduce root takes result block t-D in round t
+	if isRoot && handOff {
+		D = nd.height
+	}
+	in := a.input()
+	M := c.half / esz
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		n := machineCost.blocks(rootedLead(p, a.root), m*esz, m, machineCost.beta+machineCost.gamma)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		s := treeSeg{c: c, ctx: ctx, e: e, m: m, n: n}
+		x := span(in, esz, base, base+m)
+		acc := c.slotHalf(c.rank, e)[:m*esz] // partial results
+		var out []byte
+		if isRoot {
+			out = span(a.recv, esz, base, base+m)
+			if !handOff && a.send != nil {
+				acc = out // nobody reads them: straight into recv
+			}
+		}
+		exposed := nd.parent >= 0 || handOff // somebody reads acc
+		c.post(e, 1)
+		for t := 0; t < n+D; t++ {
+			if t < n {
+				if err := s.up(nd, t, s.blk(acc, t), s.blk(x, t)); err != nil {
+					return err
+				}
+				if exposed {
+					c.last.Sent++
+					c.post(e, 2*t+2)
+				}
+			}
+			b := t - D
+			switch {
+			case !isRoot || b < 0:
+			case handOff:
+				src, err := s.peer(top, 2*b+2, 0, b)
+				if err != nil {
+					return err
+				}
+				simd.Copy(s.blk(out, b), src)
+			case a.send == nil:
+				simd.Copy(s.blk(out, b), s.blk(acc, b))
+			}
+		}
+		// Rank p-1's result, and so the root's, needed every rank's data.
+		a.fully = isRoot || c.rank == top
+		c.end(e)
+	}
+	return nil
+}
+
+func (c *Comm) treeBcast(ctx context.Context, a *call) error {
+	esz, p, N := a.esz, c.size, a.count
+	nd := treeNodeOf(treeDoubly, p, c.rank)
+	from := nd.parent // where this rank's blocks come from
+	if from < 0 {
+		from = a.root
+	}
+	isRoot := c.rank == a.root
+	// Children other than the root read this rank's blocks.
+	exposed := nd.c0 >= 0 && nd.c0 != a.root || nd.c1 >= 0 && nd.c1 != a.root
+	M := c.half / esz
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		n := machineCost.blocks(rootedLead(p, a.root), m*esz, m, machineCost.beta)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		s := treeSeg{c: c, ctx: ctx, e: e, m: m, n: n}
+		seg := span(a.recv, esz, base, base+m)
+		h := c.slotHalf(c.rank, e)[:m*esz]
+		if isRoot {
+			// Read by its children or, if it is not rank p-1, by rank
+			// p-1 (p >= 2: one of the two).
+			simd.Copy(h, seg)
+			c.last.Sent += uint64(n)
+			c.post(e, n+1)
+			c.end(e)
+			continue
+		}
+		c.post(e, 1)
+		for b := range n {
+			src, err := s.peer(from, b+2, 0, b)
+			if err != nil {
+				return err
+			}
+			simd.Copy(s.blk(seg, b), src)
+			if exposed {
+				simd.Copy(s.blk(h, b), src)
+				c.last.Sent++
+				c.post(e, b+2)
+			}
+		}
 		c.end(e)
 	}
 	return nil

@@ -21,6 +21,7 @@
 //	shmbench tune     every algorithm of each collective over sizes on -np
 //	                  processes (a list), in interleaved rounds; writes the
 //	                  selection table auto uses (-o) and a report (docs/TUNING.md)
+//	shmbench select   the algorithm auto selection chooses for one call, and why
 //
 // Timing follows docs/DESIGN.md: each iteration is a barrier and then the
 // collective; its time is the slowest rank's; min, median, mean, max and

@@ -397,6 +397,7 @@ func tuneLauncher(ctx context.Context, cfg *tuneConfig, args []string, stdout, s
 		fmt.Fprintf(stderr, "shmbench tune: %v\n", err)
 		return 1
 	}
+	writeOverrides(&rep, tab)
 	if cfg.out != "" {
 		if old, err := collectives.LoadTable(cfg.out); err == nil {
 			merged := old.Merge(tab)

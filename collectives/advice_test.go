@@ -3,14 +3,15 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/shmcoll/shmcoll/internal/clock"
 )
 
 // TestPublishAdvice: the store advice of one rank reaches every writer
-// (advisedNT), a rank under advice does not time its copies, a slow copy
-// seen twice in a row advises non-temporal stores for ntCalls calls, and
+// (advised), a rank under advice does not time its copies, a slow copy
+// seen twice in a row advises non-temporal stores for adviceCalls calls, and
 // the pipelined bcast, reduce and allgather give exact results with
 // non-temporal stores as with regular ones.
 func TestPublishAdvice(t *testing.T) {
@@ -35,7 +36,7 @@ func TestPublishAdvice(t *testing.T) {
 			}
 			// Without forced advice a slow spell of the machine may
 			// advise too: only the forced case is certain.
-			if advised && !c.advisedNT() {
+			if advised && !c.adv.advised() {
 				t.Errorf("rank %d: not advised", c.Rank())
 			}
 			if err := Reduce(context.Background(), c, buf, out, Sum, 1); err != nil {
@@ -68,37 +69,37 @@ func TestPublishAdvice(t *testing.T) {
 	check(false)
 	// Rank 1 advises non-temporal stores for the next 64 calls: every
 	// writer follows, and nobody times copies meanwhile.
-	cs[1].advice(1).Store(cs[1].seq + 1000)
-	if cs[0].copyStart(1<<20) != 0 {
+	cs[1].adv.hint(1).Store(cs[1].seq + 1000)
+	if cs[0].adv.readStart(1<<20) != 0 {
 		t.Error("a rank under advice times its copies")
 	}
 	check(true)
-	cs[0].advice(0).Store(0)
-	cs[1].advice(1).Store(0)
-	cs[0].slow = [3]int{}
+	cs[0].adv.hint(0).Store(0)
+	cs[1].adv.hint(1).Store(0)
+	cs[0].adv.resetSlow()
 	// Two slow copies in a row (a zero start time is "not timed", so use
 	// a start long ago) advise; a fast one in between resets the count.
 	c := cs[0]
-	c.copyDone(observeBytes, 1)
-	if c.advisedNT() {
+	c.adv.copyDone(timedFromBytes, 1)
+	if c.adv.advised() {
 		t.Fatal("one slow copy advised")
 	}
-	c.copyDone(observeBytes, clock.Nanotime())
-	c.copyDone(observeBytes, 1)
-	if c.advisedNT() {
+	c.adv.copyDone(timedFromBytes, clock.Nanotime())
+	c.adv.copyDone(timedFromBytes, 1)
+	if c.adv.advised() {
 		t.Fatal("a fast copy did not reset the count")
 	}
-	c.copyDone(observeBytes, 1)
-	if !c.advisedNT() || c.advice(0).Load() != c.seq+ntCalls {
-		t.Fatalf("two slow copies in a row: advice %d at call %d", c.advice(0).Load(), c.seq)
+	c.adv.copyDone(timedFromBytes, 1)
+	if !c.adv.advised() || c.adv.hint(0).Load() != c.seq+adviceCalls {
+		t.Fatalf("two slow copies in a row: advice %d at call %d", c.adv.hint(0).Load(), c.seq)
 	}
 	// Reads and writes are counted apart: a fast write between two slow
 	// reads does not reset the reads' count.
-	c.advice(0).Store(0)
-	c.copyDone(observeBytes, 1)
-	c.judge(&c.slow[1], observeBytes, clock.Nanotime(), slowRead)
-	c.copyDone(observeBytes, 1)
-	if !c.advisedNT() {
+	c.adv.hint(0).Store(0)
+	c.adv.copyDone(timedFromBytes, 1)
+	c.adv.judge(&c.adv.slowWrites, timedFromBytes, clock.Nanotime(), slowCopyRate, adviceCalls)
+	c.adv.copyDone(timedFromBytes, 1)
+	if !c.adv.advised() {
 		t.Fatal("a fast write reset the count of slow reads")
 	}
 }
@@ -136,14 +137,14 @@ func runComms(cs []*Comm, f func(c *Comm) error) error {
 // TestSmallAllreduceAdvice: a replicated allreduce of 2 KiB to 16 KiB gives
 // exact results with non-temporal copy-in (under advice) as without; it
 // counts toward a sample at every call without advice and at none under
-// advice; samples come once in sampleSmallEvery whatever the call numbers,
-// and two slow ones advise for ntSmallCalls calls.
+// advice; samples come once in sampleReduceEvery whatever the call numbers,
+// and two slow ones advise for sampledAdviceCalls calls.
 func TestSmallAllreduceAdvice(t *testing.T) {
 	const p = 2
 	cs := localComms(t, p, Options{})
 	run := func(advised bool) {
 		t.Helper()
-		before := cs[1].samples
+		before := cs[1].adv.samples
 		err := runComms(cs, func(c *Comm) error {
 			for _, n := range []int{256, 512, 1000, 2000} { // 2 KiB to 16 KiB
 				in := make([]float64, n)
@@ -164,7 +165,7 @@ func TestSmallAllreduceAdvice(t *testing.T) {
 							return nil
 						}
 					}
-					if advised && !c.advisedNT() {
+					if advised && !c.adv.advised() {
 						t.Errorf("rank %d: not advised", c.Rank())
 					}
 				}
@@ -178,35 +179,35 @@ func TestSmallAllreduceAdvice(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Rank 1 takes no advice of its own here: 12 calls, each counted
-		// unless advised (c.samples is rank 1's alone).
+		// unless advised (c.adv.samples is rank 1's alone).
 		want := before + 12
 		if advised {
 			want = before
 		}
-		if cs[1].samples != want {
-			t.Errorf("advised %v: sample count %d -> %d, want %d", advised, before, cs[1].samples, want)
+		if cs[1].adv.samples != want {
+			t.Errorf("advised %v: sample count %d -> %d, want %d", advised, before, cs[1].adv.samples, want)
 		}
 	}
 	run(false)
-	cs[0].advice(0).Store(cs[0].seq + 1000)
+	cs[0].adv.hint(0).Store(cs[0].seq + 1000)
 	run(true)
-	cs[0].advice(0).Store(0)
+	cs[0].adv.hint(0).Store(0)
 
 	c := cs[0]
-	c.slow = [3]int{}
+	c.adv.resetSlow()
 	hits := 0
-	for range 4 * sampleSmallEvery {
-		if c.sample(sampleSmallEvery) {
+	for range 4 * sampleReduceEvery {
+		if c.adv.sample(sampleReduceEvery) {
 			hits++
 		}
 	}
 	if hits != 4 {
-		t.Errorf("%d samples in %d calls, want 4", hits, 4*sampleSmallEvery)
+		t.Errorf("%d samples in %d calls, want 4", hits, 4*sampleReduceEvery)
 	}
-	c.judgeFor(&c.slow[0], ntSmall, 1, slowReduce, ntSmallCalls)
-	c.judgeFor(&c.slow[0], ntSmall, 1, slowReduce, ntSmallCalls)
-	if got := c.advice(0).Load(); got != c.seq+ntSmallCalls {
-		t.Errorf("two slow samples: advice %d at call %d, want %d", got, c.seq, c.seq+ntSmallCalls)
+	c.adv.judge(&c.adv.slowReads, sampledReduceMin, 1, slowReduceRate, sampledAdviceCalls)
+	c.adv.judge(&c.adv.slowReads, sampledReduceMin, 1, slowReduceRate, sampledAdviceCalls)
+	if got := c.adv.hint(0).Load(); got != c.seq+sampledAdviceCalls {
+		t.Errorf("two slow samples: advice %d at call %d, want %d", got, c.seq, c.seq+sampledAdviceCalls)
 	}
 }
 
@@ -320,8 +321,8 @@ func TestPublishOwn(t *testing.T) {
 					if err := Barrier(context.Background(), c); err != nil {
 						return err
 					}
-					c.advice(r).Store(0)
-					c.slow = [3]int{}
+					c.adv.hint(r).Store(0)
+					c.adv.resetSlow()
 					if err := Barrier(context.Background(), c); err != nil {
 						return err
 					}
@@ -335,7 +336,7 @@ func TestPublishOwn(t *testing.T) {
 					if err := call(); err != nil {
 						return err
 					}
-					if c.advisedNT() {
+					if c.adv.advised() {
 						t.Logf("p %d, blocks %v: advised during the call; some pieces were not fused", p, counts)
 					}
 					if c.LastAlgorithm() != Flat {
@@ -392,35 +393,82 @@ func TestProbeRead(t *testing.T) {
 				}
 			}
 			check(false)
-			cs[p-1].advice(p - 1).Store(cs[p-1].seq + 1000)
+			cs[p-1].adv.hint(p - 1).Store(cs[p-1].seq + 1000)
 			c := cs[0]
-			before := c.samples
-			if !c.probeRead(make([]byte, probeBytes)) {
+			before := c.adv.samples
+			if !c.adv.probeRead(make([]byte, probeBytes)) {
 				t.Errorf("%v p=%d: probeRead under another rank's advice reports none", alg, p)
 			}
-			if c.samples != before {
+			if c.adv.samples != before {
 				t.Errorf("%v p=%d: a rank under advice probed", alg, p)
 			}
 			check(true)
-			cs[p-1].advice(p - 1).Store(0)
-			c.advice(0).Store(0)
-			c.slow = [3]int{}
+			cs[p-1].adv.hint(p - 1).Store(0)
+			c.adv.hint(0).Store(0)
+			c.adv.resetSlow()
 			// probeRead's judgement of a probe of n bytes in d ns.
-			probeDone := func(n int, d int64) { c.judgeRate(&c.slow[2], n, d, probeRate, ntCalls) }
+			probeDone := func(n int, d int64) { c.adv.judgeRate(&c.adv.slowProbes, n, d, slowProbeRate, adviceCalls) }
 			probeDone(probeBytes, probeBytes) // 1 byte/ns: slow
-			if c.advisedNT() {
+			if c.adv.advised() {
 				t.Fatal("one slow probe advised")
 			}
 			probeDone(probeBytes, 1) // fast
 			probeDone(probeBytes, probeBytes)
-			if c.advisedNT() {
+			if c.adv.advised() {
 				t.Fatal("a fast probe did not reset the count")
 			}
 			probeDone(probeBytes, probeBytes)
-			if got := c.advice(0).Load(); got != c.seq+ntCalls {
-				t.Fatalf("two slow probes in a row: advice %d at call %d, want %d", got, c.seq, c.seq+ntCalls)
+			if got := c.adv.hint(0).Load(); got != c.seq+adviceCalls {
+				t.Fatalf("two slow probes in a row: advice %d at call %d, want %d", got, c.seq, c.seq+adviceCalls)
 			}
-			c.advice(0).Store(0)
+			c.adv.hint(0).Store(0)
 		}
 	}
 }
+
+// TestStoreAdviceOff: with Options.NoStoreAdvice or SHMCOLL_STORE_ADVICE=off
+// a rank neither takes another rank's advice nor times or samples, and
+// gives the same results; a value other than on or off fails the join.
+func TestStoreAdviceOff(t *testing.T) {
+	check := func(name string, cs []*Comm) {
+		t.Helper()
+		cs[1].adv.hint(1).Store(cs[1].seq + 1000)
+		defer cs[1].adv.hint(1).Store(0)
+		c := cs[0]
+		if c.adv.advised() || c.adv.timed(1<<30) || c.adv.sample(1) || c.adv.probeRead(make([]byte, probeBytes)) {
+			t.Errorf("%s: advice off but advised, timed or sampled", name)
+		}
+		if c.adv.readStart(1<<20) != 0 {
+			t.Errorf("%s: advice off but a read is timed", name)
+		}
+		const n = 100_000
+		err := runComms(cs, func(c *Comm) error {
+			buf := make([]float64, n)
+			for i := range buf {
+				buf[i] = float64(i%7 + c.Rank())
+			}
+			if err := Allreduce(context.Background(), c, nil, buf, Sum); err != nil {
+				return err
+			}
+			for i, v := range buf {
+				if v != float64(2*(i%7)+1) {
+					return fmt.Errorf("%s: element %d = %v", name, i, v)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("Options", localComms(t, 2, Options{NoStoreAdvice: true}))
+	t.Setenv(StoreAdviceEnv, "off")
+	check("env", localComms(t, 2, Options{}))
+	t.Setenv(StoreAdviceEnv, "sometimes")
+	if _, err := NewLocal(2, Options{}); err == nil || !strings.Contains(err.Error(), StoreAdviceEnv) {
+		t.Errorf("%s=sometimes: err %v, want one naming it", StoreAdviceEnv, err)
+	}
+}
+
+// resetSlow forgets the slow reads, writes and probes seen in a row.
+func (s *storeAdvice) resetSlow() { s.slowReads, s.slowWrites, s.slowProbes = 0, 0, 0 }

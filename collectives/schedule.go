@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/shmcoll/shmcoll/internal/clock"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
@@ -469,8 +468,7 @@ func (c *Comm) schedSpan(s *schedule, h []byte, off []int, xoff, x int, buf uint
 // written the rank's initial positions and posted phase 1; off gives the
 // positions' element offsets in the natural layout, xoff the element
 // offset of buffer X.
-func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int, xoff int, out schedOut) error {
-	a := &c.cur
+func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, off []int, xoff int, out schedOut) error {
 	rs := &s.ranks[c.rank]
 	commutes := a.red.user == nil || a.red.comm
 	h := c.slotHalf(c.rank, e)
@@ -531,7 +529,7 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 				case inPlace:
 					a.red.reduce(dst, src)
 				case out.probe && x.fused && len(dst) >= pipelineBytes/8:
-					if c.probeRead(src) {
+					if c.adv.probeRead(src) {
 						a.red.reduce3Stream(dst, own, src)
 					} else {
 						a.red.reduce3(dst, own, src)
@@ -552,10 +550,7 @@ func (c *Comm) runSchedule(ctx context.Context, s *schedule, e uint64, off []int
 	}
 	c.post(e, s.nrounds+1)
 	st := &rs.stats
-	c.last.Rounds += st.Rounds
-	c.last.Sent += st.Sent
-	c.last.Received += st.Received
-	c.last.Reduced += st.Reduced
+	c.last.add(Stats{Rounds: st.Rounds, Sent: st.Sent, Received: st.Received, Reduced: st.Reduced})
 	if rs.fully {
 		a.fully = true
 	}
@@ -603,8 +598,7 @@ func (c *Comm) copyResult(s *schedule, h []byte, off []int, xoff int, out schedO
 // schedReduceScatter: every rank copies into W the pieces that are read
 // before it reduces into them (the fused reductions read the others from
 // send); the schedule leaves the reduced block r in W at rank r.
-func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
-	a := &c.cur
+func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) error {
 	esz := a.esz
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -626,7 +620,7 @@ func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
 			}
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{in: a.send, blocks: true}); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{in: a.send, blocks: true}); err != nil {
 			return err
 		}
 		r := c.rank
@@ -639,8 +633,7 @@ func (c *Comm) schedReduceScatter(ctx context.Context, s *schedule) error {
 
 // schedAllgather: every rank copies its own piece into W (position 0 if
 // the schedule is rotated), the schedule fills in the others.
-func (c *Comm) schedAllgather(ctx context.Context, s *schedule) error {
-	a := &c.cur
+func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 	esz, p := a.esz, c.size
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -662,13 +655,13 @@ func (c *Comm) schedAllgather(ctx context.Context, s *schedule) error {
 		}
 		c.post(e, 1)
 		if s.rotated {
-			if err := c.runSchedule(ctx, s, e, pre, 0, schedOut{}); err != nil {
+			if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
 				return err
 			}
 			c.copyOut(a.recv, h, 1, p)
 		} else {
 			out := schedOut{buf: a.recv, blocks: true}
-			if err := c.runSchedule(ctx, s, e, pre, 0, out); err != nil {
+			if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
 				return err
 			}
 			c.copyResult(s, h, pre, 0, out, r)
@@ -680,8 +673,7 @@ func (c *Comm) schedAllgather(ctx context.Context, s *schedule) error {
 
 // schedBcast: the root copies its segment into W, the schedule (on npos
 // nearly equal positions) copies it to every rank's W.
-func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
-	a := &c.cur
+func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
 	esz, N := a.esz, a.count
 	M := c.half / esz
 	for base := 0; base == 0 || base < N; base += M {
@@ -702,7 +694,7 @@ func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
 		if c.rank != a.root {
 			out = schedOut{buf: a.recv, base: base}
 		}
-		if err := c.runSchedule(ctx, s, e, off, 0, out); err != nil {
+		if err := c.runSchedule(ctx, a, s, e, off, 0, out); err != nil {
 			return err
 		}
 		if out.buf != nil {
@@ -712,39 +704,3 @@ func (c *Comm) schedBcast(ctx context.Context, s *schedule) error {
 	}
 	return nil
 }
-
-// probeRead times loads of the first probeBytes of src, lines a peer has
-// just written, in one call of sampleEvery: the placement probe of
-// reductions whose own input streams from memory, whose whole time tells
-// the placement apart no better than that memory's speed (judge). Two slow
-// probes in a row ask for non-temporal stores for ntCalls calls, during
-// which it does not probe: the peers' data then comes from memory, and
-// would keep the advice alive on one L3 too (4M 183 -> 364 µs). The loads
-// bring in lines that the reduction reads next. advised reports whether
-// some rank asked for non-temporal stores before this probe.
-func (c *Comm) probeRead(src []byte) (advised bool) {
-	if c.advisedNT() {
-		return true
-	}
-	if !c.sample(sampleEvery) {
-		return false
-	}
-	n := min(len(src), probeBytes)
-	t0 := clock.Nanotime()
-	var s byte
-	for i := 0; i < n; i += lineBytes {
-		s += src[i]
-	}
-	c.probeSink += s
-	c.judgeRate(&c.slow[2], n, clock.Nanotime()-t0, probeRate, ntCalls)
-	return false
-}
-
-// probeBytes is what probeRead loads. probeRate (bytes/ns) separates the
-// placements: np=2, rabenseifnerodd, 4M-64M, per probe, vCPUs on one L3
-// median 41-71 and 10th percentile 30-54; on different dies median 21-24,
-// at most 26.8.
-const (
-	probeBytes = 16 << 10
-	probeRate  = 28
-)
