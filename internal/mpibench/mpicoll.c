@@ -2,14 +2,16 @@
 
 /*
  * mpicoll.c - the MPI side of `shmbench compare`: times MPI collectives with
- * the method of shmcoll's DESIGN.md so that its numbers compare with
+ * the method of shmcoll's docs/DESIGN.md so that its numbers compare with
  * `shmbench run`. Embedded in the Go package internal/mpibench, which builds
  * it with mpicc.openmpi or mpicc.mpich and launches it with mpirun.
  *
- * One iteration is MPI_Barrier, then the collective, timed on each rank with
- * CLOCK_MONOTONIC. The harness's own collectives (barriers, the reductions
- * of the timings) call the PMPI_ names, so that with an interposer such as
- * libshmcoll preloaded only the timed collective is intercepted. Its time is the slowest rank's; per size the tool reports
+ * One iteration is a barrier, then the collective, timed on each rank with
+ * CLOCK_MONOTONIC. The barrier and the bookkeeping between sizes (the
+ * maxima of elapsed times, the gathering of times and check results) call
+ * the PMPI entry points: with an interposer such as libshmcoll preloaded
+ * only the measured collective goes through it, and the barrier that starts
+ * every iteration is the MPI's own, as in the run without it. Its time is the slowest rank's; per size the tool reports
  * min, median, mean, max and p99 of that over the iterations, and the span
  * (median over iterations of last rank's end minus first rank's start; the
  * clock is node-wide). `bytes` is the full vector, as nccl-tests count it:
@@ -150,7 +152,7 @@ struct kase {
 	int coll;
 	size_t count; /* element count passed to MPI (the regular block m for the v-variants) */
 	size_t total; /* reduce_scatter and allgatherv: the elements of the whole vector */
-	size_t bytes; /* the full vector, DESIGN.md's convention */
+	size_t bytes; /* the full vector, docs/DESIGN.md's convention */
 	void *sbuf, *rbuf;
 };
 
@@ -575,8 +577,8 @@ int main(int argc, char **argv)
 				long key = fail[0], minkey;
 				PMPI_Allreduce(&key, &minkey, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
 				if (minkey != np && minkey != 0) {
-					if (rank == minkey) MPI_Send(fail, 3, MPI_LONG, 0, 9, MPI_COMM_WORLD);
-					if (rank == 0) MPI_Recv(first, 3, MPI_LONG, (int)minkey, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+					if (rank == minkey) PMPI_Send(fail, 3, MPI_LONG, 0, 9, MPI_COMM_WORLD);
+					if (rank == 0) PMPI_Recv(first, 3, MPI_LONG, (int)minkey, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 				} else {
 					memcpy(first, fail, sizeof first);
 				}
