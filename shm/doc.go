@@ -1,7 +1,8 @@
 // Package shm is the transport of shmcoll: a shared arena that the ranks of
 // one node map, with per-rank control blocks and data slots, and the
-// post/wait channel that collectives are built from. It moves no user data
-// itself and knows no algorithm.
+// post/wait channel that collectives are built from. It knows no
+// algorithm, and moves user data only in the cross-memory copies that a
+// collective asks for.
 //
 // # Model
 //
@@ -60,6 +61,23 @@
 // (wrapping [ErrAborted], and [ErrPeerDead] for a death). A cancelled
 // context does not abort the arena: the caller decides.
 //
+// # Cross-memory attach
+//
+// A rank may also copy straight from or into a peer's private memory, a
+// buffer that the peer exposed for a call by publishing its [AddrOf]:
+// [Endpoint.ReadPeer] and [Endpoint.WritePeer] (and their vectored forms)
+// use process_vm_readv and process_vm_writev between processes, one copy
+// instead of two through the arena, and a plain copy between goroutine
+// ranks. The peer returns from that call only after every reader has
+// posted that it is done. The kernel permits it only where a rank may
+// ptrace its peer (same user, and Yama's ptrace_scope, which each process
+// relaxes for itself with PR_SET_PTRACER as Open MPI does, or
+// CAP_SYS_PTRACE), so when the arena is joined every rank reads every
+// peer's control block through its published address and publishes its
+// result, and [Endpoint.CrossMemory] is on, on every rank, only if every
+// rank read every peer. [Options.NoCrossMemory] on any rank, or
+// SHMCOLL_CMA=off, turns it off for the arena.
+//
 // # Lifetime
 //
 // Rank 0 creates /dev/shm/shmcoll.<uid>.<name> exclusively (O_EXCL,
@@ -76,6 +94,14 @@
 // (SHMCOLL_ARENA=fd:N). [Endpoint.Close] marks the rank as left and unmaps;
 // runtime.AddCleanup unmaps an endpoint that was never closed.
 //
+// A join succeeds on every rank or fails on every rank. The header's
+// attached word decides: the joined-rank count reaching p first is success,
+// even for a rank that afterwards sees the arena aborted (a faster rank may
+// return and abort the new arena at once); a rank that gives up first (its
+// context, its deadline, a dead or departed peer, the parent's failure)
+// sets the word's failed bit and aborts the arena with its cause, which
+// every other rank's join then returns.
+//
 // In-process arenas live in Go memory, so the race detector sees the
 // protocol there; it does not see shared mappings, and the process tests
 // prove the protocol across processes.
@@ -86,7 +112,7 @@
 // its own constants (a foreign, truncated or mismatched segment is an
 // ErrBadHeader error, never a crash). p ranks, S = slot bytes and H = heap
 // bytes (Options.HeapBytes, 0 for none), each rounded up to the page size;
-// this is format version 3:
+// this is format version 4:
 //
 //	offset 0        header (4096 bytes)
 //	  +0     magic "shmcoll1" (u64, stored last by the creator)
@@ -96,13 +122,17 @@
 //	  +64    creator pid, arena kind, creator start time, uid, page size
 //	  +88    H (u64)
 //	  +96    FNV-1a checksum of bytes 8..96
-//	  +128   joined-rank count (u32, own cache line)
+//	  +128   attached word (u32, own cache line): joined-rank count, and
+//	         bit 31 once the join failed
 //	  +256   abort word (u64, own cache line): 0, or 1 + first aborting rank
 //	offset 4096     control block of rank 0 (2048 bytes), then rank 1, ...
 //	  +0     state (free, joined, left), pid, start time
 //	  +16    abort record: kind, dead peer, its pid, cause length, cause text
 //	  +384   call descriptor (384 bytes)
 //	  +768   join value (u64, Options.JoinValue)
+//	  +776   cross-memory test: address of this control block in the
+//	         rank's address space (1: not tested), result, and in rank
+//	         0's block the decision (u64 each)
 //	  +1024  counter 0 line (128 bytes: two cache lines, so that the
 //	         adjacent-line prefetcher does not couple counters)
 //	           +0 counter (u64; its low half is the futex word)

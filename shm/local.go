@@ -56,6 +56,9 @@ func NewLocal(size int, opt Options) ([]*Endpoint, error) {
 		}
 		eps[r] = e
 	}
+	if err := setLocalCrossMemory(eps, opt); err != nil {
+		return nil, err
+	}
 	return eps, nil
 }
 
@@ -99,7 +102,11 @@ func JoinLocal(ctx context.Context, key string, rank, size int, opt Options) (*E
 	}
 	localMu.Unlock()
 
-	err := e.rendezvous(ctx, time.Now().Add(opt.joinTimeout()), nil, opt)
+	deadline := time.Now().Add(opt.joinTimeout())
+	err := e.rendezvous(ctx, deadline, nil, opt)
+	if err == nil {
+		err = e.agreeCrossMemory(ctx, deadline, opt)
+	}
 	if err != nil {
 		e.Close()
 		localMu.Lock()

@@ -77,6 +77,7 @@ func childMain(role string) int {
 	ctx := context.Background()
 	opt := waitOptions()
 	opt.SlotBytes = envInt("SHMCOLL_TEST_SLOT")
+	cmaTestSetup(&opt)
 	var e *Endpoint
 	var err error
 	if os.Getenv("SHMCOLL_TEST_ENVJOIN") != "" {
@@ -98,6 +99,8 @@ func childMain(role string) int {
 		}
 	case "ring":
 		err = ringExchange(e, envInt("SHMCOLL_TEST_ROUNDS"), envInt("SHMCOLL_TEST_WORDS"))
+	case "cma", "cmaserve":
+		err = cmaChild(role, e)
 	case "stress":
 		err = allToAll(e, envInt("SHMCOLL_TEST_ROUNDS"), envInt("SHMCOLL_TEST_WORDS"))
 	case "stuck":

@@ -210,6 +210,10 @@ func setup(ctx context.Context, fd int, named bool, mem []byte, lay layout, rank
 	ps := newPeerSet(e)
 	res.peers.Store(ps)
 	e.peers = ps
+	if err := e.agreeCrossMemory(ctx, deadline, opt); err != nil {
+		e.Close()
+		return nil, err
+	}
 	return e, nil
 }
 
