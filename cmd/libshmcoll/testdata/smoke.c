@@ -266,6 +266,99 @@ static void test_mixed_types(void) {
 	test_allreduce(3);
 }
 
+
+// Derived datatypes on even ranks, MPI_INT on odd ones, in every
+// data-movement collective: a strided vector of two ints (extent three
+// ints), so the library's packed copies must gather and scatter the
+// elements. Logical int j of a buffer of vectors sits at physical index
+// (j/2)*3 + (j%2)*2.
+static MPI_Datatype vec;
+static int phys(int j) { return rank % 2 == 0 ? (j / 2) * 3 + (j % 2) * 2 : j; }
+static MPI_Datatype mytype(void) { return rank % 2 == 0 ? vec : MPI_INT; }
+static int mycount(int ints) { return rank % 2 == 0 ? ints / 2 : ints; }
+static int *mkbuf(int ints) {
+	int *b = malloc(sizeof(int) * (size_t)(ints / 2 * 3 + 2));
+	for (int i = 0; i < ints / 2 * 3 + 2; i++) b[i] = -7;
+	return b;
+}
+
+static void test_derived(int n) { // n even: ints per block
+	MPI_Type_vector(2, 1, 2, MPI_INT, &vec);
+	MPI_Type_commit(&vec);
+	MPI_Datatype t = mytype();
+	for (int root = 0; root < 2 && root < size; root++) {
+		int *b = mkbuf(n);
+		for (int j = 0; j < n; j++) b[phys(j)] = rank == root ? j * 5 + root : 0;
+		MPI_Bcast(b, mycount(n), t, root, MPI_COMM_WORLD);
+		for (int j = 0; j < n; j++) CHECK(b[phys(j)] == j * 5 + root, "derived bcast root %d [%d]=%d", root, j, b[phys(j)]);
+		free(b);
+	}
+	int *s = mkbuf(n * size), *r = mkbuf(n * size);
+	for (int j = 0; j < n; j++) s[phys(j)] = rank * 1000 + j;
+	MPI_Allgather(s, mycount(n), t, r, mycount(n), t, MPI_COMM_WORLD);
+	for (int j = 0; j < n * size; j++) CHECK(r[phys(j)] == (j / n) * 1000 + j % n, "derived allgather [%d]", j);
+	free(r);
+	r = mkbuf(n * size);
+	for (int j = 0; j < n; j++) r[phys(rank * n + j)] = rank * 1000 + j;
+	MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, mycount(n), t, MPI_COMM_WORLD);
+	for (int j = 0; j < n * size; j++) CHECK(r[phys(j)] == (j / n) * 1000 + j % n, "derived allgather in place [%d]", j);
+	for (int j = 0; j < n * size; j++) s[phys(j)] = rank * 1000 + j;
+	MPI_Alltoall(s, mycount(n), t, r, mycount(n), t, MPI_COMM_WORLD);
+	for (int j = 0; j < n * size; j++)
+		CHECK(r[phys(j)] == (j / n) * 1000 + rank * n + j % n, "derived alltoall [%d]=%d", j, r[phys(j)]);
+	int root = size - 1;
+	for (int j = 0; j < n; j++) s[phys(j)] = rank * 100 + j;
+	MPI_Gather(s, mycount(n), t, r, mycount(n), t, root, MPI_COMM_WORLD);
+	if (rank == root)
+		for (int j = 0; j < n * size; j++) CHECK(r[phys(j)] == (j / n) * 100 + j % n, "derived gather [%d]", j);
+	for (int j = 0; j < n * size; j++) s[phys(j)] = j * 3 + 1;
+	MPI_Scatter(s, mycount(n), t, r, mycount(n), t, root, MPI_COMM_WORLD);
+	for (int j = 0; j < n; j++) CHECK(r[phys(j)] == (rank * n + j) * 3 + 1, "derived scatter [%d]", j);
+	// allgatherv: rank q gives 2(q+1) ints, displaced in whole elements of each rank's type
+	int *cnt = malloc(sizeof(int) * size), *dsp = malloc(sizeof(int) * size), tot = 0;
+	for (int q = 0; q < size; q++) {
+		cnt[q] = mycount(2 * (q + 1));
+		dsp[q] = mycount(tot);
+		tot += 2 * (q + 1);
+	}
+	int *v = mkbuf(tot);
+	for (int j = 0; j < 2 * (rank + 1); j++) s[phys(j)] = rank * 10 + j;
+	MPI_Allgatherv(s, mycount(2 * (rank + 1)), t, v, cnt, dsp, t, MPI_COMM_WORLD);
+	for (int q = 0, o = 0; q < size; o += 2 * (q + 1), q++)
+		for (int j = 0; j < 2 * (q + 1); j++) CHECK(v[phys(o + j)] == q * 10 + j, "derived allgatherv");
+	// alltoallv: 2(q+1) ints to rank q, packed in rank order
+	int *sc = malloc(sizeof(int) * size), *sd = malloc(sizeof(int) * size), *rc = malloc(sizeof(int) * size),
+	    *rd = malloc(sizeof(int) * size);
+	int so = 0, ro = 0;
+	for (int q = 0; q < size; q++) {
+		sc[q] = mycount(2 * (q + 1));
+		sd[q] = mycount(so);
+		so += 2 * (q + 1);
+		rc[q] = mycount(2 * (rank + 1));
+		rd[q] = mycount(ro);
+		ro += 2 * (rank + 1);
+	}
+	int *as = mkbuf(so), *ar = mkbuf(ro);
+	for (int q = 0, o = 0; q < size; o += 2 * (q + 1), q++)
+		for (int j = 0; j < 2 * (q + 1); j++) as[phys(o + j)] = rank * 1000 + q * 10 + j;
+	MPI_Alltoallv(as, sc, sd, t, ar, rc, rd, t, MPI_COMM_WORLD);
+	for (int q = 0; q < size; q++)
+		for (int j = 0; j < 2 * (rank + 1); j++)
+			CHECK(ar[phys(q * 2 * (rank + 1) + j)] == q * 1000 + rank * 10 + j, "derived alltoallv [%d][%d]", q, j);
+	free(s);
+	free(r);
+	free(v);
+	free(cnt);
+	free(dsp);
+	free(sc);
+	free(sd);
+	free(rc);
+	free(rd);
+	free(as);
+	free(ar);
+	MPI_Type_free(&vec);
+}
+
 static void test_comms(void) {
 	MPI_Comm half, dup;
 	MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half);
@@ -305,6 +398,9 @@ int main(int argc, char **argv) {
 	test_rooted(50000);
 	test_ops();
 	test_mixed_types();
+	test_derived(2);
+	test_derived(64);
+	test_derived(20000);
 	test_comms();
 	MPI_Barrier(MPI_COMM_WORLD);
 	int all = 0;
