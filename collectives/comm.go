@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shmcoll/shmcoll/circulant"
@@ -97,6 +98,8 @@ type Comm struct {
 	where []uint8 // circAlltoall: which buffer holds each position
 
 	heap heap // the allocator of this rank's heap (arena.go)
+
+	prog atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
 
 	closeOnce sync.Once
 	closeErr  error
@@ -252,6 +255,7 @@ func (c *Comm) Abort(cause error) { c.ep.Abort(cause) }
 // return ErrClosed.
 func (c *Comm) Close() error {
 	c.closeOnce.Do(func() {
+		c.stopProgress()
 		c.closed = true
 		c.closeErr = c.ep.Close()
 	})

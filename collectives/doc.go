@@ -25,6 +25,33 @@
 // [MaxLoc]) or a user-defined one made by [NewOp], commutative or not.
 // Every call takes a context; cancelling it aborts the communicator.
 //
+// # Nonblocking calls
+//
+// Every collective has a nonblocking form ([IAllreduce], [IBcast], ...,
+// [IBarrier], [IGatherv], [IScatterv]) that queues the call and returns a
+// [*Request] at once; [Request.Wait] blocks until it completes and returns
+// its error, [Request.Test] reports without blocking. Several calls may be
+// outstanding on one communicator. They run one after the other in the
+// order they were made, on the communicator's progress goroutine (started
+// by the first nonblocking call, stopped by Close), each exactly as its
+// blocking form runs: the same checks, algorithms and results, and the
+// same errors ([ErrMismatch], [ErrPeerDead], a cancelled context) reach
+// Wait. A blocking call made while nonblocking ones are outstanding waits
+// for them first, so a rank's calls keep program order whichever form
+// each takes. The buffers, counts and displacements of a nonblocking call
+// belong to it until Wait or Test reports completion. Close with calls
+// outstanding aborts the communicator: the running call fails with
+// [ErrAborted], the queued ones with [ErrClosed]. [Comm.Stats] and
+// [Comm.LastAlgorithm] describe the last call run: read them when no
+// request is outstanding.
+//
+// Overlap gains time only where a CPU is free for the progress goroutine.
+// Shared-memory collectives move and reduce the data with the CPU (there
+// is no network adapter or DMA engine doing it meanwhile), so where every
+// CPU computes, the progress goroutine takes its time from the
+// computation, and a nonblocking call gains nothing over the blocking
+// form (BenchmarkOverlap measures both cases).
+//
 // # Algorithms and selection
 //
 // Flat: every rank reads what it needs straight from the other ranks'
