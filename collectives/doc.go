@@ -25,6 +25,14 @@
 // [MaxLoc]) or a user-defined one made by [NewOp], commutative or not.
 // Every call takes a context; cancelling it aborts the communicator.
 //
+// The element types include int, uint and uintptr, as the sized integer of
+// their size on the platform, and any type defined on a numeric type (type
+// Weight float32): [simd.TypeOf] gives such a type the [simd.Type] of its
+// kind and size, so it runs the kernels of that type and matches it in the
+// call descriptors (a float32 on one rank and a Weight on another is the
+// same call). [simd.BFloat16] and [simd.Float16] stay half-precision
+// floats although their underlying type is uint16; [simd.Element] says how.
+//
 // # Nonblocking calls
 //
 // Every collective has a nonblocking form ([IAllreduce], [IBcast], ...,
