@@ -36,7 +36,7 @@ func (c *Comm) bindOp(op Op) error {
 	}
 	c.cur.red = r
 	c.cur.opID = op.hash
-	if r.k != nil {
+	if r.k != nil && op.hash != avgHash { // Avg divides after the general path (avg.go)
 		c.kern, c.kernOp, c.kernType = r.k, op.hash, c.cur.typ // for the small-call path
 	}
 	return nil
@@ -71,6 +71,7 @@ func (c *Comm) pick(ctx context.Context, bytes int) error {
 	if err := c.run(ctx); err != nil {
 		return err
 	}
+	c.averaged()
 	return c.finish(ctx)
 }
 

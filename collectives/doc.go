@@ -22,7 +22,9 @@
 // [Exscan], [Barrier], [Alltoall], [Alltoallv]. A nil send buffer means in
 // place (the documentation of each function says where the input and the
 // result are). Reductions take an [Op]: a built-in operator ([Sum] ...
-// [MaxLoc]) or a user-defined one made by [NewOp], commutative or not.
+// [MaxLoc]), the average [Avg] of the floating types (the sum divided by
+// the number of operands, bitwise the same on every rank), or a
+// user-defined one made by [NewOp], commutative or not.
 // Every call takes a context; cancelling it aborts the communicator.
 //
 // The element types include int, uint and uintptr, as the sized integer of

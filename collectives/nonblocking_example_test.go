@@ -11,7 +11,7 @@ import (
 // first. Each bucket's allreduce starts as soon as the bucket is computed
 // and runs on the communicator's progress goroutine while the next bucket
 // is computed; the buckets are not touched again until their requests
-// complete.
+// complete. Avg averages the gradients over the ranks.
 func ExampleIAllreduce() {
 	const buckets, n = 4, 1000
 	ctx := context.Background()
@@ -23,7 +23,7 @@ func ExampleIAllreduce() {
 			for i := range grads[b] { // the computation the allreduces overlap
 				grads[b][i] = float32(c.Rank()+1) * float32(b+1)
 			}
-			reqs[b] = collectives.IAllreduce(ctx, c, nil, grads[b], collectives.Sum)
+			reqs[b] = collectives.IAllreduce(ctx, c, nil, grads[b], collectives.Avg)
 		}
 		for _, r := range reqs {
 			if err := r.Wait(); err != nil {
@@ -41,8 +41,8 @@ func ExampleIAllreduce() {
 		fmt.Println(err)
 	}
 	// Output:
-	// bucket 0 10 10
-	// bucket 1 20 20
-	// bucket 2 30 30
-	// bucket 3 40 40
+	// bucket 0 2.5 2.5
+	// bucket 1 5 5
+	// bucket 2 7.5 7.5
+	// bucket 3 10 10
 }
