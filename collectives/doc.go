@@ -19,7 +19,8 @@
 // The collectives are generic functions over the element types of
 // [simd.Element]: [Allreduce], [ReduceScatterBlock], [ReduceScatter],
 // [Allgather], [Allgatherv], [Bcast], [Reduce], [Scatter], [Gather], [Scan],
-// [Exscan], [Barrier], [Alltoall], [Alltoallv]. A nil send buffer means in
+// [Exscan], [Barrier], [Alltoall], [Alltoallv], [Gatherv], [Scatterv]
+// (the last two with the flat algorithm only). A nil send buffer means in
 // place (the documentation of each function says where the input and the
 // result are). Reductions take an [Op]: a built-in operator ([Sum] ...
 // [MaxLoc]), the average [Avg] of the floating types (the sum divided by

@@ -257,3 +257,13 @@ func IAlltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts,
 		return Alltoallv(ctx, c, send, scounts, sdispls, recv, rcounts, rdispls)
 	})
 }
+
+// IGatherv is the nonblocking [Gatherv].
+func IGatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) *Request {
+	return c.enqueue(ctx, collGatherv, func(ctx context.Context) error { return Gatherv(ctx, c, send, recv, counts, displs, root) })
+}
+
+// IScatterv is the nonblocking [Scatterv].
+func IScatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) *Request {
+	return c.enqueue(ctx, collScatterv, func(ctx context.Context) error { return Scatterv(ctx, c, send, recv, counts, displs, root) })
+}

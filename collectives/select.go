@@ -47,6 +47,8 @@ var collNames = [...]string{
 	CollExscan:             "exscan",
 	numColls:               "",
 	collSplit:              "split",
+	collGatherv:            "gatherv",
+	collScatterv:           "scatterv",
 }
 
 func (c Collective) String() string {
