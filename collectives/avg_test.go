@@ -67,144 +67,152 @@ func sameBits[T simd.Element](a, b []T) bool {
 	return string(simd.AsBytes(a)) == string(simd.AsBytes(b))
 }
 
-// testAvg runs every reduction with Avg and with Sum on the same inputs
+// avgCalls runs every reduction with Avg and with Sum on the same inputs
 // and checks that Avg's result is Sum's divided as documented, bitwise,
-// and the same on every rank; and that an average that is exact in every
-// order comes out exact.
-func testAvg[T simd.Element](t *testing.T, p, n int) {
+// and the same on every rank (compared through an allgather of its bytes);
+// and that an average that is exact in every order comes out exact.
+func avgCalls[T simd.Element](c *Comm, n int) error {
 	typ := simd.TypeOf[T]()
-	results := make([][]T, p) // each rank's allreduce result
-	err := Run(p, Options{SlotBytes: 4096}, func(c *Comm) error {
-		r := c.Rank()
-		in := make([]T, p*n)
-		for i := range in {
-			in[i] = fromF64[T](avgInput(r, i))
-		}
-		check := func(what string, got, sum []T, k int) error {
-			if want := avgRef(sum, k); !sameBits(got, want) {
-				return fmt.Errorf("%v p=%d n=%d rank %d %s: %v, want %v", typ, p, n, r, what, got[:min(3, len(got))], want[:min(3, len(want))])
-			}
-			return nil
-		}
-		sum, avg := make([]T, p*n), make([]T, p*n)
-		if err := Allreduce(bg, c, in, sum, Sum); err != nil {
-			return err
-		}
-		if err := Allreduce(bg, c, in, avg, Avg); err != nil {
-			return err
-		}
-		if err := check("allreduce", avg, sum, p); err != nil {
-			return err
-		}
-		results[r] = avg
-		// in place
-		inPlace := append([]T(nil), in...)
-		if err := Allreduce(bg, c, nil, inPlace, Avg); err != nil {
-			return err
-		}
-		if err := check("allreduce in place", inPlace, sum, p); err != nil {
-			return err
-		}
-		var rsum, ravg []T
-		if r == p-1 {
-			rsum, ravg = make([]T, p*n), make([]T, p*n)
-		}
-		if err := Reduce(bg, c, in, rsum, Sum, p-1); err != nil {
-			return err
-		}
-		if err := Reduce(bg, c, in, ravg, Avg, p-1); err != nil {
-			return err
-		}
-		if err := check("reduce", ravg, rsum, p); err != nil {
-			return err
-		}
-		bsum, bavg := make([]T, n), make([]T, n)
-		if err := ReduceScatterBlock(bg, c, in, bsum, Sum); err != nil {
-			return err
-		}
-		if err := ReduceScatterBlock(bg, c, in, bavg, Avg); err != nil {
-			return err
-		}
-		if err := check("reduce_scatter_block", bavg, bsum, p); err != nil {
-			return err
-		}
-		counts := make([]int, p)
-		for q := range counts {
-			counts[q] = n - q%2
-		}
-		total := 0
-		for _, k := range counts {
-			total += k
-		}
-		vsum, vavg := make([]T, counts[r]), make([]T, counts[r])
-		if err := ReduceScatter(bg, c, in[:total], vsum, counts, Sum); err != nil {
-			return err
-		}
-		if err := ReduceScatter(bg, c, in[:total], vavg, counts, Avg); err != nil {
-			return err
-		}
-		if err := check("reduce_scatter", vavg, vsum, p); err != nil {
-			return err
-		}
-		ssum, savg := make([]T, n), make([]T, n)
-		if err := Scan(bg, c, in[:n], ssum, Sum); err != nil {
-			return err
-		}
-		if err := Scan(bg, c, in[:n], savg, Avg); err != nil {
-			return err
-		}
-		if err := check("scan", savg, ssum, r+1); err != nil {
-			return err
-		}
-		esum, eavg := make([]T, n), make([]T, n)
-		if err := Exscan(bg, c, in[:n], esum, Sum); err != nil {
-			return err
-		}
-		if err := Exscan(bg, c, in[:n], eavg, Avg); err != nil {
-			return err
-		}
-		if r > 0 {
-			if err := check("exscan", eavg, esum, r); err != nil {
-				return err
-			}
-		}
-		// Exact: rank r holds r+1 + i%5, so the average is (p+1)/2 + i%5
-		// in every order (p = 1..4: halves at most).
-		ex := make([]T, n)
-		for i := range ex {
-			ex[i] = fromF64[T](float64(r+1) + float64(i%5))
-		}
-		if err := Allreduce(bg, c, nil, ex, Avg); err != nil {
-			return err
-		}
-		for i := range ex {
-			if want := fromF64[T](float64(p+1)/2 + float64(i%5)); ex[i] != want {
-				return fmt.Errorf("%v p=%d exact average [%d]: %v, want %v", typ, p, i, ex[i], want)
-			}
+	p, r := c.Size(), c.Rank()
+	in := make([]T, p*n)
+	for i := range in {
+		in[i] = fromF64[T](avgInput(r, i))
+	}
+	check := func(what string, got, sum []T, k int) error {
+		if want := avgRef(sum, k); !sameBits(got, want) {
+			return fmt.Errorf("%v p=%d n=%d rank %d %s: %v, want %v", typ, p, n, r, what, got[:min(3, len(got))], want[:min(3, len(want))])
 		}
 		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	for r := 1; r < p; r++ {
-		if !sameBits(results[r], results[0]) {
-			t.Errorf("%v p=%d n=%d: rank %d's average differs from rank 0's", typ, p, n, r)
+	sum, avg := make([]T, p*n), make([]T, p*n)
+	if err := Allreduce(bg, c, in, sum, Sum); err != nil {
+		return err
+	}
+	if err := Allreduce(bg, c, in, avg, Avg); err != nil {
+		return err
+	}
+	if err := check("allreduce", avg, sum, p); err != nil {
+		return err
+	}
+	mine := append([]byte(nil), simd.AsBytes(avg)...)
+	all := make([]byte, p*len(mine))
+	if err := Allgather(bg, c, mine, all); err != nil {
+		return err
+	}
+	for q := range p {
+		if string(all[q*len(mine):(q+1)*len(mine)]) != string(mine) {
+			return fmt.Errorf("%v p=%d n=%d: rank %d's average differs from rank %d's", typ, p, n, q, r)
 		}
 	}
+	// in place
+	inPlace := append([]T(nil), in...)
+	if err := Allreduce(bg, c, nil, inPlace, Avg); err != nil {
+		return err
+	}
+	if err := check("allreduce in place", inPlace, sum, p); err != nil {
+		return err
+	}
+	var rsum, ravg []T
+	if r == p-1 {
+		rsum, ravg = make([]T, p*n), make([]T, p*n)
+	}
+	if err := Reduce(bg, c, in, rsum, Sum, p-1); err != nil {
+		return err
+	}
+	if err := Reduce(bg, c, in, ravg, Avg, p-1); err != nil {
+		return err
+	}
+	if err := check("reduce", ravg, rsum, p); err != nil {
+		return err
+	}
+	bsum, bavg := make([]T, n), make([]T, n)
+	if err := ReduceScatterBlock(bg, c, in, bsum, Sum); err != nil {
+		return err
+	}
+	if err := ReduceScatterBlock(bg, c, in, bavg, Avg); err != nil {
+		return err
+	}
+	if err := check("reduce_scatter_block", bavg, bsum, p); err != nil {
+		return err
+	}
+	counts := make([]int, p)
+	for q := range counts {
+		counts[q] = n - q%2
+	}
+	total := 0
+	for _, k := range counts {
+		total += k
+	}
+	vsum, vavg := make([]T, counts[r]), make([]T, counts[r])
+	if err := ReduceScatter(bg, c, in[:total], vsum, counts, Sum); err != nil {
+		return err
+	}
+	if err := ReduceScatter(bg, c, in[:total], vavg, counts, Avg); err != nil {
+		return err
+	}
+	if err := check("reduce_scatter", vavg, vsum, p); err != nil {
+		return err
+	}
+	ssum, savg := make([]T, n), make([]T, n)
+	if err := Scan(bg, c, in[:n], ssum, Sum); err != nil {
+		return err
+	}
+	if err := Scan(bg, c, in[:n], savg, Avg); err != nil {
+		return err
+	}
+	if err := check("scan", savg, ssum, r+1); err != nil {
+		return err
+	}
+	esum, eavg := make([]T, n), make([]T, n)
+	if err := Exscan(bg, c, in[:n], esum, Sum); err != nil {
+		return err
+	}
+	if err := Exscan(bg, c, in[:n], eavg, Avg); err != nil {
+		return err
+	}
+	if r > 0 {
+		if err := check("exscan", eavg, esum, r); err != nil {
+			return err
+		}
+	}
+	// Exact: rank r holds r+1 + i%5, so the average is (p+1)/2 + i%5
+	// in every order (p = 1..4: halves at most).
+	ex := make([]T, n)
+	for i := range ex {
+		ex[i] = fromF64[T](float64(r+1) + float64(i%5))
+	}
+	if err := Allreduce(bg, c, nil, ex, Avg); err != nil {
+		return err
+	}
+	for i := range ex {
+		if want := fromF64[T](float64(p+1)/2 + float64(i%5)); ex[i] != want {
+			return fmt.Errorf("%v p=%d exact average [%d]: %v, want %v", typ, p, i, ex[i], want)
+		}
+	}
+	return nil
+}
+
+// avgAll runs avgCalls for every floating type and a type defined on
+// float32.
+func avgAll(c *Comm, n int) error {
+	return errors.Join(
+		avgCalls[float32](c, n),
+		avgCalls[float64](c, n),
+		avgCalls[simd.BFloat16](c, n),
+		avgCalls[simd.Float16](c, n),
+		avgCalls[complex64](c, n),
+		avgCalls[complex128](c, n),
+		avgCalls[weight](c, n),
+	)
 }
 
 func TestAvg(t *testing.T) {
 	for _, p := range []int{1, 2, 3, 4} {
 		for _, n := range []int{1, 5, 700} { // 700: several segments, the general path
 			t.Run(fmt.Sprintf("p=%d/n=%d", p, n), func(t *testing.T) {
-				testAvg[float32](t, p, n)
-				testAvg[float64](t, p, n)
-				testAvg[simd.BFloat16](t, p, n)
-				testAvg[simd.Float16](t, p, n)
-				testAvg[complex64](t, p, n)
-				testAvg[complex128](t, p, n)
-				testAvg[weight](t, p, n)
+				if err := Run(p, Options{SlotBytes: 4096}, func(c *Comm) error { return avgAll(c, n) }); err != nil {
+					t.Fatal(err)
+				}
 			})
 		}
 	}

@@ -26,6 +26,12 @@ import (
 // Request is the handle of a nonblocking call. Its buffers (and count and
 // displacement slices) belong to the call until Wait or Test reports that
 // it completed: the caller must neither read nor write them before.
+//
+// The call runs on the communicator's progress goroutine while the caller
+// goes on, which gains time only where a CPU is free to run it: the
+// collectives copy and reduce the data with the CPU, so where every CPU
+// computes, the call takes its time from the computation and gains nothing
+// over the blocking form (see the package documentation).
 type Request struct {
 	coll Collective
 	run  func(ctx context.Context) error
@@ -185,7 +191,9 @@ func (c *Comm) stopProgress() {
 	}
 }
 
-// IAllreduce is the nonblocking [Allreduce].
+// IAllreduce is the nonblocking [Allreduce]: it queues the call and
+// returns at once; send and recv belong to the call until the [Request]
+// completes.
 func IAllreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) *Request {
 	return c.enqueue(ctx, CollAllreduce, func(ctx context.Context) error { return Allreduce(ctx, c, send, recv, op) })
 }
