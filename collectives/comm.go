@@ -70,6 +70,7 @@ type Comm struct {
 	hashed  uint64 // the step whose descriptor hash is in the counter's line
 	dhash   uint64 // hash of the descriptor without the step, for call hashSeq
 	hashSeq uint64
+	prog    atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
 	closed  bool
 	pinned  [numColls]Algorithm
 	// the kernel of the last built-in operator bound, and for what
@@ -98,8 +99,6 @@ type Comm struct {
 	where []uint8 // circAlltoall: which buffer holds each position
 
 	heap heap // the allocator of this rank's heap (arena.go)
-
-	prog atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
 
 	closeOnce sync.Once
 	closeErr  error

@@ -138,14 +138,17 @@ func (p *progress) loop() {
 // If ctx ends first, it aborts the communicator, so that the outstanding
 // calls end too, and fails the call as a cancelled blocking call fails.
 func (c *Comm) await(ctx context.Context, coll Collective) error {
-	p := c.prog.Load()
-	if p == nil || p.pending.Load() == 0 {
+	if c.prog.Load() == nil {
 		return nil
 	}
-	return p.await(ctx, c, coll)
+	return c.awaitCalls(ctx, coll)
 }
 
-func (p *progress) await(ctx context.Context, c *Comm, coll Collective) error {
+func (c *Comm) awaitCalls(ctx context.Context, coll Collective) error {
+	p := c.prog.Load()
+	if p.pending.Load() == 0 {
+		return nil
+	}
 	if pc, ok := ctx.(*progressCtx); ok && pc.p == p {
 		return nil // the progress goroutine running a queued call
 	}
