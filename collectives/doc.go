@@ -56,12 +56,14 @@
 // [Comm.LastAlgorithm] describe the last call run: read them when no
 // request is outstanding.
 //
-// Overlap gains time only where a CPU is free for the progress goroutine.
-// Shared-memory collectives move and reduce the data with the CPU (there
-// is no network adapter or DMA engine doing it meanwhile), so where every
-// CPU computes, the progress goroutine takes its time from the
-// computation, and a nonblocking call gains nothing over the blocking
-// form (BenchmarkOverlap measures both cases).
+// Overlap gains the communication's time only where a CPU is free for the
+// progress goroutine. Shared-memory collectives move and reduce the data
+// with the CPU (there is no network adapter or DMA engine doing it
+// meanwhile), so where every CPU computes, the progress goroutine takes
+// its time from the computation and the call's copies and reductions gain
+// nothing over the blocking form; what is left to gain there is the time
+// a rank would spend waiting for slower ranks to arrive (BenchmarkOverlap
+// measures both cases).
 //
 // # Algorithms and selection
 //

@@ -28,10 +28,11 @@ import (
 // it completed: the caller must neither read nor write them before.
 //
 // The call runs on the communicator's progress goroutine while the caller
-// goes on, which gains time only where a CPU is free to run it: the
-// collectives copy and reduce the data with the CPU, so where every CPU
-// computes, the call takes its time from the computation and gains nothing
-// over the blocking form (see the package documentation).
+// goes on, which hides its copies and reductions only where a CPU is free
+// to run them: the collectives move the data with the CPU, so where every
+// CPU computes, the call takes its time from the computation and gains
+// nothing over the blocking form but the time spent waiting for slower
+// ranks (see the package documentation).
 type Request struct {
 	coll Collective
 	run  func(ctx context.Context) error

@@ -8,10 +8,12 @@ import (
 // BenchmarkOverlap: each rank computes (a fixed loop over a private
 // vector) and allreduces a vector of bytes, either one after the other
 // (mode=blocking) or with the allreduce started before the computation and
-// waited for after it (mode=nonblocking). The nonblocking form gains the
-// shorter of the two times where a CPU is free for the progress goroutine
-// (ranks × 2 ≤ CPUs); where every CPU computes, the allreduce's copies and
-// reductions take the computation's CPU time, and it gains nothing.
+// waited for after it (mode=nonblocking). Where a CPU is free for each
+// rank's progress goroutine (ranks × 2 ≤ CPUs) the nonblocking form can
+// hide the shorter of the two times; where every CPU computes, the
+// allreduce's copies and reductions take the computation's CPU time, and
+// only the ranks' waits for one another are hidden. Compare runs with
+// GOMAXPROCS (or -cpu) at and below twice the ranks.
 func BenchmarkOverlap(b *testing.B) {
 	for _, p := range []int{2, 4} {
 		for _, bytes := range []int{65536, 1 << 20} {
