@@ -76,6 +76,7 @@ func (c *Comm) dispatch(ctx context.Context, bytes int) error {
 	if err := c.run(ctx); err != nil {
 		return err
 	}
+	c.averaged()
 	return c.finish(ctx)
 }
 
@@ -166,6 +167,9 @@ func hashInts(xs ...[]int) uint64 {
 // means in place: recv holds the input. len(send) == len(recv) == count, the
 // same on every rank.
 func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	if err := c.await(ctx, CollAllreduce); err != nil {
+		return err
+	}
 	if c.size > 1 && (send == nil || len(send) == len(recv)) {
 		if ok, err := c.smallAllreduce(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), op); ok {
 			return err
@@ -180,6 +184,9 @@ func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op 
 // blocks on input and block r of the result in its place, recv[r*n:(r+1)*n]
 // with n = len(recv)/p, on output (the other blocks are left undefined).
 func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	if err := c.await(ctx, CollReduceScatterBlock); err != nil {
+		return err
+	}
 	if ok, err := c.smallReduceScatter(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), op); ok {
 		return err
 	}
@@ -217,6 +224,9 @@ func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv
 // means in place: recv holds the whole vector on input and block r in its
 // place, recv[counts[0]+...+counts[r-1]:][:counts[r]], on output.
 func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts []int, op Op) error {
+	if err := c.await(ctx, CollReduceScatter); err != nil {
+		return err
+	}
 	if ok, err := c.smallReduceScatterV(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), counts, op); ok {
 		return err
 	}
@@ -254,6 +264,9 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 // blocks of n) on every rank, block j from rank j. send nil means in place:
 // block r of recv holds the rank's contribution.
 func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) error {
+	if err := c.await(ctx, CollAllgather); err != nil {
+		return err
+	}
 	if err := c.start(CollAllgather, simd.TypeOf[T]()); err != nil {
 		return err
 	}
@@ -283,6 +296,9 @@ func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) err
 // in rank order. counts are the same on every rank, displs may differ.
 // send nil means in place.
 func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int) error {
+	if err := c.await(ctx, CollAllgatherv); err != nil {
+		return err
+	}
 	if err := c.start(CollAllgatherv, simd.TypeOf[T]()); err != nil {
 		return err
 	}
@@ -362,6 +378,9 @@ func (c *Comm) irregular(counts []int) (int, error) {
 
 // Bcast copies buf of rank root into buf of every rank.
 func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) error {
+	if err := c.await(ctx, CollBcast); err != nil {
+		return err
+	}
 	if ok, err := c.smallBcast(ctx, simd.TypeOf[T](), bytesOf(buf), root); ok {
 		return err
 	}
@@ -380,6 +399,9 @@ func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) erro
 // send nil means in place on the root (recv holds its input); other ranks
 // must pass send.
 func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
+	if err := c.await(ctx, CollReduce); err != nil {
+		return err
+	}
 	if ok, err := c.smallReduce(ctx, simd.TypeOf[T](), bytesOf(send), bytesOf(recv), op, root); ok {
 		return err
 	}
@@ -420,6 +442,9 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 // on rank j. send is used only at the root (p blocks). recv nil at the root
 // means in place: the root's own block stays in send.
 func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	if err := c.await(ctx, CollScatter); err != nil {
+		return err
+	}
 	if err := c.start(CollScatter, simd.TypeOf[T]()); err != nil {
 		return err
 	}
@@ -453,6 +478,9 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 // on rank root, block j from rank j. recv is used only at the root. send
 // nil at the root means in place (its block is already in recv).
 func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	if err := c.await(ctx, CollGather); err != nil {
+		return err
+	}
 	if err := c.start(CollGather, simd.TypeOf[T]()); err != nil {
 		return err
 	}
@@ -503,6 +531,9 @@ func Exscan[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op)
 // every rank: allreduce, scan and exscan. With one rank the result is the
 // input (allreduce, scan) or recv left unchanged (exscan).
 func elementwise[T simd.Element](ctx context.Context, c *Comm, coll Collective, send, recv []T, op Op) error {
+	if err := c.await(ctx, coll); err != nil {
+		return err
+	}
 	if err := c.start(coll, simd.TypeOf[T]()); err != nil {
 		return err
 	}
@@ -526,6 +557,9 @@ func elementwise[T simd.Element](ctx context.Context, c *Comm, coll Collective, 
 
 // Barrier returns on every rank only after every rank has called it.
 func Barrier(ctx context.Context, c *Comm) error {
+	if err := c.await(ctx, CollBarrier); err != nil {
+		return err
+	}
 	if ok, err := c.smallBarrier(ctx); ok {
 		return err
 	}
@@ -539,6 +573,9 @@ func Barrier(ctx context.Context, c *Comm) error {
 // stores it as block r of recv. send nil means in place (recv holds the
 // blocks to send).
 func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) error {
+	if err := c.await(ctx, CollAlltoall); err != nil {
+		return err
+	}
 	if ok, err := c.smallAlltoall(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv)); ok {
 		return err
 	}
@@ -571,6 +608,9 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 // at recv[rdispls[r]:][:rcounts[r]]; scounts[j] on rank r must equal
 // rcounts[r] on rank j. nil displacements mean packed in rank order.
 func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
+	if err := c.await(ctx, CollAlltoallv); err != nil {
+		return err
+	}
 	if err := c.start(CollAlltoallv, simd.TypeOf[T]()); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shmcoll/shmcoll/circulant"
@@ -81,6 +82,7 @@ type Comm struct {
 	hashed  uint64 // the step whose descriptor hash is in the counter's line
 	dhash   uint64 // hash of the descriptor without the step, for call hashSeq
 	hashSeq uint64
+	prog    atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
 	closed  bool
 	pinned  [numColls]Algorithm
 	kernels kernelCache // the built-in kernels the small-call path uses
@@ -270,6 +272,7 @@ func (c *Comm) Abort(cause error) { c.ep.Abort(cause) }
 // return ErrClosed.
 func (c *Comm) Close() error {
 	c.closeOnce.Do(func() {
+		c.stopProgress()
 		c.closed = true
 		c.closeErr = c.ep.Close()
 	})

@@ -19,11 +19,51 @@
 // The collectives are generic functions over the element types of
 // [simd.Element]: [Allreduce], [ReduceScatterBlock], [ReduceScatter],
 // [Allgather], [Allgatherv], [Bcast], [Reduce], [Scatter], [Gather], [Scan],
-// [Exscan], [Barrier], [Alltoall], [Alltoallv]. A nil send buffer means in
+// [Exscan], [Barrier], [Alltoall], [Alltoallv], [Gatherv], [Scatterv]
+// (the last two with the flat algorithm only). A nil send buffer means in
 // place (the documentation of each function says where the input and the
 // result are). Reductions take an [Op]: a built-in operator ([Sum] ...
-// [MaxLoc]) or a user-defined one made by [NewOp], commutative or not.
+// [MaxLoc]), the average [Avg] of the floating types (the sum divided by
+// the number of operands, bitwise the same on every rank), or a
+// user-defined one made by [NewOp], commutative or not.
 // Every call takes a context; cancelling it aborts the communicator.
+//
+// The element types include int, uint and uintptr, as the sized integer of
+// their size on the platform, and any type defined on a numeric type (type
+// Weight float32): [simd.TypeOf] gives such a type the [simd.Type] of its
+// kind and size, so it runs the kernels of that type and matches it in the
+// call descriptors (a float32 on one rank and a Weight on another is the
+// same call). [simd.BFloat16] and [simd.Float16] stay half-precision
+// floats although their underlying type is uint16; [simd.Element] says how.
+//
+// # Nonblocking calls
+//
+// Every collective has a nonblocking form ([IAllreduce], [IBcast], ...,
+// [IBarrier], [IGatherv], [IScatterv]) that queues the call and returns a
+// [*Request] at once; [Request.Wait] blocks until it completes and returns
+// its error, [Request.Test] reports without blocking. Several calls may be
+// outstanding on one communicator. They run one after the other in the
+// order they were made, on the communicator's progress goroutine (started
+// by the first nonblocking call, stopped by Close), each exactly as its
+// blocking form runs: the same checks, algorithms and results, and the
+// same errors ([ErrMismatch], [ErrPeerDead], a cancelled context) reach
+// Wait. A blocking call made while nonblocking ones are outstanding waits
+// for them first, so a rank's calls keep program order whichever form
+// each takes. The buffers, counts and displacements of a nonblocking call
+// belong to it until Wait or Test reports completion. Close with calls
+// outstanding aborts the communicator: the running call fails with
+// [ErrAborted], the queued ones with [ErrClosed]. [Comm.Stats] and
+// [Comm.LastAlgorithm] describe the last call run: read them when no
+// request is outstanding.
+//
+// Overlap gains the communication's time only where a CPU is free for the
+// progress goroutine. Shared-memory collectives move and reduce the data
+// with the CPU (there is no network adapter or DMA engine doing it
+// meanwhile), so where every CPU computes, the progress goroutine takes
+// its time from the computation and the call's copies and reductions gain
+// nothing over the blocking form; what is left to gain there is the time
+// a rank would spend waiting for slower ranks to arrive (BenchmarkOverlap
+// measures both cases).
 //
 // # Algorithms and selection
 //

@@ -46,6 +46,8 @@ var collNames = [...]string{
 	CollExscan:             "exscan",
 	numColls:               "",
 	collSplit:              "split",
+	collGatherv:            "gatherv",
+	collScatterv:           "scatterv",
 }
 
 // String returns the collective's name as [ParseCollective] reads it

@@ -66,7 +66,9 @@ func (o Op) Commutative() bool { return o.commutative }
 // Builtin reports the built-in operator o stands for, if it is one (false
 // for user-defined operators), for callers that hand reductions to another
 // library, such as collectives/hier to MPI.
-func (o Op) Builtin() (simd.Op, bool) { return o.builtin, o.user == nil && o.hash != 0 }
+func (o Op) Builtin() (simd.Op, bool) {
+	return o.builtin, o.user == nil && o.hash != 0 && o.hash != avgHash
+}
 
 // Check reports whether o applies to elements of type t.
 func (o Op) Check(t simd.Type) error {
@@ -82,6 +84,9 @@ func (o Op) Apply(t simd.Type, dst, src []byte) (err error) {
 	r, err := o.bind(t)
 	if err != nil {
 		return err
+	}
+	if o.hash == avgHash {
+		return fmt.Errorf("%w: Apply of avg, which is not a binary operator (see Avg)", ErrInvalidArgument)
 	}
 	if len(dst) != len(src) || len(dst)%t.Size() != 0 {
 		return fmt.Errorf("%w: Apply on %d and %d bytes of %v", ErrInvalidArgument, len(dst), len(src), t)
@@ -117,6 +122,9 @@ func (o Op) bind(t simd.Type) (reducer, error) {
 	}
 	if o.hash == 0 {
 		return reducer{}, fmt.Errorf("%w: zero Op (use Sum, ..., or NewOp)", ErrInvalidArgument)
+	}
+	if o.hash == avgHash && !avgType(t) {
+		return reducer{}, errAvgType(t)
 	}
 	k, err := simd.Lookup(t, o.builtin)
 	if err != nil {

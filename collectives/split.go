@@ -17,6 +17,9 @@ import (
 // through c's arena (one step in which every rank publishes its color,
 // key and a fresh name; each group takes the name of its new rank 0).
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
+	if err := c.await(ctx, collSplit); err != nil {
+		return nil, err
+	}
 	if err := c.start(collSplit, 0); err != nil {
 		return nil, err
 	}

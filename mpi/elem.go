@@ -1,38 +1,32 @@
 package mpi
 
-// Elem is the set of Go element types with an MPI datatype.
+import "reflect"
+
+// Elem is the set of Go element types with an MPI datatype: the sized
+// numeric types, int, uint and uintptr, and types defined on them (as
+// simd.Element takes them), each as the sized type of its kind and size.
 type Elem interface {
-	int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 |
-		float32 | float64 | complex64 | complex128
+	~int8 | ~int16 | ~int32 | ~int64 | ~int | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uint | ~uintptr |
+		~float32 | ~float64 | ~complex64 | ~complex128
 }
 
-// TypeOf is the Datatype of T.
+// TypeOf is the Datatype of T, by its kind and size.
 func TypeOf[T Elem]() Datatype {
-	var z T
-	switch any(z).(type) {
-	case int8:
-		return Int8
-	case int16:
-		return Int16
-	case int32:
-		return Int32
-	case int64:
-		return Int64
-	case uint8:
-		return Uint8
-	case uint16:
-		return Uint16
-	case uint32:
-		return Uint32
-	case uint64:
-		return Uint64
-	case float32:
+	t := reflect.TypeFor[T]()
+	var bySize [9]Datatype
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		bySize = [9]Datatype{1: Int8, 2: Int16, 4: Int32, 8: Int64}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		bySize = [9]Datatype{1: Uint8, 2: Uint16, 4: Uint32, 8: Uint64}
+	case reflect.Float32:
 		return Float32
-	case float64:
+	case reflect.Float64:
 		return Float64
-	case complex64:
+	case reflect.Complex64:
 		return Complex64
-	default: // complex128, the last member of Elem
+	default: // reflect.Complex128, the last kind of Elem
 		return Complex128
 	}
+	return bySize[t.Size()]
 }

@@ -3,6 +3,7 @@ package simd
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"unsafe"
 )
@@ -233,15 +234,28 @@ type Int64Int64 struct {
 	Index int64
 }
 
-// Element is the set of Go types that have a [Type]. The terms are exact types (no ~):
-// BFloat16 and Float16 are defined on uint16, so ~uint16 would overlap them.
+// Element is the set of Go types that have a [Type]: the numeric types, int, uint and
+// uintptr (as the sized integer of their size on the platform), any type defined on one
+// of them (type Weight float32), [BFloat16], [Float16] and the pair types.
+//
+// The half-precision types are defined on uint16, so the term ~uint16 already holds
+// them: Go rejects a union that lists both ~uint16 and BFloat16 (overlapping terms), and
+// the constraint cannot tell them apart. [TypeOf] does: it matches the exact types
+// first, so BFloat16 and Float16 are [BFloat16T] and [Float16T], and only then goes by
+// kind and size, so every other type whose underlying type is uint16 is [Uint16] (also
+// a type defined on BFloat16 or Float16, whose underlying type is uint16 as well: use
+// the simd types themselves for half-precision data). The pair types are listed
+// exactly, without ~.
 type Element interface {
-	int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 |
-		float32 | float64 | BFloat16 | Float16 | complex64 | complex128 |
+	~int8 | ~int16 | ~int32 | ~int64 | ~int | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uint | ~uintptr |
+		~float32 | ~float64 | ~complex64 | ~complex128 |
 		Float32Int32 | Float64Int32 | Int16Int32 | Int32Int32 | Int64Int32 | Int64Int64
 }
 
-// TypeOf returns the [Type] of T.
+// TypeOf returns the [Type] of T: the type itself for the exact element types, and for
+// the others (int, uint, uintptr, defined types) the type of their kind and size, so
+// that the kernels of the sized type apply to them unchanged (the collectives pass
+// elements as bytes, see [AsBytes]).
 func TypeOf[T Element]() Type {
 	var z T
 	switch any(z).(type) {
@@ -283,9 +297,32 @@ func TypeOf[T Element]() Type {
 		return Int32Int32T
 	case Int64Int32:
 		return Int64Int32T
-	default:
+	case Int64Int64:
 		return Int64Int64T
 	}
+	return kindType(reflect.TypeFor[T]())
+}
+
+// kindType is the Type of t, a numeric kind, by kind and size.
+func kindType(t reflect.Type) Type {
+	var bySize [9]Type
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		bySize = [9]Type{1: Int8, 2: Int16, 4: Int32, 8: Int64}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		bySize = [9]Type{1: Uint8, 2: Uint16, 4: Uint32, 8: Uint64}
+	case reflect.Float32:
+		return Float32
+	case reflect.Float64:
+		return Float64
+	case reflect.Complex64:
+		return Complex64
+	case reflect.Complex128:
+		return Complex128
+	default:
+		panic("simd: TypeOf of " + t.String()) // not in Element
+	}
+	return bySize[t.Size()]
 }
 
 // AsBytes returns the memory of s as a byte slice, without copying.

@@ -1,0 +1,245 @@
+package collectives
+
+import (
+	"context"
+
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// Gatherv and Scatterv: gather and scatter with a block of its own size
+// per rank. They are not in the selection table (no Collective constant
+// to pin or tune): each runs the flat algorithm, every rank's block
+// through its own slot (gatherv) or the root's slot (scatterv), cut into
+// as many segments as the largest block needs. The call descriptor
+// carries the total count and a hash of the counts, so that ranks that
+// pass different counts fail with ErrMismatch on every rank.
+
+const (
+	collGatherv Collective = collSplit + 1 + iota
+	collScatterv
+)
+
+// Gatherv collects send (counts[r] elements on rank r) of every rank into
+// recv on rank root, rank j's block at recv[displs[j]:][:counts[j]];
+// displs nil means packed in rank order. counts are the same on every
+// rank; recv and displs are used only at the root (they may be nil
+// elsewhere). send nil at the root means in place: its block is already in
+// recv.
+func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
+	if err := c.await(ctx, collGatherv); err != nil {
+		return err
+	}
+	if err := c.start(collGatherv, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.size {
+		return c.bad("root %d out of range [0, %d)", root, c.size)
+	}
+	total, err := c.irregular(counts)
+	if err != nil {
+		return err
+	}
+	s, r := bytesOf(send), bytesOf(recv)
+	esz := c.cur.esz
+	if c.rank == root {
+		if err := c.rootBlocks("recv", len(recv), total, displs); err != nil {
+			return err
+		}
+		d, n := c.cur.displs[root], counts[root]
+		if s != nil && len(send) != n {
+			return c.bad("len(send) = %d, counts[%d] = %d", len(send), root, n)
+		}
+		if s != nil && same(s, r[d*esz:(d+n)*esz]) {
+			s = nil
+		} else if overlaps(s, r) {
+			return c.bad("send and receive buffers overlap")
+		}
+		if s != nil {
+			simd.Copy(r[d*esz:(d+n)*esz], s)
+		}
+	} else {
+		if len(send) != counts[c.rank] {
+			return c.bad("len(send) = %d, counts[%d] = %d", len(send), c.rank, counts[c.rank])
+		}
+		r = nil
+	}
+	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, total, root
+	return c.runVector(ctx, c.flatGatherv)
+}
+
+// Scatterv sends send[displs[j]:][:counts[j]] of rank root to recv on rank
+// j (counts[j] elements); displs nil means packed in rank order. counts are
+// the same on every rank; send and displs are used only at the root (they
+// may be nil elsewhere). recv nil at the root means in place: the root's
+// block stays in send.
+func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
+	if err := c.await(ctx, collScatterv); err != nil {
+		return err
+	}
+	if err := c.start(collScatterv, simd.TypeOf[T]()); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.size {
+		return c.bad("root %d out of range [0, %d)", root, c.size)
+	}
+	total, err := c.irregular(counts)
+	if err != nil {
+		return err
+	}
+	s, r := bytesOf(send), bytesOf(recv)
+	esz := c.cur.esz
+	if c.rank == root {
+		if err := c.rootBlocks("send", len(send), total, displs); err != nil {
+			return err
+		}
+		d, n := c.cur.displs[root], counts[root]
+		if r != nil && len(recv) != n {
+			return c.bad("len(recv) = %d, counts[%d] = %d", len(recv), root, n)
+		}
+		if overlaps(s, r) {
+			return c.bad("send and receive buffers overlap")
+		}
+		if r != nil {
+			simd.Copy(r, s[d*esz:(d+n)*esz])
+		}
+	} else {
+		if len(recv) != counts[c.rank] {
+			return c.bad("len(recv) = %d, counts[%d] = %d", len(recv), c.rank, counts[c.rank])
+		}
+		s = nil
+	}
+	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, total, root
+	return c.runVector(ctx, c.flatScatterv)
+}
+
+// rootBlocks checks the root's buffer of n elements against the counts
+// (in c.cur.counts, summing to total) and displs, and puts displs into
+// c.cur.displs (irregular filled them packed).
+func (c *Comm) rootBlocks(what string, n, total int, displs []int) error {
+	a := &c.cur
+	if displs == nil {
+		if n < total {
+			return c.bad("len(%s) = %d at the root, counts sum to %d", what, n, total)
+		}
+		return nil
+	}
+	if len(displs) != c.size {
+		return c.bad("len(displs) = %d for %d ranks", len(displs), c.size)
+	}
+	for j, d := range displs {
+		if d < 0 || d > n || a.counts[j] > n-d {
+			return c.bad("block %d at %d of %d elements exceeds len(%s) = %d at the root", j, d, a.counts[j], what, n)
+		}
+		a.displs[j] = d
+	}
+	return nil
+}
+
+// runVector runs a gatherv or scatterv whose arguments are in c.cur with
+// the flat algorithm f, as pick runs the others.
+func (c *Comm) runVector(ctx context.Context, f func(ctx context.Context) error) error {
+	if c.size == 1 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return c.fail(err)
+	}
+	c.cur.alg = Flat
+	if err := f(ctx); err != nil {
+		return err
+	}
+	return c.finish(ctx)
+}
+
+// segments is the number of steps that cut the largest of the blocks into
+// pieces that fit a slot half.
+func (c *Comm) segments() int {
+	most := 0
+	for _, n := range c.cur.counts {
+		most = max(most, n)
+	}
+	M := max(1, c.half/c.cur.esz)
+	return max(1, (most+M-1)/M)
+}
+
+// flatGatherv: in step k, every rank but the root puts piece k of its
+// block in its slot half and posts; the root copies the pieces out. A
+// rank rewrites its slot half two steps later, after begin has seen every
+// rank (the root too) begin the step between, so the root has read it.
+func (c *Comm) flatGatherv(ctx context.Context) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	S := c.segments()
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		if c.rank != a.root {
+			n := a.counts[c.rank]
+			lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
+			simd.Copy(c.slotHalf(c.rank, e)[:(hi-lo)*esz], span(a.send, esz, lo, hi))
+			c.post(e, 1)
+			c.last.Sent++
+		} else {
+			c.post(e, 1)
+			for i := 1; i < p; i++ {
+				q := (c.rank + i) % p
+				if err := c.wait(ctx, q, e, 1); err != nil {
+					return err
+				}
+				n, d := a.counts[q], a.displs[q]
+				lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
+				simd.Copy(span(a.recv, esz, d+lo, d+hi), c.slotHalf(q, e)[:(hi-lo)*esz])
+			}
+			c.last.Received += uint64(p - 1)
+			a.fully = true
+		}
+		c.last.Rounds++
+		c.end(e)
+	}
+	return nil
+}
+
+// flatScatterv: in step k the root packs piece k of every other rank's
+// block into its slot half (c.pieces: the packed offsets, the same on
+// every rank, and the root's user offsets) and posts; each rank copies its
+// piece out.
+func (c *Comm) flatScatterv(ctx context.Context) error {
+	a := &c.cur
+	esz, p := a.esz, c.size
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
+		pre, uoff := c.sc.pre, c.sc.uoff
+		if c.rank == a.root {
+			h := c.slotHalf(c.rank, e)
+			for j := range p {
+				if j != c.rank {
+					simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
+				}
+			}
+			c.post(e, 1)
+			c.last.Sent += uint64(p - 1)
+		} else {
+			c.post(e, 1)
+			if err := c.wait(ctx, a.root, e, 1); err != nil {
+				return err
+			}
+			lo := pieceLo(k, S, a.counts[c.rank])
+			m := pre[c.rank+1] - pre[c.rank]
+			simd.Copy(span(a.recv, esz, lo, lo+m), span(c.slotHalf(a.root, e), esz, pre[c.rank], pre[c.rank+1]))
+			c.last.Received++
+		}
+		c.last.Rounds++
+		c.end(e)
+	}
+	return nil
+}
