@@ -195,11 +195,11 @@ type kernelCache [4]struct {
 
 // get returns the kernel of the built-in op for elements of type t: from
 // the cache (inlined), else from simd (fill); nil for a user-defined
-// operator, the zero Op or an unsupported pair, which the general path
-// reports.
+// operator, Avg (whose division runs after the general path), the zero Op
+// or an unsupported pair, which the general path reports.
 func (kc *kernelCache) get(t simd.Type, op Op) *simd.Kernel {
 	key := uint16(t)<<8 | uint16(op.hash)
-	if e := &kc[key%uint16(len(kc))]; e.key == key && op.user == nil {
+	if e := &kc[key%uint16(len(kc))]; e.key == key && op.hash < 256 && op.user == nil {
 		return e.k // a built-in's key is never 0, an empty entry's
 	}
 	return nil
