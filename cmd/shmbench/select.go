@@ -36,7 +36,7 @@ func runSelect(args []string, stdout, stderr io.Writer) int {
 	arena := fs.Bool("arena", false, "every buffer of the call comes from Alloc")
 	op := fs.String("op", "sum", "built-in operator (all commute)")
 	nonComm := fs.Bool("noncommutative", false, "a user-defined operator that does not commute (instead of -op)")
-	cpus := fs.String("cpus", "auto", "fit, over (the ranks are processes that outnumber the CPUs), or auto (-np against this machine's CPUs)")
+	cpus := fs.String("cpus", "auto", "fit, over (the ranks are processes that outnumber the CPUs), or auto (-np against the CPUs shmbench may use)")
 	table := fs.String("table", "", "selection table file (default: SHMCOLL_TUNE_FILE, else the built-in table)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: shmbench select [-coll C] [-bytes N] [-np P] [-arena] [-op OP | -noncommutative] [-cpus fit|over|auto] [-table FILE]")
