@@ -197,23 +197,45 @@ type ratioSeries struct {
 	xys   plotter.XYs
 }
 
-// roundRatios is the per-round ratio of row that cfg draws, and its name.
-func roundRatios(row *compareRow, want string) ([]float64, string) {
-	if want == "" {
-		if medianPositive(row.Ratios) > 0 {
-			return row.Ratios, "shmcoll / faster MPI"
-		}
-		if len(row.PairRatios) == 1 {
+// mpiRatio names the ratio of shmcoll to the faster MPI.
+const mpiRatio = "shmcoll / faster MPI"
+
+// chooseRatio is the ratio to draw: -ratio's, else shmcoll / faster MPI
+// where any row has it, else the one other ratio the rows have.
+func chooseRatio(want string, runs []*compareRun) (string, error) {
+	var others []string
+	for _, run := range runs {
+		for _, row := range run.rows {
+			if want == "" && medianPositive(row.Ratios) > 0 {
+				return mpiRatio, nil
+			}
 			for k, v := range row.PairRatios {
-				return v, k
+				if medianPositive(v) > 0 && !slices.Contains(others, k) {
+					others = append(others, k)
+				}
 			}
 		}
-		return nil, ""
 	}
-	if v, ok := row.PairRatios[want]; ok {
-		return v, want
+	switch {
+	case want != "" && !slices.Contains(others, want):
+		return "", fmt.Errorf("-ratio %s: no row of the files has that ratio (they have: %s)", want, strings.Join(others, ", "))
+	case want != "":
+		return want, nil
+	case len(others) == 1:
+		return others[0], nil
+	case len(others) == 0:
+		return "", errors.New("nothing to chart: no row has a ratio of shmcoll to an MPI or another ratio")
 	}
-	return nil, ""
+	sort.Strings(others)
+	return "", fmt.Errorf("no ratio of shmcoll to an MPI, and several others (%s): pick one with -ratio", strings.Join(others, ", "))
+}
+
+// roundRatios is row's per-round ratio named name (nil: none).
+func roundRatios(row *compareRow, name string) []float64 {
+	if name == mpiRatio {
+		return row.Ratios
+	}
+	return row.PairRatios[name]
 }
 
 // roundProbes is, per round, the range of the probes of the blocks that
@@ -248,10 +270,14 @@ func roundProbes(run *compareRun, row *compareRow) (lo, hi []float64) {
 
 // ratioLines groups the runs' rows by collective, each a set of lines (np,
 // and with -near the placement class), sorted by np. It returns the
-// collectives in the order of the first run, and the names of the ratios
+// collectives in the order of the first run, and the name of the ratio
 // drawn.
-func ratioLines(cfg *plotConfig, runs []*compareRun) ([]string, map[string][]*ratioSeries, []string, error) {
-	var colls, names []string
+func ratioLines(cfg *plotConfig, runs []*compareRun) ([]string, map[string][]*ratioSeries, string, error) {
+	name, err := chooseRatio(cfg.ratio, runs)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	var colls []string
 	lines := map[string][]*ratioSeries{}
 	for _, run := range runs {
 		for i := range run.rows {
@@ -259,12 +285,9 @@ func ratioLines(cfg *plotConfig, runs []*compareRun) ([]string, map[string][]*ra
 			if row.Bytes <= 0 {
 				continue // barrier: no size axis
 			}
-			per, name := roundRatios(row, cfg.ratio)
+			per := roundRatios(row, name)
 			if per == nil {
 				continue
-			}
-			if !slices.Contains(names, name) {
-				names = append(names, name)
 			}
 			if !slices.Contains(colls, row.Coll) {
 				colls = append(colls, row.Coll)
@@ -316,15 +339,7 @@ func ratioLines(cfg *plotConfig, runs []*compareRun) ([]string, map[string][]*ra
 		}
 	}
 	if len(colls) == 0 {
-		switch {
-		case cfg.ratio != "":
-			return nil, nil, nil, fmt.Errorf("-ratio %s: no row of the files has that ratio", cfg.ratio)
-		default:
-			return nil, nil, nil, errors.New("nothing to chart: no row has a ratio of shmcoll to an MPI (or exactly one other ratio, else name it with -ratio) at a size")
-		}
-	}
-	if len(names) > 1 {
-		return nil, nil, nil, fmt.Errorf("the files hold different ratios (%s): pick one with -ratio", strings.Join(names, "; "))
+		return nil, nil, "", fmt.Errorf("nothing to chart: no row with a size has %s", name)
 	}
 	for _, ls := range lines {
 		sort.SliceStable(ls, func(i, j int) bool {
@@ -340,7 +355,7 @@ func ratioLines(cfg *plotConfig, runs []*compareRun) ([]string, map[string][]*ra
 			s.xys = mergeSizes(s.xys)
 		}
 	}
-	return colls, lines, names, nil
+	return colls, lines, name, nil
 }
 
 // mergeSizes replaces the points of a sorted line that share a size by
@@ -375,7 +390,7 @@ func ratioGrid(n int) (cols, rows int) {
 // plotCompare writes cfg.out: a panel per collective, the ratio against
 // size, a line per np.
 func plotCompare(cfg *plotConfig, runs []*compareRun) error {
-	colls, lines, names, err := ratioLines(cfg, runs)
+	colls, lines, name, err := ratioLines(cfg, runs)
 	if err != nil {
 		return err
 	}
@@ -384,7 +399,7 @@ func plotCompare(cfg *plotConfig, runs []*compareRun) error {
 	for i := range plots {
 		plots[i] = make([]*plot.Plot, cols)
 	}
-	yLabel := names[0]
+	yLabel := name
 	if cfg.placement == "steady" {
 		yLabel += " (steady rounds)"
 	}

@@ -111,12 +111,12 @@ func TestPlotCompare(t *testing.T) {
 		}
 		runs = append(runs, r)
 	}
-	gotColls, lines, names, err := ratioLines(cfg, runs)
+	gotColls, lines, name, err := ratioLines(cfg, runs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(gotColls, ",") != "allreduce,bcast" || len(names) != 1 || names[0] != "shmcoll / faster MPI" {
-		t.Fatalf("collectives %v, ratios %v", gotColls, names)
+	if strings.Join(gotColls, ",") != "allreduce,bcast" || name != mpiRatio {
+		t.Fatalf("collectives %v, ratio %v", gotColls, name)
 	}
 	for _, c := range colls {
 		if len(lines[c]) != 3 {
@@ -226,9 +226,9 @@ func TestPlotCompareOtherBuild(t *testing.T) {
 		t.Errorf("image %v, want %v", got, want)
 	}
 	run, _ := readCompareFile(f)
-	_, lines, names, err := ratioLines(&plotConfig{placement: "all"}, []*compareRun{run})
-	if err != nil || names[0] != "shmcoll/shmcoll@/x/shmbench" || lines["allreduce"][0].xys[0].Y != 0.75 {
-		t.Fatalf("%v %v %+v", err, names, lines["allreduce"])
+	_, lines, name, err := ratioLines(&plotConfig{placement: "all"}, []*compareRun{run})
+	if err != nil || name != "shmcoll/shmcoll@/x/shmbench" || lines["allreduce"][0].xys[0].Y != 0.75 {
+		t.Fatalf("%v %v %+v", err, name, lines["allreduce"])
 	}
 	if code, _, errOut := shmbench(t, "plot", "-compare", f, "-o", out, "-ratio", "hier-mpich/mpich"); code != 1 || !strings.Contains(errOut, "no row of the files has that ratio") {
 		t.Errorf("-ratio absent: exit %d, %q", code, errOut)
@@ -291,5 +291,51 @@ func TestPlotCompareRun(t *testing.T) {
 	want := image.Rect(0, 0, int(ratioPanelW.Dots(ratioDPI)), int(ratioPanelH.Dots(ratioDPI)))
 	if got := decodePNG(t, png); got != want {
 		t.Errorf("image %v, want %v", got, want)
+	}
+}
+
+// TestPlotCompareChooseRatio: with an MPI the default is shmcoll / faster
+// MPI even where another ratio is there; without one and with two others,
+// -ratio must name one.
+func TestPlotCompareChooseRatio(t *testing.T) {
+	times := func(impl string, _ int, _ string, _ int64) float64 {
+		switch impl {
+		case "shmcoll":
+			return 3
+		case "openmpi":
+			return 6
+		case "shmcoll@/a":
+			return 4
+		}
+		return 12
+	}
+	other := func(p string) compareImpl { return compareImpl{name: "shmcoll@" + p, base: "shmcoll", baseFirst: true} }
+	withMPI := syntheticCompare(t, []compareImpl{mpiImpls[0], {name: "shmcoll"}, other("/a")}, 2, []string{"bcast"}, []int64{64}, 1, times, roundProbe)
+	twoOthers := syntheticCompare(t, []compareImpl{{name: "shmcoll"}, other("/a"), other("/b")}, 2, []string{"bcast"}, []int64{64}, 1, times, roundProbe)
+	for _, c := range []struct {
+		file, ratio string
+		want        float64
+		err         string
+	}{
+		{withMPI, "", 0.5, ""},
+		{withMPI, "shmcoll/shmcoll@/a", 0.75, ""},
+		{twoOthers, "", 0, "several others (shmcoll/shmcoll@/a, shmcoll/shmcoll@/b): pick one with -ratio"},
+		{twoOthers, "shmcoll/shmcoll@/b", 0.25, ""},
+	} {
+		run, err := readCompareFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, lines, _, err := ratioLines(&plotConfig{ratio: c.ratio, placement: "all"}, []*compareRun{run})
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("-ratio %q: %v, want %q", c.ratio, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("-ratio %q: %v", c.ratio, err)
+		case lines["bcast"][0].xys[0].Y != c.want:
+			t.Errorf("-ratio %q: %v, want %v", c.ratio, lines["bcast"][0].xys[0].Y, c.want)
+		}
 	}
 }
