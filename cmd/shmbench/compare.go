@@ -49,6 +49,8 @@ every block, and the rounds repeat. Per size it reports each
 implementation's median over rounds and the median over rounds of the
 per-round ratio shmcoll / best MPI (below 1: shmcoll is faster); "steady"
 is the same median over the rounds whose blocks all saw one placement.
+With -format json, shmbench plot -compare charts those ratios against the
+size, the outputs of several np in one image.
 
 Implementations (-impls, comma-separated):
   openmpi, mpich     Debian's Open MPI and MPICH (mpicc.openmpi, mpirun.openmpi,
@@ -209,7 +211,7 @@ func parseCompare(args []string, stderr io.Writer) (*compareConfig, error) {
 	format := fs.String("format", "table", "output: table or json (block lines, then one line per size)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on a block after this long")
 	blockBy := fs.String("block", "size", "what one block measures: size (one size: the implementations alternate every size) or sweep (every size)")
-	plotDir := fs.String("plot", "", "write latency and bandwidth charts (a line per implementation, medians over rounds) into this directory")
+	plotDir := fs.String("plot", "", "write latency and bandwidth charts (a line per implementation, medians over rounds) into this directory; the ratios: shmbench plot")
 	arena := fs.Bool("arena", false, "shmcoll: buffers from collectives.Alloc, each rank's input rewritten before every iteration (shmbench run -arena)")
 	al := fs.addAliases(aliasSizes | aliasIters | aliasDtype)
 	if err := fs.parse(args); err != nil {

@@ -18,6 +18,8 @@
 //	                  shmbench build and MPIs with libshmcoll preloaded,
 //	                  interleaved in blocks with the placement probe; median
 //	                  of per-round ratios
+//	shmbench plot     the ratios of compare's JSON output (-compare FILES, one
+//	                  per np) against size, a line per np, as one PNG (-o)
 //	shmbench tune     every algorithm of each collective over sizes on -np
 //	                  processes (a list), in interleaved rounds; writes the
 //	                  selection table auto uses (-o) and a report (docs/TUNING.md)
