@@ -79,10 +79,10 @@ type Options struct {
 }
 
 // Floors of the adaptive spin budget: a wait always spins this long before
-// it yields. Below about 5µs a preempted or briefly slow peer would send
-// waiters into sched_yield, which on a busy CPU gives the core away for a
-// whole time slice; when ranks outnumber CPUs the poster most likely needs
-// our CPU, and a short spin is the better bet.
+// it yields. A shorter floor would send waiters into sched_yield whenever a
+// peer is preempted or briefly slow, which on a busy CPU gives the core away
+// for a whole time slice; when ranks outnumber CPUs the poster most likely
+// needs our CPU, and a shorter spin is the better bet.
 const (
 	tightSpins  = 256                   // loads without PAUSE that a wait begins with
 	quickSpins  = 16                    // PAUSEs before a wait reads the clock

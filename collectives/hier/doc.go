@@ -94,12 +94,9 @@
 // collective is waiting: the node's other ranks wait for the leader's MPI
 // stage. When the machine's MPI ranks outnumber its CPUs, the node arenas
 // do not spin but yield at once (as shm does for arenas whose own ranks
-// outnumber the CPUs), unless [Options].Collectives sets the waits. np=4
-// on 2 CPUs in 2 nodes, Open MPI, BenchmarkRankAllreduce (medians of 4
-// alternating runs of each build, load 8-14): allreduce 8 B leader 37 ->
-// 16 µs, multi-lane 46 -> 16 µs; 1 KiB leader 38 -> 16 µs; 64 KiB leader
-// 74 -> 46 µs; Open MPI's MPI_Allreduce 13, 16 and 104-137 µs in the same
-// runs.
+// outnumber the CPUs), unless [Options].Collectives sets the waits: a
+// spinning rank would keep the CPU from the leader it waits for
+// (BenchmarkRankAllreduce times the allreduce so run).
 //
 // # Failure
 //
