@@ -71,6 +71,7 @@ type tuneConfig struct {
 	tolerance   float64
 	margin      float64
 	out, report string
+	overrides   *collectives.Table // merged over the measured table; nil: none
 	bind        launch.Bind
 	timeout     time.Duration
 }
@@ -91,6 +92,7 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 	report := fs.String("report", "", "write the markdown report to this file (default: stdout)")
 	bind := fs.String("bind", "core", "binding of the ranks: core, socket, none or auto")
 	timeout := fs.Duration("timeout", 2*time.Hour, "stop the ranks of one p after this long")
+	overrides := fs.String("overrides", "builtin", "hand-made entries merged over the measured table before it is written: builtin (collectives/tune/overrides.txt), none, or a table file")
 	al := fs.addAliases(aliasSizes | aliasDtype) // -o is the output file here
 	if err := fs.parse(args); err != nil {
 		return nil, err
@@ -123,6 +125,17 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 		return nil, badUsage("-margin %v: want 0 <= m < 1", c.margin)
 	case c.timeout <= 0:
 		return nil, badUsage("-timeout %v: must be positive", c.timeout)
+	}
+	switch *overrides {
+	case "none":
+	case "builtin":
+		if c.overrides, err = collectives.DefaultOverrides(); err != nil {
+			return nil, err
+		}
+	default:
+		if c.overrides, err = collectives.LoadTable(*overrides); err != nil {
+			return nil, badUsage("-overrides: %v", err)
+		}
 	}
 	if c.bind, err = launch.ParseBind(*bind); err != nil {
 		return nil, badUsage("-bind: %v", err)
@@ -398,6 +411,9 @@ func tuneLauncher(ctx context.Context, cfg *tuneConfig, args []string, stdout, s
 		return 1
 	}
 	writeOverrides(&rep, tab)
+	if cfg.overrides != nil {
+		tab = tab.Override(cfg.overrides)
+	}
 	if cfg.out != "" {
 		if old, err := collectives.LoadTable(cfg.out); err == nil {
 			merged := old.Merge(tab)

@@ -31,6 +31,7 @@ func TestTuneBadFlags(t *testing.T) {
 		{[]string{"-rounds", "0"}, "-rounds 0"},
 		{[]string{"-coll", "bogus"}, `unknown collective "bogus"`},
 		{[]string{"-prune", "0.5"}, "-prune"},
+		{[]string{"-overrides", "/nonexistent/overrides.txt"}, "-overrides"},
 	} {
 		code, out, errOut := shmbench(t, append([]string{"tune"}, c.args...)...)
 		if code != 2 || !strings.Contains(errOut, c.want) || out != "" {
@@ -182,5 +183,46 @@ func TestTuneEntries(t *testing.T) {
 		if !strings.Contains(rep.String(), "| 512 | **2.00** |") || strings.Contains(rep.String(), "0.10") {
 			t.Errorf("report:\n%s", rep.String())
 		}
+	}
+}
+
+func TestTuneOverrides(t *testing.T) {
+	var sink strings.Builder
+	builtin, err := parseTune(nil, &sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := collectives.DefaultOverrides()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if builtin.overrides == nil || len(builtin.overrides.Entries) != len(want.Entries) {
+		t.Fatalf("default -overrides: got %v, want the %d built-in entries", builtin.overrides, len(want.Entries))
+	}
+	none, err := parseTune([]string{"-overrides", "none"}, &sink)
+	if err != nil || none.overrides != nil {
+		t.Fatalf("-overrides none: %v, %v; want no overrides", none.overrides, err)
+	}
+	f := filepath.Join(t.TempDir(), "o.txt")
+	text, _ := want.MarshalText()
+	if err := os.WriteFile(f, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file, err := parseTune([]string{"-overrides", f}, &sink)
+	if err != nil || file.overrides == nil || len(file.overrides.Entries) != len(want.Entries) {
+		t.Fatalf("-overrides FILE: %v, %v", file.overrides, err)
+	}
+	// What tune writes with the overrides merged is what DefaultTable gives
+	// for the shipped measurement.
+	def, err := collectives.DefaultTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := collectives.LoadTable(filepath.Join("..", "..", "collectives", "tune", "default.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.Override(builtin.overrides); got.Hash() != def.Hash() {
+		t.Errorf("measured table with the built-in overrides: hash %x, DefaultTable %x", got.Hash(), def.Hash())
 	}
 }
