@@ -971,7 +971,7 @@ int main(int argc, char **argv)
     /* Reductions: every (type, operator) at tens of KiB and at a few
      * elements; empty and one-element calls; the reversed and the half
      * communicators; user operators; a few at the large size. */
-    reductions_matrix(&world, 4099);
+    reductions_matrix(&world, 1031);
     for (int op = 0; op < O_NPREDEF; op++)
         reductions(&rev, type_of(MPI_INT), op, 1031, ALL);
     reductions(&rev, type_of(MPI_DOUBLE), O_SUM, 1031, ALL);
