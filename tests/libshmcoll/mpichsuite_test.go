@@ -228,6 +228,7 @@ type suiteOutcome struct {
 	served     int
 	passed     int
 	statsFound bool
+	unreliable bool // failed preloaded, and plain when run again
 }
 
 func TestMPICHSuite(t *testing.T) {
@@ -267,7 +268,7 @@ func TestMPICHSuite(t *testing.T) {
 	})
 
 	var built, plain, pre, prePass, served, passed int
-	var notBuilt, failPlain, failPre []string
+	var notBuilt, failPlain, failPre, unreliable []string
 	for _, o := range outcomes {
 		switch {
 		case o.buildErr != nil:
@@ -282,9 +283,12 @@ func TestMPICHSuite(t *testing.T) {
 		}
 		if o.ranPre {
 			pre++
-			if o.prePass {
+			switch {
+			case o.prePass:
 				prePass++
-			} else {
+			case o.unreliable:
+				unreliable = append(unreliable, o.label)
+			default:
 				failPre = append(failPre, o.label)
 			}
 		}
@@ -298,6 +302,9 @@ func TestMPICHSuite(t *testing.T) {
 	}
 	if len(failPlain) > 0 {
 		t.Logf("fail plain (not run preloaded): %s", strings.Join(failPlain, " "))
+	}
+	if len(unreliable) > 0 {
+		t.Logf("fail preloaded and plain when run again (unreliable under %s): %s", impl.name, strings.Join(unreliable, " "))
 	}
 	if len(failPre) > 0 {
 		t.Errorf("pass plain but not preloaded: %s", strings.Join(failPre, " "))
@@ -340,7 +347,19 @@ func runSuiteEntry(t *testing.T, s *suite, e suiteEntry, libPath string, o *suit
 		if r.timedOut {
 			what = "timed out after " + timeout.String()
 		}
-		t.Errorf("prints No Errors plain but not with libshmcoll preloaded (%s)\n%s\n%s", what, j, firstLines(r.output(), 20))
+		// A test that also fails plain when run again is unreliable under
+		// this MPI (Open MPI's coll5 sometimes crashes in MPI_Finalize):
+		// reported, not held against the library.
+		plain := j
+		plain.preload, plain.env = "", e.env
+		for range 2 {
+			if r2 := plain.run(context.Background()); !noErrors(r2) {
+				o.unreliable = true
+				t.Logf("fails preloaded (%s) and plain when run again (%v): unreliable under %s\n%s", what, r2.err, impl.name, firstLines(r.output(), 20))
+				return
+			}
+		}
+		t.Errorf("prints No Errors plain (3 times) but not with libshmcoll preloaded (%s)\n%s\n%s", what, j, firstLines(r.output(), 20))
 		return
 	}
 	if !found {

@@ -76,7 +76,7 @@ func servedAll(t *testing.T, st stats, names ...string) {
 
 // TestPrograms runs testdata/colls.c, which checks every intercepted
 // collective element by element, with libshmcoll preloaded at np = 2 to 5
-// (and plain at np = 3, at every np with SHMCOLL_LONG=1), and requires
+// (and plain at np = 2, at every np with SHMCOLL_LONG=1), and requires
 // every collective to have been served.
 func TestPrograms(t *testing.T) {
 	needMPI(t)
@@ -88,7 +88,7 @@ func TestPrograms(t *testing.T) {
 				t.Fatal(err)
 			}
 			j := job{np: np, prog: bin, args: []string{f}, timeout: 10 * time.Minute}
-			if np == 3 || long() {
+			if np == 2 || long() {
 				runPlain(t, j)
 			}
 			servedAll(t, runPreloaded(t, j), intercepted...)
