@@ -39,10 +39,16 @@ func runPreloaded(t *testing.T, j job) stats {
 	}
 	served, passed := st.total()
 	t.Logf("preloaded np=%d: %s; served %d, passed %d: %s", j.np, r.elapsed.Round(time.Millisecond), served, passed, st.summary())
+	return st
+}
+
+// noFallback fails the test if a call of shmcoll failed (on every rank)
+// and was handed to the MPI: with valid calls that is a fault of shmcoll.
+func noFallback(t *testing.T, st stats) {
+	t.Helper()
 	if n := st.reason("fallback"); n > 0 {
 		t.Errorf("shmcoll's call failed and fell back to the MPI %d times", n)
 	}
-	return st
 }
 
 // runPlain runs j without the library and checks it printed "No Errors".
@@ -91,9 +97,22 @@ func TestPrograms(t *testing.T) {
 			if np == 2 || long() {
 				runPlain(t, j)
 			}
-			servedAll(t, runPreloaded(t, j), intercepted...)
+			st := runPreloaded(t, j)
+			servedAll(t, st, intercepted...)
+			noFallback(t, st)
 		})
 	}
+	// User operators created in different orders on different ranks must
+	// reduce correctly, whether shmcoll serves them or not.
+	t.Run("oporder", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "barrier")
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		j := job{np: 3, prog: bin, args: []string{"-oporder", f}, timeout: 2 * time.Minute}
+		runPlain(t, j)
+		runPreloaded(t, j)
+	})
 }
 
 // TestProgress runs testdata/progress.c: rank 0 waits in a served allreduce
@@ -107,7 +126,9 @@ func TestProgress(t *testing.T) {
 		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
 			j := job{np: np, prog: bin, timeout: 2 * time.Minute}
 			runPlain(t, j)
-			servedAll(t, runPreloaded(t, j), "allreduce")
+			st := runPreloaded(t, j)
+			servedAll(t, st, "allreduce")
+			noFallback(t, st)
 		})
 	}
 }
@@ -135,6 +156,7 @@ func TestFortran(t *testing.T) {
 			t.Errorf("no statistics on stderr:\n%s", firstLines(r.stderr, 10))
 		}
 		servedAll(t, st, "allreduce", "reduce", "bcast", "allgather", "reduce_scatter_block")
+		noFallback(t, st)
 	} else if served == 0 {
 		t.Logf("Open MPI: the Fortran calls went to the MPI without the library (served none)")
 	}
@@ -160,6 +182,7 @@ func TestMPI4Py(t *testing.T) {
 	runPlain(t, j)
 	st := runPreloaded(t, j)
 	servedAll(t, st, "allreduce", "allgather", "bcast", "reduce_scatter_block", "reduce_scatter")
+	noFallback(t, st)
 }
 
 // startLoop starts testdata/loop.c preloaded at np ranks in mode and

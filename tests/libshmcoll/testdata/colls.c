@@ -17,8 +17,9 @@
  * it, roots rotate, counts go from 0 to a few MiB, and everything runs on
  * MPI_COMM_WORLD and on a communicator whose rank order is reversed.
  *
- * Usage: colls [-big=BYTES] BARRIER_FILE
- * BARRIER_FILE is an empty file all ranks can map. Rank 0 prints
+ * Usage: colls [-big=BYTES] [-oporder] BARRIER_FILE
+ * BARRIER_FILE is an empty file all ranks can map. -oporder runs only the
+ * check of user operators created in different orders on different ranks. Rank 0 prints
  * " No Errors" when every check passed; a rank that found an error exits 1.
  */
 #include <complex.h>
@@ -940,6 +941,7 @@ static void barrier(const comm_t *c, volatile int64_t *counter, int rounds)
 int main(int argc, char **argv)
 {
     size_t big = 2 << 20;
+    int oporder = 0;
     const char *bfile = NULL;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
@@ -947,12 +949,14 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "-big=", 5) == 0)
             big = strtoull(argv[i] + 5, NULL, 10);
+        else if (strcmp(argv[i], "-oporder") == 0)
+            oporder = 1;
         else
             bfile = argv[i];
     }
     if (!bfile) {
         if (wrank == 0)
-            fprintf(stderr, "usage: colls [-big=BYTES] BARRIER_FILE\n");
+            fprintf(stderr, "usage: colls [-big=BYTES] [-oporder] BARRIER_FILE\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     tracing = getenv("COLLS_TRACE") != NULL;
@@ -967,6 +971,30 @@ int main(int argc, char **argv)
     MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, wrank, &half.comm);
     MPI_Comm_rank(half.comm, &half.rank);
     MPI_Comm_size(half.comm, &half.size);
+
+    /* -oporder: operators are local objects, and MPI does not ask the
+     * ranks to create theirs in the same order. Rank 0 creates one for its
+     * own use, then every rank creates the same non-commutative one, which
+     * must still reduce correctly (served or passed through). */
+    if (oporder) {
+        MPI_Op local;
+        uint64_t a = 3ull << 32 | 1, b = 5ull << 32 | 2;
+        if (wrank == 0) {
+            MPI_Op_create(uaffine2, 0, &local);
+            MPI_Reduce_local(&a, &b, 1, MPI_UINT64_T, local);
+            if (b != compose(3ull << 32 | 1, 5ull << 32 | 2))
+                FAIL("MPI_Reduce_local with a user operator");
+        }
+        MPI_Op kept = ops[O_UAFFINE2].op;
+        MPI_Op_create(uaffine, 0, &ops[O_UAFFINE2].op);
+        reductions(&world, type_of(MPI_UINT64_T), O_UAFFINE2, 4099, ALLRED | RED | SCAN | RSB);
+        reductions(&rev, type_of(MPI_UINT64_T), O_UAFFINE2, 7, ALLRED | RED);
+        MPI_Op_free(&ops[O_UAFFINE2].op);
+        ops[O_UAFFINE2].op = kept;
+        if (wrank == 0)
+            MPI_Op_free(&local);
+        goto done;
+    }
 
     /* Reductions: every (type, operator) at a few KiB and at a few
      * elements; empty and one-element calls; the reversed and the half
@@ -1029,6 +1057,7 @@ int main(int argc, char **argv)
     munmap(cnt, 4096);
     close(fd);
 
+done:
     MPI_Comm_free(&rev.comm);
     MPI_Comm_free(&half.comm);
     for (int op = O_NPREDEF; op < O_NOPS; op++)
