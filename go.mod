@@ -1,11 +1,11 @@
 module github.com/shmcoll/shmcoll
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/edsrzf/mmap-go v1.2.0
 	github.com/klauspost/cpuid/v2 v2.4.2
-	golang.org/x/sys v0.49.0
+	golang.org/x/sys v0.47.0
 	golang.org/x/term v0.44.0
 	gonum.org/v1/plot v0.17.0
 )

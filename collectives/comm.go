@@ -28,6 +28,10 @@ type Options struct {
 	// peer's liveness is checked (0: SHMCOLL_TIMEOUT, or 2s). A living but
 	// slow peer is waited for.
 	Timeout time.Duration
+	// RequireLauncher makes [JoinEnv] fail where no launcher variable is
+	// set (as SHMCOLL_REQUIRE_LAUNCHER=1 does), instead of returning a
+	// communicator of one rank.
+	RequireLauncher bool
 	// Algorithms pins an algorithm per collective, for all sizes, so that
 	// results do not change when the selection table does. It overrides
 	// SHMCOLL_ALGO_<COLL>, which overrides the selection table.
@@ -46,10 +50,13 @@ type Options struct {
 	// [shm.Options]): how long joining may take, and how long a wait spins
 	// and then yields before it sleeps.
 	JoinTimeout, SpinFor, YieldFor time.Duration
+	// Progress is passed to the arena ([shm.Options].Progress): called now
+	// and then by a wait that has spun out, on the waiting thread.
+	Progress func()
 }
 
 func (o Options) shm() shm.Options {
-	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor}
+	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor, Progress: o.Progress}
 }
 
 // Comm is a communicator: a group of ranks sharing one arena. The
@@ -203,16 +210,27 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Comm,
 	return wrap(ep, opt, tc)
 }
 
-// JoinEnv joins the arena the environment names: the variables shmrun sets
-// (SHMCOLL_RANK, SHMCOLL_SIZE, SHMCOLL_ARENA), or, without them, those of
-// mpirun (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK/SIZE, MPICH's
-// PMI_RANK/PMI_SIZE) with an arena name derived from the job's id.
+// JoinEnv joins the arena of this node's ranks that the launcher's
+// environment describes (see [shm.ReadEnv]): the variables shmrun sets
+// (SHMCOLL_RANK, SHMCOLL_SIZE, SHMCOLL_ARENA), else those of Open MPI's or
+// MPICH's mpirun, else those of a Slurm job step started by srun. The
+// communicator holds the ranks of this node.
+//
+// Where no launcher variable is set at all, JoinEnv returns a communicator
+// of one rank, as an MPI program started without mpirun runs as a world of
+// one; Options.RequireLauncher (or SHMCOLL_REQUIRE_LAUNCHER=1) makes it
+// return an error wrapping [shm.ErrNoLauncher] instead. Launcher variables
+// that are incomplete, malformed or of a launcher it does not read fail it
+// with an error wrapping [shm.ErrNoEnv] that names them, never as a world
+// of one.
 func JoinEnv(ctx context.Context, opt Options) (*Comm, error) {
 	tc, err := tableOf(opt)
 	if err != nil {
 		return nil, err
 	}
-	ep, err := shm.JoinEnv(ctx, tc.shm(opt))
+	so := tc.shm(opt)
+	so.RequireLauncher = opt.RequireLauncher
+	ep, err := shm.JoinEnv(ctx, so)
 	if err != nil {
 		return nil, err
 	}

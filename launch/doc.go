@@ -20,9 +20,13 @@
 // its own process group, killed with it, and on Linux dies with the
 // launcher (PR_SET_PDEATHSIG).
 //
-// Binding. With [BindCore] or [BindSocket] each rank is bound from birth: the
-// launcher forks it from a thread that carries the rank's CPU mask, so every
-// thread of the rank inherits the mask and a Go rank sizes GOMAXPROCS to it.
+// Binding. With [BindAuto], [BindCore] or [BindSocket] each rank is bound
+// from birth: the launcher forks it from a thread that carries the rank's
+// CPU mask, so every thread of the rank inherits the mask and a Go rank
+// sizes GOMAXPROCS to it. BindAuto gives each rank its own set of whole
+// cores when there are at least as many cores as ranks (GOMAXPROCS: the
+// CPUs of the set), and one CPU otherwise (GOMAXPROCS 1); BindCore always
+// one CPU.
 // CPUs come from a numa plan ([numa.Compact] or [numa.Spread]) on
 // numa.Default() or Config.Topology; on a fake topology (SHMCOLL_TOPOLOGY)
 // fake CPUs map onto the host's modulo its CPU count. The rank need not pin

@@ -105,13 +105,17 @@ const (
 	// BindSocket binds each rank to all CPUs of the package (socket) of the
 	// CPU its plan gives it.
 	BindSocket
-	// BindAuto is BindCore, oversubscribed ranks included: the plan deals
-	// the ranks out over the cores, so that each core keeps the same ranks
-	// and takes turns among them. Left to the scheduler, oversubscribed
-	// ranks start unevenly spread and are moved about: np=8 on 2 CPUs,
-	// allreduce 1 MiB in 100 ms runs, 470-690 µs unbound against 350-390
-	// µs bound; 8 B 11.6-13.7 µs against 9.2-9.4 µs, p99 37-41 against
-	// 32-35 µs.
+	// BindAuto shares the CPUs out among the ranks. When there are at least
+	// as many physical cores as ranks, each rank is bound to ⌊C/N⌋ or
+	// ⌈C/N⌉ of the C cores (with all their hardware threads), neighbours in
+	// package order, so that a rank whose goroutines run in parallel gets
+	// its share of the machine: a Go rank's GOMAXPROCS is the number of
+	// CPUs in its set. The map policy orders the ranks over these sets:
+	// Compact in rank order, Spread dealing the ranks across packages.
+	// With more ranks than cores, each rank is bound to one CPU, dealt out
+	// as BindCore deals them (oversubscribed ranks included, so that each
+	// CPU keeps the same ranks, which take turns on it), and GOMAXPROCS is
+	// 1: a rank's share is then one CPU or less.
 	BindAuto
 )
 
@@ -474,10 +478,6 @@ func bindings(cfg Config) ([][]int, []int, *numa.Topology, error) {
 			}
 		}
 	}
-	bind := cfg.Bind
-	if bind == BindAuto {
-		bind = BindCore
-	}
 	policy := cfg.Map
 	if policy == numa.None {
 		policy = numa.Compact
@@ -486,9 +486,19 @@ func bindings(cfg Config) ([][]int, []int, *numa.Topology, error) {
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("launch: %w", err)
 	}
+	var shares [][]int
+	if cfg.Bind == BindAuto && cfg.NP <= top.Cores {
+		shares = coreShares(top, cfg.NP, policy)
+		for r, set := range shares {
+			plan[r] = set[0]
+		}
+	}
 	for r, cpu := range plan {
 		set := []int{cpu}
-		if bind == BindSocket {
+		switch {
+		case shares != nil:
+			set = shares[r]
+		case cfg.Bind == BindSocket:
 			set = top.CPUsOfPackage(top.PackageOfCPU(cpu))
 		}
 		for _, c := range set {
@@ -503,6 +513,56 @@ func bindings(cfg Config) ([][]int, []int, *numa.Topology, error) {
 		slices.Sort(cpus[r])
 	}
 	return cpus, plan, top, nil
+}
+
+// coreShares divides the cores of top into np sets of consecutive cores
+// (package-major order), the first C mod np of them one core larger, and
+// returns each rank's set as the CPUs of its cores (the first thread of
+// its first core first). Compact gives rank r set r; Spread deals the ranks
+// across the packages of the sets' first cores in turn.
+func coreShares(top *numa.Topology, np int, policy numa.Policy) [][]int {
+	coreCPUs := make([][]int, top.Cores)
+	for _, c := range top.CPUs {
+		coreCPUs[c.Core] = append(coreCPUs[c.Core], c.ID)
+	}
+	for _, ids := range coreCPUs {
+		slices.SortFunc(ids, func(a, b int) int {
+			ca, _ := top.CPU(a)
+			cb, _ := top.CPU(b)
+			return ca.Thread - cb.Thread
+		})
+	}
+	sets := make([][]int, np)
+	first := 0
+	for k := range sets {
+		n := top.Cores / np
+		if k < top.Cores%np {
+			n++
+		}
+		for _, ids := range coreCPUs[first : first+n] {
+			sets[k] = append(sets[k], ids...)
+		}
+		first += n
+	}
+	if policy != numa.Spread {
+		return sets
+	}
+	// Queue the sets by package, then take one from each package in turn.
+	byPkg := make([][][]int, top.Packages)
+	for _, set := range sets {
+		p := top.PackageOfCPU(set[0])
+		byPkg[p] = append(byPkg[p], set)
+	}
+	dealt := make([][]int, 0, np)
+	for len(dealt) < np {
+		for p := range byPkg {
+			if len(byPkg[p]) > 0 {
+				dealt = append(dealt, byPkg[p][0])
+				byPkg[p] = byPkg[p][1:]
+			}
+		}
+	}
+	return dealt
 }
 
 // NewArenaName returns a fresh arena name, shmcoll.<uid>.<nonce> (a 16-digit

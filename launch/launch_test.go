@@ -569,6 +569,86 @@ func TestBindAutoOversubscribed(t *testing.T) {
 	}
 }
 
+// TestCoreShares: auto binding divides the cores among the ranks, whole
+// cores with their SMT siblings, in package order; spread deals the ranks
+// across packages.
+func TestCoreShares(t *testing.T) {
+	for _, tc := range []struct {
+		spec   string
+		np     int
+		policy numa.Policy
+		want   [][]int // fake CPUs of each rank
+	}{
+		{"2x4", 1, numa.Compact, [][]int{{0, 1, 2, 3, 4, 5, 6, 7}}},
+		{"2x4", 2, numa.Compact, [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}},
+		{"2x4", 3, numa.Compact, [][]int{{0, 1, 2}, {3, 4, 5}, {6, 7}}},
+		{"2x4", 4, numa.Spread, [][]int{{0, 1}, {4, 5}, {2, 3}, {6, 7}}},
+		{"2x4", 8, numa.Compact, [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}},
+		{"1x2x2", 1, numa.Compact, [][]int{{0, 2, 1, 3}}},
+		{"1x2x2", 2, numa.Spread, [][]int{{0, 2}, {1, 3}}},
+		{"2x2x2", 3, numa.Spread, [][]int{{0, 4, 1, 5}, {2, 6}, {3, 7}}},
+	} {
+		top, err := numa.ParseFake(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := coreShares(top, tc.np, tc.policy); !slices.EqualFunc(got, tc.want, slices.Equal) {
+			t.Errorf("%s np=%d %v: %v, want %v", tc.spec, tc.np, tc.policy, got, tc.want)
+		}
+	}
+}
+
+// TestBindAuto: with at least as many cores as ranks, auto binds each rank
+// to its share of the CPUs this process may use, and a Go rank's
+// GOMAXPROCS is the size of that share; with more ranks than cores, one
+// CPU each and GOMAXPROCS 1.
+func TestBindAuto(t *testing.T) {
+	allowed, err := numa.AllowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := numa.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	usable, err := host.Restrict(allowed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, np := range []int{1, usable.Cores, usable.Cores + 1} {
+		j, sets, procs, cpus := affinities(t, Config{NP: np, Bind: BindAuto})
+		var shares [][]int
+		if np <= usable.Cores {
+			shares = coreShares(usable, np, numa.Compact)
+		} else {
+			plan, _ := usable.Plan(np, numa.Compact)
+			for _, c := range plan {
+				shares = append(shares, []int{c})
+			}
+		}
+		seen := map[int]bool{}
+		for r := range np {
+			want := slices.Sorted(slices.Values(shares[r]))
+			if sets[r] != numa.FormatCPUList(want) || procs[r] != strconv.Itoa(len(want)) || cpus[r] != strconv.Itoa(shares[r][0]) {
+				t.Errorf("np=%d rank %d: affinity %s gomaxprocs %s SHMCOLL_CPU %s; want %s, %d, %d", np, r, sets[r], procs[r], cpus[r],
+					numa.FormatCPUList(want), len(want), shares[r][0])
+			}
+			if !slices.Equal(j.CPUs()[r], want) {
+				t.Errorf("np=%d rank %d: Job.CPUs %v, want %v", np, r, j.CPUs()[r], want)
+			}
+			for _, c := range want {
+				if seen[c] && np <= usable.Cores {
+					t.Errorf("np=%d: CPU %d in two ranks' shares", np, c)
+				}
+				seen[c] = true
+			}
+		}
+		if np <= usable.Cores && len(seen) != len(allowed) {
+			t.Errorf("np=%d: shares cover %d of %d CPUs", np, len(seen), len(allowed))
+		}
+	}
+}
+
 // TestHomeNode: a bound rank finds its node with numa.HomeNode, on the host
 // and on a fake topology the launcher planned on (whose spec the rank gets).
 func TestHomeNode(t *testing.T) {

@@ -76,6 +76,14 @@
 // (SHMCOLL_ARENA=fd:N). [Endpoint.Close] marks the rank as left and unmaps;
 // runtime.AddCleanup unmaps an endpoint that was never closed.
 //
+// A join succeeds on every rank or fails on every rank. The header's
+// attached word decides: the joined-rank count reaching p first is success,
+// even for a rank that afterwards sees the arena aborted (a faster rank may
+// return and abort the new arena at once); a rank that gives up first (its
+// context, its deadline, a dead or departed peer, the parent's failure)
+// sets the word's failed bit and aborts the arena with its cause, which
+// every other rank's join then returns.
+//
 // In-process arenas live in Go memory, so the race detector sees the
 // protocol there; it does not see shared mappings, and the process tests
 // prove the protocol across processes.
@@ -86,7 +94,7 @@
 // its own constants (a foreign, truncated or mismatched segment is an
 // ErrBadHeader error, never a crash). p ranks, S = slot bytes and H = heap
 // bytes (Options.HeapBytes, 0 for none), each rounded up to the page size;
-// this is format version 3:
+// this is format version 4:
 //
 //	offset 0        header (4096 bytes)
 //	  +0     magic "shmcoll1" (u64, stored last by the creator)
@@ -96,7 +104,8 @@
 //	  +64    creator pid, arena kind, creator start time, uid, page size
 //	  +88    H (u64)
 //	  +96    FNV-1a checksum of bytes 8..96
-//	  +128   joined-rank count (u32, own cache line)
+//	  +128   attached word (u32, own cache line): joined-rank count, and
+//	         bit 31 once the join failed
 //	  +256   abort word (u64, own cache line): 0, or 1 + first aborting rank
 //	offset 4096     control block of rank 0 (2048 bytes), then rank 1, ...
 //	  +0     state (free, joined, left), pid, start time

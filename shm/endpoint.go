@@ -32,6 +32,9 @@ type Options struct {
 	// JoinTimeout bounds how long Join waits for the segment to appear and
 	// for all ranks to join. 0 means 10 × Timeout (at least 20s).
 	JoinTimeout time.Duration
+	// RequireLauncher makes [JoinEnv] fail where no launcher variable is
+	// set, instead of joining a world of one.
+	RequireLauncher bool
 	// NodeOf returns the NUMA node for rank's slot; nil or -1 leaves the
 	// placement to the kernel (first touch by the owning rank, which
 	// allocates its slot when it joins). Each rank places its own slot, so
@@ -57,6 +60,12 @@ type Options struct {
 	// is complete: a value the ranks must agree on (collectives records
 	// the hash of its selection table). 0 means none.
 	JoinValue uint64
+	// Progress, if set, is called now and then by a wait that has spun
+	// out: every 16th yield and after every futex sleep, on the waiting
+	// thread. An MPI host gives its library's progress engine a turn
+	// here, so that nonblocking operations the rank started before the
+	// collective complete while it waits (libshmcoll).
+	Progress func()
 
 	fixedSpin bool          // tests: keep the spin budget at SpinFor
 	sleepFor  time.Duration // tests: bound of one futex sleep
@@ -123,6 +132,7 @@ type Endpoint struct {
 	checkEvery        time.Duration
 	yield             func()
 	gosched           bool     // a process with one P: runtime.Gosched every 16th yield too
+	progress          func()   // Options.Progress
 	peers             *peerSet // process liveness; nil in process mode before rendezvous and in-process
 
 	aborting atomic.Bool // this endpoint has written its abort record
@@ -276,8 +286,8 @@ func (e *Endpoint) Load(peer, c int) uint64 { return e.counter(peer, c).Load() }
 // Between processes a post is a plain release store (storeRelease): the
 // peers' polling takes the counter's line away, and a sequentially
 // consistent store would wait for the line to come back before the poster
-// goes on (a cache-line transfer per post: 50-270 ns here, and with a wait
-// right after the post, two transfers in a row instead of two at once).
+// goes on (a cache-line transfer per post, and with a wait right after the
+// post, two transfers in a row instead of two at once).
 // The load of the sleeper count may then be performed before the store is
 // seen, missing a waiter that registers meanwhile; that waiter's first
 // futex sleep is short (storeLag) and sees the store when it ends.
@@ -342,9 +352,9 @@ func (e *Endpoint) Wait(ctx context.Context, peer, c int, v uint64) error {
 // WaitData is Wait for a post after which the caller reads data, a small
 // range of peer's memory (at most TouchBytes are used). While it spins it
 // keeps loading data's cache lines, so that when peer writes them and
-// posts, they travel together with the counter's line instead of after it
-// (np=2, vCPUs on different dies, allreduce of 256 B: 0.63 -> 0.57 µs).
-// The loads only move lines; the caller reads data after WaitData returns.
+// posts, they travel together with the counter's line instead of after it,
+// which matters most when the ranks sit on different dies. The loads only
+// move lines; the caller reads data after WaitData returns.
 // Between processes only: goroutine ranks wait as Wait does.
 func (e *Endpoint) WaitData(ctx context.Context, peer, c int, v uint64, data []byte) error {
 	if e.base == nil {
@@ -399,10 +409,9 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 	// Most handoffs between running ranks complete within a few hundred
 	// nanoseconds: catch them before reading the clock or the context.
 	if e.spinFor > 0 {
-		// First without PAUSE (24 ns on this Zen 4 VM, half of which a wait
-		// adds to the handoff on average). np=2, same-L3, 16 interleaved
-		// runs: bcast 8 B 0.13 -> 0.10 µs, reduce 8 B 0.17 -> 0.13,
-		// allreduce 8 B 0.18 -> 0.17; 256 B within 0.01 either way.
+		// First without PAUSE: a PAUSE lasts about as long as a handoff
+		// between cores of one L3, and a wait that sees the post only
+		// after it adds half a PAUSE to the handoff on average.
 		for range tightSpins {
 			if w.Load() >= v {
 				return e.doneErr()
@@ -501,6 +510,9 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 				if e.gosched {
 					runtime.Gosched()
 				}
+				if e.progress != nil {
+					e.progress()
+				}
 				now := nanotime()
 				if start == 0 {
 					start, end, nextCheck = now, now+int64(e.yieldFor), now+int64(checkGrace)
@@ -543,6 +555,9 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 		sl.Add(^uint32(0))
 		if w.Load() >= v {
 			return e.doneErr()
+		}
+		if e.progress != nil {
+			e.progress()
 		}
 		if err := check(nanotime()); err != nil {
 			return err
@@ -705,14 +720,12 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 		cpus = onlineCPUs()
 		// Other threads and processes: sched_yield alone. runtime.Gosched
 		// would first wake an idle P's thread (wakep) whenever GOMAXPROCS
-		// is above 1, a futex wake and a context switch per yield that,
-		// when ranks outnumber CPUs, doubled the time of small collectives
-		// (np=4 on 2 CPUs, allreduce 8 B: 32 to 16 µs, 0.16M futex calls
-		// per second gone). With one P there is no one to wake, and a
+		// is above 1: a futex wake and a context switch per yield, which
+		// when ranks outnumber CPUs costs small collectives as much as
+		// they take otherwise. With one P there is no one to wake, and a
 		// Gosched every 16th yield lets the rank's other goroutines run;
-		// not every time, since a Gosched before each sched_yield cost
-		// 7 % (np=8 on 2 CPUs: allreduce 8 B 8.8 -> 8.2 µs, barrier 7.8
-		// -> 7.1 µs).
+		// not every time, since a Gosched before each sched_yield is a
+		// cost on the path of every wait.
 		e.yield = osYield
 		e.gosched = runtime.GOMAXPROCS(0) == 1
 	}
@@ -725,8 +738,7 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	case over && !inProcess:
 		// Processes that outnumber the CPUs go straight to sched_yield
 		// (Open MPI's mpi_yield_when_idle): the rank we wait for most
-		// likely needs our CPU, and any spin only delays it (np=4 on 2
-		// CPUs, allreduce 8 B: 16 µs with a 2 µs budget, 7 µs without).
+		// likely needs our CPU, and any spin only delays it.
 	case over:
 		e.spinFor = 2 * time.Microsecond
 	default:
@@ -739,13 +751,15 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 		e.minSpin = min(minSpinOver, int64(e.spinFor))
 	}
 	e.fixedSpin = opt.fixedSpin
+	e.progress = opt.Progress
 	switch {
 	case opt.YieldFor < 0:
 	case opt.YieldFor > 0:
 		e.yieldFor = opt.YieldFor
 	case over && !inProcess:
 		// A rank that does not spin waits for up to p-1 others' turns on
-		// the CPU; a futex sleep would add a 13-30 µs wake-up.
+		// the CPU; a futex sleep would add a wake-up, many times a
+		// handoff, to each of them.
 		e.yieldFor = time.Millisecond
 	case over:
 		e.yieldFor = 100 * time.Microsecond
@@ -771,32 +785,81 @@ func (e *Endpoint) join(pid int, start uint64) (int, error) {
 	*(*uint64)(unsafe.Add(cb, cJoinValue)) = e.joinValue
 	st.Store(stateJoined)
 	e.joined = true
-	return int(e.attachedWord().Add(1)), nil
+	return int(e.attachedWord().Add(1) &^ joinFailed), nil
+}
+
+// joinFailed is the bit of the header's attached word that marks the join
+// failed; the bits below it count the ranks joined.
+const joinFailed = 1 << 31
+
+// failJoin decides the join as failed unless every rank joined first, and
+// reports whether it failed. The attached word holds both outcomes, so
+// that every rank reads the same one: the count reaching the size first
+// means success on every rank, the failed bit first means failure on every
+// rank, whatever each rank sees afterwards (an abort of the complete arena
+// by a rank whose join has returned does not fail a slower rank's join).
+func (e *Endpoint) failJoin() bool {
+	aw := e.attachedWord()
+	for {
+		w := aw.Load()
+		switch {
+		case w&joinFailed != 0:
+			return true
+		case int(w) >= e.size:
+			return false
+		case aw.CompareAndSwap(w, w|joinFailed):
+			return true
+		}
+	}
 }
 
 // rendezvous waits until all ranks have joined. alive, if not nil, reports
 // whether a joined rank's process still lives; opt.Parent is watched.
+//
+// Every way out other than success goes through failJoin, and a rank that
+// fails the join aborts the arena with its cause, which the other ranks
+// then return (or their own view of the parent's failure, which names the
+// cause better). A rank that finds the join failed before the abort is
+// written waits for it, still watching its peers and its deadline.
 func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive func(r int) (int, bool), opt Options) error {
 	aw := e.attachedWord()
 	sleep := 20 * time.Microsecond
+	// fail ends the join with err, aborting the arena with kind, peer and
+	// pid (and err's text for abortUser), unless every rank joined first.
+	fail := func(kind uint32, peer, pid int, err error) error {
+		if !e.failJoin() {
+			return nil
+		}
+		msg := ""
+		if kind == abortUser {
+			msg = err.Error()
+		}
+		e.abort(kind, peer, pid, msg)
+		if err == nil {
+			return e.Err()
+		}
+		return err
+	}
 	for n := 0; ; n++ {
-		if int(aw.Load()) >= e.size {
+		w := aw.Load()
+		if w&joinFailed == 0 && int(w) >= e.size {
 			return nil
 		}
 		// The parent first: its error names the cause of an abort that a
 		// rank watching it made here.
 		if err := opt.parentErr(e, e.rank, e.size); err != nil {
-			if int(aw.Load()) >= e.size {
-				return nil
-			}
-			e.abort(abortUser, -1, 0, err.Error())
-			return err
+			return fail(abortUser, -1, 0, err)
 		}
 		if err := e.Err(); err != nil {
+			// The abort of a rank that failed the join, or one made after
+			// the join completed (by a rank whose join has returned).
+			if !e.failJoin() {
+				return nil
+			}
 			return err
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("shm: rank %d joining: %w", e.rank, context.Cause(ctx))
+			return fail(abortUser, -1, 0, fmt.Errorf("shm: rank %d joining: %w", e.rank, context.Cause(ctx)))
 		}
 		if time.Now().After(deadline) {
 			var missing []int
@@ -805,7 +868,7 @@ func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive fun
 					missing = append(missing, r)
 				}
 			}
-			return fmt.Errorf("%w: rank %d: %d of %d ranks joined; missing %v", ErrJoinTimeout, e.rank, aw.Load(), e.size, missing)
+			return fail(abortUser, -1, 0, fmt.Errorf("%w: rank %d: %d of %d ranks joined; missing %v", ErrJoinTimeout, e.rank, w&^joinFailed, e.size, missing))
 		}
 		if alive != nil && n%16 == 15 {
 			for r := range e.size {
@@ -813,17 +876,16 @@ func (e *Endpoint) rendezvous(ctx context.Context, deadline time.Time, alive fun
 					continue
 				}
 				// A rank may complete the join and exit or leave
-				// between the check at the top and this one.
-				if pid, ok := alive(r); !ok && int(aw.Load()) < e.size {
-					e.abort(abortPeerDead, r, pid, "")
-					return e.Err()
+				// between the check at the top and this one: fail
+				// decides.
+				if pid, ok := alive(r); !ok {
+					return fail(abortPeerDead, r, pid, nil)
 				}
 			}
 		}
 		for r := range e.size {
-			if e.u32(r, cState).Load() == stateLeft && int(aw.Load()) < e.size {
-				e.abort(abortPeerLeft, r, 0, "")
-				return e.Err()
+			if e.u32(r, cState).Load() == stateLeft {
+				return fail(abortPeerLeft, r, 0, nil)
 			}
 		}
 		time.Sleep(sleep)

@@ -39,9 +39,15 @@ var (
 	// ErrJoinTimeout is wrapped when not all ranks joined within the join
 	// timeout.
 	ErrJoinTimeout = errors.New("shm: join timed out")
-	// ErrNoEnv is wrapped by [JoinEnv] when the environment does not say how
-	// to join (no SHMCOLL_* and no recognised MPI launcher variables).
+	// ErrNoEnv is wrapped by [ReadEnv] and [JoinEnv] when the environment
+	// does not say how to join: no launcher variable is set (see
+	// ErrNoLauncher), or those that are set are incomplete, malformed or of
+	// a launcher ReadEnv does not read.
 	ErrNoEnv = errors.New("shm: no arena in the environment")
+	// ErrNoLauncher, which wraps ErrNoEnv, is wrapped by [ReadEnv] when no
+	// launcher variable is set at all: the process was not started as one
+	// of several ranks, and [JoinEnv] joins a world of one.
+	ErrNoLauncher = fmt.Errorf("%w: no launcher", ErrNoEnv)
 )
 
 // Abort kinds stored in a rank's abort record.

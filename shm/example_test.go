@@ -90,7 +90,8 @@ func ExampleEndpoint_Abort() {
 	// shm: arena aborted by rank 1: bad input
 }
 
-// A program started by shmrun (or under mpirun) joins with one call.
+// A program started by shmrun, mpirun or srun joins its node's ranks with
+// one call; started alone, it is the only rank of a world of one.
 func ExampleJoinEnv() {
 	e, err := shm.JoinEnv(context.Background(), shm.Options{})
 	if err != nil {

@@ -30,7 +30,7 @@ const (
 // Format constants, recorded in the header and checked on attach.
 const (
 	magic        = 0x316c6c6f636d6873 // "shmcoll1", little-endian
-	version      = 3
+	version      = 4
 	headerBytes  = 4096
 	ctrlStride   = 2048
 	counterLine  = 128 // bytes per counter (two cache lines: the adjacent-line prefetcher pairs lines)

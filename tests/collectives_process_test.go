@@ -138,6 +138,8 @@ func TestCollectivesRank(t *testing.T) {
 			t.Fatalf("got %v, want ErrMismatch", err)
 		}
 		fmt.Printf("mismatch reported: %v\n", err)
+	case "dupabort":
+		dupAbortRank(t, c)
 	default:
 		t.Fatalf("unknown mode %q", mode)
 	}

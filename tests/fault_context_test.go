@@ -13,7 +13,7 @@ import (
 // TestFaultCancelledContextLastRank: a rank whose context is already
 // cancelled calls last, when every peer's data is posted. The package
 // documentation says cancelling a call's context aborts the communicator,
-// and DESIGN.md that a cancelled context on any rank aborts the call on
+// and docs/DESIGN.md that a cancelled context on any rank aborts the call on
 // every rank; so this call must fail on every rank (and later calls return
 // ErrAborted), whatever the algorithm.
 func TestFaultCancelledContextLastRank(t *testing.T) {

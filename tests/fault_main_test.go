@@ -6,7 +6,8 @@ package tests
 //
 // Knobs of these tests:
 //
-//	SHMCOLL_LONG=1          long modes (1000 kill trials, 100,000-call soak, ...)
+//	SHMCOLL_LONG=1          long modes (1000 kill trials, 100,000-call soak,
+//	                        20,000 Dup races, the docs/floors programs, ...)
 //	SHMCOLL_FAULT_TRIALS=N  number of kill -9 trials
 //	SHMCOLL_FAULT_SEED=S    rerun trials from seed S (the log prints it)
 //	SHMCOLL_SOAK=D          duration of the process soaks

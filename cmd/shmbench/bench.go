@@ -17,15 +17,18 @@ import (
 // mpicoll.c, so that shmbench run and the MPI side of compare measure the
 // same way.
 type timing struct {
-	iters    int           // fixed timed iterations; 0: run for target
-	target   time.Duration // timed time per case when iters is 0
-	warmup   time.Duration // warm-up: doubling batches until one lasts this long
-	maxIters int           // bound on timed iterations
-	minIters int           // timed iterations at least, when iters is 0 (0: 5)
-	full     bool          // check every element of every result (-check)
-	light    bool          // check only the changed elements, not all of the last result (tune)
-	arena    bool          // buffers from collectives.Alloc (-arena)
-	dirty    bool          // rewrite the whole input before every iteration (-dirty)
+	iters  int           // fixed timed iterations; 0: run for target
+	target time.Duration // timed time per case when iters is 0
+	warmup time.Duration // warm-up: doubling batches until one lasts this long
+	// warmByCount: warm up with warmIters iterations instead (-w, -x)
+	warmByCount bool
+	warmIters   int
+	maxIters    int  // bound on timed iterations
+	minIters    int  // timed iterations at least, when iters is 0 (0: 5)
+	full        bool // check every element of every result (-check)
+	light       bool // check only the changed elements, not all of the last result (tune)
+	arena       bool // buffers from collectives.Alloc (-arena)
+	dirty       bool // rewrite the whole input before every iteration (-dirty)
 	// timedRewrite: the rewrite inside the timing, after the barrier
 	// (-timed-rewrite)
 	timedRewrite bool
@@ -145,7 +148,7 @@ type typedCase[T simd.Element] struct {
 	pristine []T // -dirty: the input as prepare wrote it
 }
 
-// collCall is the table of collective calls by DESIGN.md name: the one
+// collCall is the table of collective calls by docs/DESIGN.md name: the one
 // place where shmbench calls the library.
 func collCall[T simd.Element](coll string) func(context.Context, *typedCase[T]) error {
 	switch coll {
@@ -171,11 +174,11 @@ func collCall[T simd.Element](coll string) func(context.Context, *typedCase[T]) 
 		}
 	case "bcast":
 		return func(ctx context.Context, k *typedCase[T]) error {
-			return collectives.Bcast(ctx, k.c, k.recv, root)
+			return collectives.Bcast(ctx, k.c, k.recv, k.lay.root)
 		}
 	case "reduce":
 		return func(ctx context.Context, k *typedCase[T]) error {
-			return collectives.Reduce(ctx, k.c, k.send, k.recv, k.b.cop, root)
+			return collectives.Reduce(ctx, k.c, k.send, k.recv, k.b.cop, k.lay.root)
 		}
 	case "barrier":
 		return func(ctx context.Context, k *typedCase[T]) error { return collectives.Barrier(ctx, k.c) }
@@ -190,11 +193,11 @@ func collCall[T simd.Element](coll string) func(context.Context, *typedCase[T]) 
 		}
 	case "scatter":
 		return func(ctx context.Context, k *typedCase[T]) error {
-			return collectives.Scatter(ctx, k.c, k.send, k.recv, root)
+			return collectives.Scatter(ctx, k.c, k.send, k.recv, k.lay.root)
 		}
 	case "gather":
 		return func(ctx context.Context, k *typedCase[T]) error {
-			return collectives.Gather(ctx, k.c, k.send, k.recv, root)
+			return collectives.Gather(ctx, k.c, k.send, k.recv, k.lay.root)
 		}
 	case "scan":
 		return func(ctx context.Context, k *typedCase[T]) error {
@@ -254,15 +257,19 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 		k.recv = []T{} // a zero-length block still takes part
 	}
 	k.in = k.send
-	if cs.coll == "bcast" && r == root {
+	if cs.coll == "bcast" && r == cs.lay.root {
 		k.in = k.recv
 	}
 
 	// Warm-up: doubling batches until one lasts b.tm.warmup on the slowest
-	// rank; the last batch sets the timed chunk to about 1/8 of the target.
+	// rank (or one batch of b.tm.warmIters); the last batch sets the timed
+	// chunk to about 1/8 of the target.
 	k.prepare()
 	batch, it := 1, 0
-	for {
+	if b.tm.warmByCount {
+		batch = b.tm.warmIters
+	}
+	for batch > 0 {
 		a := clock.Nanotime()
 		for done := 0; done < batch; {
 			n := k.plan(it, batch-done)
@@ -280,13 +287,14 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 		if err != nil {
 			return benchfmt.Result{}, err
 		}
-		if el >= int64(b.tm.warmup) || batch >= 1<<16 {
+		if b.tm.warmByCount || el >= int64(b.tm.warmup) || batch >= 1<<16 {
 			per := max(el/int64(batch), 1)
 			batch = max(1, int(int64(b.tm.target)/per/8))
 			break
 		}
 		batch *= 2
 	}
+	batch = max(batch, 1) // no warm-up: chunks of one iteration
 
 	// Timed iterations: barrier, then the collective between two clock
 	// reads; checks run after the second read.
@@ -376,7 +384,7 @@ func (k *typedCase[T]) prepare() {
 	for j := range k.in {
 		k.in[j] = k.conv(k.b.vals.at(r, j, -1, 0))
 	}
-	if !(k.lay.coll == "bcast" && r == root) {
+	if !(k.lay.coll == "bcast" && r == k.lay.root) {
 		for i := range k.recv {
 			k.recv[i] = k.poison
 		}
@@ -513,10 +521,9 @@ func (k *typedCase[T]) touched(is []int, it int) []int {
 
 // record keeps the result elements that iteration it changed (the plan's,
 // in iteration order from the plan's first), for verify. Checking them at
-// once takes a reference computation per source rank (about half a
-// microsecond at np=8), and where ranks share CPUs that time delays the
-// ranks still inside their timed call: np=8 on 2 CPUs, allreduce of 8 B,
-// 8.4 against 7.9 µs. (The C program that times Open MPI and MPICH,
+// once takes a reference computation per source rank, and where ranks
+// share CPUs that time delays the ranks still inside their timed call,
+// which a small collective shows. (The C program that times Open MPI and MPICH,
 // internal/mpibench, checks the changed elements after each timed call: a
 // few dozen instructions of C.)
 func (k *typedCase[T]) record(it int) {

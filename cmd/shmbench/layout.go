@@ -7,7 +7,7 @@ import (
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
 )
 
-// benchColls are the collectives shmbench run measures, in DESIGN.md's
+// benchColls are the collectives shmbench run measures, in docs/DESIGN.md's
 // names and order.
 var benchColls = []string{
 	"allreduce", "reduce_scatter_block", "reduce_scatter", "allgather", "allgatherv",
@@ -29,7 +29,8 @@ func reducing(coll string) bool {
 type layout struct {
 	coll  string
 	p     int
-	n     int   // elements of the full vector (DESIGN.md's bytes / element size)
+	root  int   // of bcast, reduce, scatter and gather
+	n     int   // elements of the full vector (docs/DESIGN.md's bytes / element size)
 	m     int   // elements of a regular block (n/p for the blocked collectives)
 	count []int // irregular block counts (v-variants); for alltoallv, row of rank 0
 	displ []int // packed displacements of count
@@ -39,9 +40,6 @@ type layout struct {
 	// buffer (both packed in rank order).
 	scount, sdispl, rcount, rdispl [][]int
 }
-
-// root of the rooted collectives.
-const root = 0
 
 // newLayout rounds bytes to whole elements (and, for the blocked
 // collectives, to whole blocks of at least one element).
@@ -107,7 +105,7 @@ func (l *layout) matrix() {
 	}
 }
 
-// bytes is the case's size as DESIGN.md counts it.
+// bytes is the case's size as docs/DESIGN.md counts it.
 func (l layout) bytes(esz int) int64 { return int64(l.n) * int64(esz) }
 
 // sendLen and recvLen are the lengths of rank r's buffers (recv of bcast
@@ -123,7 +121,7 @@ func (l layout) sendLen(r int) int {
 	case "allgatherv":
 		return l.count[r]
 	case "scatter":
-		if r == root {
+		if r == l.root {
 			return l.n
 		}
 		return 0
@@ -140,7 +138,7 @@ func (l layout) recvLen(r int) int {
 	case "reduce_scatter":
 		return l.count[r]
 	case "gather", "reduce":
-		if r == root {
+		if r == l.root {
 			return l.n
 		}
 		return 0
@@ -152,7 +150,7 @@ func (l layout) recvLen(r int) int {
 // or, for bcast, the root's buffer.
 func (l layout) inputLen(q int) int {
 	if l.coll == "bcast" {
-		if q == root {
+		if q == l.root {
 			return l.n
 		}
 		return 0
@@ -177,9 +175,9 @@ func (l layout) source(r, i int) (qlo, qhi, j int, ok bool) {
 	case "reduce_scatter":
 		return 0, l.p, l.displ[r] + i, true
 	case "bcast":
-		return root, root + 1, i, true
+		return l.root, l.root + 1, i, true
 	case "scatter":
-		return root, root + 1, r*l.m + i, true
+		return l.root, l.root + 1, r*l.m + i, true
 	case "allgather", "gather":
 		return i / l.m, i/l.m + 1, i % l.m, true
 	case "allgatherv":
@@ -217,7 +215,7 @@ func (l layout) dest(q, j int) (r, i int, ok bool) {
 	case "allreduce", "scan", "exscan":
 		return -1, j, true
 	case "reduce":
-		return root, j, true
+		return l.root, j, true
 	case "reduce_scatter_block":
 		return j / l.m, j % l.m, true
 	case "reduce_scatter":
@@ -230,7 +228,7 @@ func (l layout) dest(q, j int) (r, i int, ok bool) {
 	case "allgather":
 		return -1, q*l.m + j, true
 	case "gather":
-		return root, q*l.m + j, true
+		return l.root, q*l.m + j, true
 	case "allgatherv":
 		return -1, l.displ[q] + j, true
 	case "alltoall":

@@ -10,16 +10,19 @@
 //	shmbench run      time collectives (-coll, -algo, -dtype, -op, -sizes,
 //	                  -iters or -time, -check, -format table|csv|json, -plot DIR)
 //	                  on -np processes it starts itself, or as one rank
-//	                  under shmrun or mpirun
+//	                  under shmrun or mpirun; nccl-tests' -b -e -f -n -w -c -d
+//	                  -o -r and OSU's -m -i -x are accepted too
 //	shmbench topo     topology, core-to-core latency through the channels,
 //	                  copy bandwidth per NUMA node, heatmap (-plot DIR)
-//	shmbench compare  Open MPI, MPICH and shmcoll interleaved in blocks with the
-//	                  placement probe; median of per-round ratios
+//	shmbench compare  MPIs (Debian's, or any named by path), shmcoll, another
+//	                  shmbench build and MPIs with libshmcoll preloaded,
+//	                  interleaved in blocks with the placement probe; median
+//	                  of per-round ratios
 //	shmbench tune     every algorithm of each collective over sizes on -np
 //	                  processes (a list), in interleaved rounds; writes the
 //	                  selection table auto uses (-o) and a report (docs/TUNING.md)
 //
-// Timing follows DESIGN.md: each iteration is a barrier and then the
+// Timing follows docs/DESIGN.md: each iteration is a barrier and then the
 // collective; its time is the slowest rank's; min, median, mean, max and
 // p99 over iterations and the span on CLOCK_MONOTONIC; bandwidths as
 // nccl-tests define them. The MPI side of compare (internal/mpibench)

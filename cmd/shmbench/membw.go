@@ -18,11 +18,11 @@ import (
 	"github.com/shmcoll/shmcoll/numa"
 )
 
-// membw measures the memory bound of issue 10: the aggregate memcpy rate
-// of two processes, one per CPU, each copying its own first-touched
-// buffers of the vector's size at once (../shared/anchors/bench/membw.c's
-// "2p" configuration), and from it the time an allreduce of n bytes needs
-// if every rank copies 2n bytes at half that aggregate rate: 4n / rate.
+// membw measures the memory bound of a two-rank allreduce: the aggregate
+// memcpy rate of two processes, one per CPU, each copying its own
+// first-touched buffers of the vector's size at once, and from it the time
+// an allreduce of n bytes needs if every rank copies 2n bytes at half that
+// aggregate rate: 4n / rate.
 func init() {
 	register(&command{
 		name:    "membw",
@@ -31,16 +31,31 @@ func init() {
 	})
 }
 
+const membwUsage = `usage: shmbench membw [flags]
+
+Measures the memory bound of an allreduce: two processes, one per CPU,
+each copy their own buffers of n bytes at the same time, and the rate of
+both together is reported per size (the median of -trials, and the best).
+An allreduce of n bytes on two ranks moves at least 2n bytes through each
+rank's copy, so its time is bounded below by 4n / rate.
+
+Flags:
+`
+
 func runMembw(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("membw", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("membw", membwUsage, stderr)
 	sizes := fs.String("sizes", "16M,64M", "buffer sizes in bytes (the vector size n)")
 	per := fs.Duration("time", 250*time.Millisecond, "copying time per trial")
 	trials := fs.Int("trials", 5, "trials per size; the median is reported")
 	worker := fs.Bool("worker", false, "internal: one copying process")
 	cpu := fs.Int("cpu", -1, "internal: the worker's CPU")
 	size := fs.Int("size", 0, "internal: the worker's buffer size")
-	if err := fs.Parse(args); err != nil {
+	fs.hide("worker", "cpu", "size")
+	if err := fs.parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "shmbench membw: %v\n", err)
 		return 2
 	}
 	if *worker {

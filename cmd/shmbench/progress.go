@@ -9,13 +9,12 @@ import (
 // progress is the terminal's progress line: cases done out of total and
 // the last case, redrawn in place and cleared before a result is printed.
 //
-// It is not a progress-bar package on purpose: the one used before pulled
-// in net/http, and a binary that imports net links the C library when cgo
-// is available. glibc registers rseq for each thread, and the kernel then
-// updates that area on every return to a rank after a context switch:
-// with 8 ranks on 2 CPUs that cost 6-7 % (allreduce 8 B 7.37 -> 6.91 µs,
-// barrier 6.58 -> 6.21, eight interleaved rounds), and shmbench starts its
-// ranks from its own binary.
+// It is not a progress-bar package: those pull in net/http, and a binary
+// that imports net links the C library when cgo is available. glibc
+// registers rseq for each thread, and the kernel then updates that area on
+// every return to a rank after a context switch, a cost that oversubscribed
+// ranks pay in every small collective; shmbench starts its ranks from its
+// own binary.
 type progress struct {
 	w           io.Writer
 	total, done int

@@ -40,13 +40,13 @@ const envStream = "SHMBENCH_STREAM"
 const runUsage = `usage: shmbench run [flags]
 
 Times collectives of shmcoll on -np local processes, which shmbench starts
-itself; under shmrun or mpirun (SHMCOLL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or
-PMI_RANK set) each process is one rank and -np is the launcher's.
+itself; under shmrun, mpirun or srun (the variables shm.ReadEnv reads) each
+process is one rank and -np is the launcher's.
 
 One iteration is a barrier, then the collective; its time is the slowest
 rank's. Per case: min, median, mean, max and p99 over the iterations, the
 span (first rank's start to last rank's end, median), and algorithm and bus
-bandwidth as nccl-tests define them (bytes: the full vector, DESIGN.md).
+bandwidth as nccl-tests define them (bytes: the full vector, docs/DESIGN.md).
 Inputs change every iteration; every result is checked (all elements of
 every iteration with -check) and a wrong one makes the exit status 1.
 
@@ -64,6 +64,7 @@ type runConfig struct {
 	tm        timing
 	format    string
 	plotDir   string
+	root      int // of the rooted collectives: below every p the sweep runs on
 	bind      launch.Bind
 	timeout   time.Duration
 }
@@ -82,51 +83,48 @@ func defaultNP() int { return max(2, min(runtime.NumCPU(), 8)) }
 // parseRun parses and checks a command line; flag errors and usage go to
 // stderr, notes about what was left out to notes.
 func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, runUsage)
-		fs.PrintDefaults()
-	}
-	np := fs.Int("np", defaultNP(), "ranks to start (local processes)")
+	fs := newFlagSet("run", runUsage, stderr)
+	np := fs.Int("np", defaultNP(), "ranks to start (local processes; default min(CPUs, 8), at least 2)")
 	coll := fs.String("coll", "allreduce", "collectives, comma-separated, or all: "+strings.Join(benchColls, ", "))
 	algo := fs.String("algo", "auto", "algorithms: names (comma-separated), auto (the selection table) or all")
 	dtype := fs.String("dtype", "float64", "element type: int8..uint64, float32, float64, bfloat16, float16, complex64, complex128")
 	op := fs.String("op", "sum", "reduction operator: sum, prod, min, max, band, bor, bxor, land, lor")
-	sizes := fs.String("sizes", "8:64M:8", "sizes in bytes: lists and ranges lo:hi[:factor] (factor 2 by default), e.g. 8:256M or 8,1K,64K")
+	root := fs.Int("root", 0, "root rank of bcast, reduce, scatter and gather")
+	sizes := fs.String("sizes", "8:64M:8", "sizes in bytes: lists and ranges lo:hi[:factor] (factor 2 if left out), e.g. 8:256M or 8,1K,64K")
 	iters := fs.Int("iters", 0, "timed iterations per size (0: run for -time)")
 	tsize := fs.Duration("time", 200*time.Millisecond, "timed duration per size when -iters is 0")
 	warm := fs.Duration("warmup", 20*time.Millisecond, "warm-up per size: doubling batches until one lasts this long")
 	maxIters := fs.Int("maxiters", 200000, "at most this many timed iterations per size")
-	check := fs.Bool("check", false, "check every element of every iteration's result (default: the changed elements, and all of the last)")
+	check := fs.Bool("check", false, "check every element of every iteration's result (without it: the changed elements of every iteration, and all of the last)")
 	format := fs.String("format", "table", "output: table, csv or json (one object per line)")
 	plotDir := fs.String("plot", "", "write latency and bandwidth charts (PNG and SVG) into this directory")
-	bind := fs.String("bind", "auto", "binding of the ranks shmbench starts: core, socket, none or auto")
+	bind := fs.String("bind", "core", "binding of the ranks shmbench starts: core, socket, none or auto")
 	timeout := fs.Duration("timeout", 30*time.Minute, "stop the ranks after this long")
 	arena := fs.Bool("arena", false, "buffers from collectives.Alloc in the arena, which the direct algorithm reads in place from 1 MiB up (allgather 4 MiB; implies -dirty)")
 	dirty := fs.Bool("dirty", false, "rewrite each rank's whole input before every iteration, outside the timing, as a program that produces it would")
 	timedRewrite := fs.Bool("timed-rewrite", false, "with -dirty or -arena: rewrite the input inside the timing, after the barrier (what the next write of a buffer the peers read costs)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, &usageError{err.Error()}
+	al := fs.addAliases(aliasSizes | aliasIters | aliasWarm | aliasCheck | aliasDtype | aliasOp | aliasRoot)
+	if err := fs.parse(args); err != nil {
+		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, badUsage("unexpected arguments: %q", fs.Args())
+	var warmByCount bool
+	var warmIters int
+	if err := al.resolve(native{sizes: sizes, iters: iters, warmup: &warmByCount, warmIters: &warmIters,
+		check: check, dtype: dtype, op: op, root: root}); err != nil {
+		return nil, err
 	}
-	c := &runConfig{np: *np, format: *format, plotDir: *plotDir, timeout: *timeout,
-		tm: timing{iters: *iters, target: *tsize, warmup: *warm, maxIters: *maxIters, full: *check,
-			arena: *arena, dirty: *dirty || *arena, timedRewrite: *timedRewrite}}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "np" {
-			c.npSet = *np
-		}
-	})
+	c := &runConfig{np: *np, format: *format, plotDir: *plotDir, timeout: *timeout, root: *root,
+		tm: timing{iters: *iters, target: *tsize, warmup: *warm, warmByCount: warmByCount, warmIters: warmIters,
+			maxIters: *maxIters, full: *check, arena: *arena, dirty: *dirty || *arena, timedRewrite: *timedRewrite}}
+	if fs.setFlags()["np"] {
+		c.npSet = *np
+	}
 	var err error
 	switch {
 	case c.np < 1 || c.np > launch.MaxRanks:
 		return nil, badUsage("-np %d: need 1 to %d ranks", c.np, launch.MaxRanks)
+	case c.root < 0 || c.root >= launch.MaxRanks:
+		return nil, badUsage("-root %d: must be a rank", c.root)
 	case c.tm.iters < 0:
 		return nil, badUsage("-iters %d: must be >= 0", c.tm.iters)
 	case c.tm.target <= 0 && c.tm.iters == 0:
@@ -148,7 +146,7 @@ func parseRun(args []string, stderr, notes io.Writer) (*runConfig, error) {
 	if c.bind, err = launch.ParseBind(*bind); err != nil {
 		return nil, badUsage("-bind: %v", err)
 	}
-	if c.dtype, err = simd.ParseType(*dtype); err != nil {
+	if c.dtype, err = simd.ParseType(typeName(*dtype)); err != nil {
 		return nil, badUsage("-dtype: %v", err)
 	}
 	if c.op, err = simd.ParseOp(*op); err != nil {
@@ -286,6 +284,14 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	p := cfg.np
+	if envErr == nil {
+		p = env.Size
+	}
+	if err := cfg.checkRoot(p); err != nil {
+		fmt.Fprintf(stderr, "shmbench run: %v\n", err)
+		return 2
+	}
 	if envErr == nil {
 		return runRank(ctx, cfg, env, stdout, stderr)
 	}
@@ -294,7 +300,19 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 
 // cases is the sweep of cfg on p ranks.
 func (cfg *runConfig) cases(p int) []caseSpec {
-	return sweep(cfg.colls, func(coll string) []string { return cfg.algos[coll] }, cfg.sizes, cfg.dtype.Size(), p)
+	cs := sweep(cfg.colls, func(coll string) []string { return cfg.algos[coll] }, cfg.sizes, cfg.dtype.Size(), p)
+	for i := range cs {
+		cs[i].lay.root = cfg.root
+	}
+	return cs
+}
+
+// checkRoot refuses a -root that is not a rank of p.
+func (cfg *runConfig) checkRoot(p int) error {
+	if cfg.root >= p {
+		return badUsage("-root %d: not a rank of %d", cfg.root, p)
+	}
+	return nil
 }
 
 // runLauncher starts cfg.np ranks of this program and formats what rank 0

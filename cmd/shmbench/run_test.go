@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
-	"github.com/shmcoll/shmcoll/internal/mpi"
 	"github.com/shmcoll/shmcoll/launch"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 // envTestDispatch makes the test binary act as shmbench, so that the ranks

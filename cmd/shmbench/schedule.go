@@ -48,8 +48,7 @@ type planRecord struct {
 	RecvBlock0 int    `json:"recv_block0"`
 }
 
-func scheduleUsage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintln(w, `usage: shmbench schedule -p P [-rank R] [-root R0] [-format table|json] [-coll reduce_scatter_block|allreduce] [-skips halving|pow2|sqrt|linear]
+const scheduleUsage = `usage: shmbench schedule -p P [-rank R] [-root R0] [-format table|json] [-coll reduce_scatter_block|allreduce] [-skips halving|pow2|sqrt|linear]
 
 Prints, for every rank (or one), the [BC] baseblock and the receive and send
 schedules of the round-optimal n-block broadcast (Träff 2024), relative to
@@ -63,27 +62,24 @@ JSON: {"p", "q", "skip" (ascending, skip[0]=1 .. skip[q]=p), "root",
 "coll", "skips" (descending) and per rank "rounds" (fields as in
 rs_trace.json).
 
-flags:`)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-}
+Flags:
+`
 
 func runSchedule(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("schedule", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("schedule", scheduleUsage, io.Discard)
 	p := fs.Int("p", 0, "number of ranks (required, >= 1)")
-	rank := fs.Int("rank", -1, "print only this rank (default: all)")
+	rank := fs.Int("rank", -1, "print only this rank (default: every rank)")
 	root := fs.Int("root", 0, "root of the broadcast schedules")
 	format := fs.String("format", "table", "output format: table or json")
 	coll := fs.String("coll", "", "also print round plans: reduce_scatter_block or allreduce")
 	skipsName := fs.String("skips", "halving", "skip sequence of the round plans: halving, pow2, sqrt or linear")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			scheduleUsage(fs, stdout)
+			fs.printUsage(stdout)
 			return 0
 		}
 		fmt.Fprintf(stderr, "shmbench schedule: %v\n", err)
-		scheduleUsage(fs, stderr)
+		fs.printUsage(stderr)
 		return 2
 	}
 	bad := func(format string, a ...any) int {

@@ -72,12 +72,7 @@ type topoReport struct {
 }
 
 func runTopo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("topo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, topoUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("topo", topoUsage, stderr)
 	per := fs.Duration("time", 30*time.Millisecond, "measuring time per CPU pair and per bandwidth cell")
 	size := fs.String("size", "64M", "buffer size of the copy bandwidth (0: skip)")
 	format := fs.String("format", "table", "output: table or json")

@@ -76,17 +76,12 @@ type tuneConfig struct {
 }
 
 func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
-	fs := flag.NewFlagSet("tune", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, tuneUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("tune", tuneUsage, stderr)
 	np := fs.String("np", "2,3,4,8", "ranks: one or more counts, comma-separated, measured one after another")
 	coll := fs.String("coll", "all", "collectives, comma-separated, or all (those with more than one algorithm)")
-	dtype := fs.String("dtype", "float64", "element type")
-	op := fs.String("op", "sum", "reduction operator")
-	sizes := fs.String("sizes", "8:64M:8,64M", "sizes in bytes: lists and ranges lo:hi[:factor]")
+	dtype := fs.String("dtype", "float64", "element type: int8..uint64, float32, float64, bfloat16, float16, complex64, complex128")
+	op := fs.String("op", "sum", "reduction operator: sum, prod, min, max, band, bor, bxor, land, lor")
+	sizes := fs.String("sizes", "8:64M:8,64M", "sizes in bytes: lists and ranges lo:hi[:factor] (factor 2 if left out)")
 	rounds := fs.Int("rounds", 3, "rounds: each measures every case once; the median over rounds counts")
 	tsize := fs.Duration("time", 10*time.Millisecond, "timed duration per case and round (at least 3 iterations)")
 	prune := fs.Float64("prune", 4, "above 256 KiB, skip for the rest of a round an algorithm this many times slower than the best at the size below (0: never)")
@@ -94,16 +89,14 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 	margin := fs.Float64("margin", 0.10, "keep the heuristic's choice (the fallback's) while it is at most this fraction slower than the fastest")
 	out := fs.String("o", "", "write the selection table to this file, keeping its entries for other p (default: stdout)")
 	report := fs.String("report", "", "write the markdown report to this file (default: stdout)")
-	bind := fs.String("bind", "auto", "binding of the ranks: core, socket, none or auto")
+	bind := fs.String("bind", "core", "binding of the ranks: core, socket, none or auto")
 	timeout := fs.Duration("timeout", 2*time.Hour, "stop the ranks of one p after this long")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, &usageError{err.Error()}
+	al := fs.addAliases(aliasSizes | aliasDtype) // -o is the output file here
+	if err := fs.parse(args); err != nil {
+		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, badUsage("unexpected arguments: %q", fs.Args())
+	if err := al.resolve(native{sizes: sizes, dtype: dtype}); err != nil {
+		return nil, err
 	}
 	c := &tuneConfig{rounds: *rounds, prune: *prune, tolerance: *tolerance, margin: *margin, out: *out, report: *report, timeout: *timeout, sizesFlag: *sizes,
 		tm: timing{target: *tsize, warmup: *tsize / 4, maxIters: 20000, minIters: 3, light: true}}
@@ -134,7 +127,7 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 	if c.bind, err = launch.ParseBind(*bind); err != nil {
 		return nil, badUsage("-bind: %v", err)
 	}
-	if c.dtype, err = simd.ParseType(*dtype); err != nil {
+	if c.dtype, err = simd.ParseType(typeName(*dtype)); err != nil {
 		return nil, badUsage("-dtype: %v", err)
 	}
 	if c.op, err = simd.ParseOp(*op); err != nil {

@@ -40,6 +40,11 @@ func newValues(t simd.Type, op simd.Op, p int) (values, error) {
 	if lim == 0 {
 		return values{}, fmt.Errorf("dtype %v: shmbench measures scalar types (pair types need minloc/maxloc data)", t)
 	}
+	switch op {
+	case simd.Sum, simd.Prod, simd.Min, simd.Max, simd.Band, simd.Bor, simd.Bxor, simd.Land, simd.Lor:
+	default:
+		return values{}, fmt.Errorf("operator %v: shmbench has no reference result for it", op)
+	}
 	if !simd.Supports(t, op) {
 		return values{}, fmt.Errorf("operator %v is not defined for %v", op, t)
 	}

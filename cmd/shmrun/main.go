@@ -2,14 +2,19 @@
 //
 // Usage:
 //
-//	shmrun -np N [-bind core|socket|none|auto] [-map compact|spread] [-timeout D]
-//	       [-arena memfd|named] [-slot BYTES] prog [args...]
+//	shmrun -n N [-bind auto|core|socket|none] [-map compact|spread] [-timeout D]
+//	       [-arena memfd|named] [-slot BYTES] [-heap BYTES] prog [args...]
 //
-// It starts N copies of prog with SHMCOLL_RANK, SHMCOLL_SIZE and
-// SHMCOLL_ARENA set (and SHMCOLL_CPU for bound ranks), prefixes every line
-// the ranks print with "[rank] ", forwards signals to them, and ends as soon
-// as one rank fails: the others are sent SIGTERM, then SIGKILL after -grace.
-// Nothing of the job is left behind in /dev/shm.
+// It starts N copies of prog (-n and -np are the same flag), prefixes every
+// line the ranks print with "[rank] ", forwards signals to them, and ends as
+// soon as one rank fails: the others are sent SIGTERM, then SIGKILL after
+// -grace. Nothing of the job is left behind in /dev/shm.
+//
+// Environment: each rank gets SHMCOLL_RANK (0..N-1), SHMCOLL_SIZE (N) and
+// SHMCOLL_ARENA (fd:3, or a name with -arena named); a bound rank also gets
+// SHMCOLL_CPU, the first CPU of its set as planned (and SHMCOLL_TOPOLOGY
+// when the plan was made on a fake topology). A program joins with
+// collectives.JoinEnv (or shm.JoinEnv).
 //
 // Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT (a Go rank then prints its
 // goroutines), SIGUSR1 and SIGUSR2 are forwarded to every rank. SIGTSTP
@@ -17,26 +22,36 @@
 // Each rank runs in its own process group, so a terminal's signals reach the
 // ranks only through shmrun, once.
 //
-// Binding: -bind core binds each rank to one CPU, socket to all CPUs of a
-// package, none leaves ranks unbound; auto (the default) is core when there
-// are at least N physical cores and none otherwise. -map chooses the CPUs:
-// compact fills one package first, spread deals ranks across packages.
-// SHMCOLL_TOPOLOGY (e.g. 2x4) plans on a fake topology, whose CPUs map onto
-// the host's modulo their count.
+// Binding: -bind auto (the default) shares the CPUs shmrun may use out
+// among the ranks. With at least N physical cores, each rank is bound to
+// its own set of whole cores (all their hardware threads), C/N of the C
+// cores rounded up or down, neighbours in package order; a Go rank's
+// GOMAXPROCS is the number of CPUs in its set, so a rank that runs
+// goroutines in parallel keeps its share of the machine (N=1: all of it).
+// With more ranks than cores, each rank is bound to one CPU, the CPUs dealt
+// out in turn so that each keeps the same ranks, and GOMAXPROCS is 1. -bind
+// core binds each rank to one CPU (GOMAXPROCS 1), socket to all CPUs of a
+// package, none leaves ranks unbound (GOMAXPROCS: every CPU). -map orders
+// the ranks: compact fills one package first, spread deals ranks across
+// packages. SHMCOLL_TOPOLOGY (e.g. 2x4) plans on a fake topology, whose CPUs
+// map onto the host's modulo their count.
 //
 // Arena: with -arena memfd (the default) shmrun creates the arena in a memfd
 // with -slot bytes per rank (K, M and G suffixes allowed; default 4M) and a
 // heap of -heap bytes per rank (default 0: none; collectives.Alloc hands out
-// buffers from it, and the ranks must join with Options.HeapBytes 0 or
-// the same size) that the ranks inherit as descriptor 3 (SHMCOLL_ARENA=fd:3); nothing appears in
-// /dev/shm and its size limit does not apply. With -arena named,
-// SHMCOLL_ARENA is a fresh name: rank 0 creates the segment with its own slot
-// size and the last rank to join unlinks it. Either way a program joins with
-// shm.JoinEnv or collectives.JoinEnv.
+// buffers from it, and the ranks must join with Options.HeapBytes 0 or the
+// same size) that the ranks inherit as descriptor 3 (SHMCOLL_ARENA=fd:3);
+// nothing appears in /dev/shm and its size limit does not apply. With
+// -arena named, SHMCOLL_ARENA is a fresh name: rank 0 creates the segment
+// with its own slot size and the last rank to join unlinks it.
 //
 // Exit status: 0 when every rank exits with 0; the status of the first rank
 // that failed, or 128+signal if it was killed by a signal; 124 when -timeout
 // expires; 127 when prog cannot be found; 2 for bad usage; 1 otherwise.
+//
+// Example:
+//
+//	shmrun -n 4 ./train -epochs 10
 package main
 
 import (
@@ -60,7 +75,36 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usageLine = "usage: shmrun -np N [flags] prog [args...] (shmrun -h for the flags)"
+const usageLine = "usage: shmrun -n N [flags] prog [args...] (shmrun -h for help)"
+
+// helpText follows the flags in shmrun -h.
+const helpText = `
+Each rank's environment:
+  SHMCOLL_RANK      the rank, 0..N-1
+  SHMCOLL_SIZE      N
+  SHMCOLL_ARENA     the arena: fd:3 (-arena memfd) or a name (-arena named)
+  SHMCOLL_CPU       a bound rank's first CPU, as planned
+  SHMCOLL_TOPOLOGY  the fake topology of the plan, when one is set
+A program joins with collectives.JoinEnv (or shm.JoinEnv).
+
+Binding: -bind auto gives each rank its own set of whole cores, C/N of the
+C cores shmrun may use, when there are at least N cores; a Go rank's
+GOMAXPROCS is the size of its set. With more ranks than cores, each rank
+gets one CPU (GOMAXPROCS 1). -bind core: one CPU each; socket: its
+package's CPUs; none: unbound.
+
+Exit status:
+  0         every rank exited with 0
+  S         the status of the first rank that failed
+  128+SIG   the first rank that failed was killed by signal SIG
+  124       -timeout expired
+  127       prog not found
+  2         bad usage
+  1         any other failure of shmrun
+
+Example:
+  shmrun -n 4 ./train -epochs 10
+`
 
 // Exit codes besides the ranks' own.
 const (
@@ -73,9 +117,10 @@ const (
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("shmrun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	np := fs.Int("np", 0, "number of ranks (required)")
-	bindFlag := fs.String("bind", "auto", "bind ranks to a `core`, a socket, none, or auto")
-	mapFlag := fs.String("map", "compact", "placement of bound ranks: `compact` or spread")
+	np := fs.Int("np", 0, "number of ranks (required; same as -n)")
+	n := fs.Int("n", 0, "number of ranks (required; same as -np)")
+	bindFlag := fs.String("bind", "auto", "CPU binding `mode`: auto, core, socket or none (see Binding below)")
+	mapFlag := fs.String("map", "compact", "`order` of bound ranks: compact or spread")
 	timeout := fs.Duration("timeout", 0, "kill the job after this `duration` (0: never)")
 	grace := fs.Duration("grace", launch.DefaultKillGrace, "time between SIGTERM and SIGKILL when killing ranks")
 	noPrefix := fs.Bool("noprefix", false, "do not prefix output lines with the rank")
@@ -83,8 +128,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	slotFlag := fs.String("slot", "4M", "slot `bytes` per rank of a memfd arena (K, M, G suffixes)")
 	heapFlag := fs.String("heap", "0", "heap `bytes` per rank of a memfd arena, for collectives.Alloc (K, M, G suffixes)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: shmrun -np N [flags] prog [args...]")
+		fmt.Fprintln(fs.Output(), "usage: shmrun -n N [flags] prog [args...]")
+		fmt.Fprintln(fs.Output(), "\nStarts N ranks of prog on this node.\n\nFlags:")
 		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), helpText)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -97,8 +144,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, usageLine)
 		return exitUsage
 	}
+	npFlag := "-np"
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case set["n"] && set["np"] && *n != *np:
+		return usageError("-n %d and -np %d: give the number of ranks once", *n, *np)
+	case set["n"]:
+		npFlag, *np = "-n", *n
+	}
 	if *np < 1 || *np > launch.MaxRanks {
-		return usageError("-np %d: need 1 to %d ranks", *np, launch.MaxRanks)
+		return usageError("%s %d: need 1 to %d ranks", npFlag, *np, launch.MaxRanks)
 	}
 	if fs.NArg() == 0 {
 		return usageError("missing program to run")

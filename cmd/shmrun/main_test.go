@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shmcoll/shmcoll/launch/launchtest"
+	"github.com/shmcoll/shmcoll/numa"
 )
 
 // envMain makes the test binary act as shmrun itself.
@@ -77,8 +78,43 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("shmrun %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, stdout, stderr, tc.msg)
 		}
 	}
-	if code, _, stderr := shmrun(t, "-h"); code != 0 || !strings.Contains(stderr, "-bind") {
-		t.Errorf("shmrun -h: exit %d, %q", code, stderr)
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-n", "0", self}, "-n 0: need 1 to 4096 ranks"},
+		{[]string{"-n", "2", "-np", "3", self}, "-n 2 and -np 3: give the number of ranks once"},
+	} {
+		code, stdout, stderr := shmrun(t, tc.args...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, tc.msg) || !strings.Contains(stderr, "usage: shmrun") {
+			t.Errorf("shmrun %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, stdout, stderr, tc.msg)
+		}
+	}
+}
+
+// TestHelp: -h lists the flags, the environment each rank gets, the exit
+// codes and an example.
+func TestHelp(t *testing.T) {
+	code, stdout, stderr := shmrun(t, "-h")
+	if code != 0 || stdout != "" {
+		t.Fatalf("shmrun -h: exit %d, stdout %q", code, stdout)
+	}
+	for _, want := range []string{"-n int", "-np int", "-bind mode", "SHMCOLL_RANK", "SHMCOLL_SIZE", "SHMCOLL_ARENA",
+		"SHMCOLL_CPU", "GOMAXPROCS", "124", "127", "128+SIG", "Example:\n  shmrun -n 4 "} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("shmrun -h does not say %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// TestRanksFlags: -n and -np both set the number of ranks, and may both be
+// given if they agree.
+func TestRanksFlags(t *testing.T) {
+	for _, args := range [][]string{{"-n", "3"}, {"-np", "3"}, {"-n", "3", "-np", "3"}} {
+		code, stdout, stderr := shmrun(t, append(args, os.Args[0], "env")...)
+		if lines := sortedLines(stdout); code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[2], "[2] env 2 3 ") {
+			t.Errorf("shmrun %q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
 	}
 }
 
@@ -358,4 +394,44 @@ func TestStopAndContinue(t *testing.T) {
 		}
 	}
 	waitGone(t, pids)
+}
+
+// TestAutoBindKeepsCPUs: with the default binding a lone rank is bound to
+// every CPU shmrun may use and its GOMAXPROCS counts them all; two ranks
+// on as many cores get disjoint sets that cover them.
+func TestAutoBindKeepsCPUs(t *testing.T) {
+	allowed, err := numa.AllowedCPUs()
+	if err != nil {
+		t.Skip(err)
+	}
+	code, stdout, stderr := shmrun(t, "-n", "1", os.Args[0], "affinity")
+	want := fmt.Sprintf("[0] affinity %s gomaxprocs %d\n", numa.FormatCPUList(allowed), len(allowed))
+	if code != 0 || stdout != want {
+		t.Errorf("-n 1: exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+	}
+	host, err := numa.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if usable, err := host.Restrict(allowed); err != nil || usable.Cores < 2 {
+		t.Skipf("fewer than 2 cores to share (%v)", err)
+	}
+	code, stdout, stderr = shmrun(t, "-n", "2", os.Args[0], "affinity")
+	re := regexp.MustCompile(`^\[\d\] affinity (\S+) gomaxprocs (\d+)$`)
+	var all []int
+	for _, l := range sortedLines(stdout) {
+		m := re.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("-n 2: exit %d, line %q, stderr %q", code, l, stderr)
+		}
+		cpus, _ := numa.ParseCPUList(m[1])
+		if m[2] != strconv.Itoa(len(cpus)) {
+			t.Errorf("-n 2: %q: GOMAXPROCS is not the size of the set", l)
+		}
+		all = append(all, cpus...)
+	}
+	slices.Sort(all)
+	if code != 0 || !slices.Equal(all, allowed) {
+		t.Errorf("-n 2: exit %d, sets cover %v, want each of %v once", code, all, allowed)
+	}
 }

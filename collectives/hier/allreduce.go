@@ -9,7 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/shmcoll/shmcoll/collectives"
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 	"github.com/shmcoll/shmcoll/simd"
 )
 

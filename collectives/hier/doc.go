@@ -1,7 +1,7 @@
 // Package hier runs shmcoll's collectives across nodes under MPI: shared
 // memory inside each node ([collectives.Comm] on a node-local arena), MPI
 // calls between nodes. It is compiled only with the build tag mpi (Open MPI;
-// add mpich for MPICH), see internal/mpi.
+// add mpich for MPICH), see package mpi.
 //
 // # Forming the hierarchy
 //

@@ -9,7 +9,7 @@ import (
 
 	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/collectives/hier"
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 // A program started by mpirun: shared memory inside each node, MPI between

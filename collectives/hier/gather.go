@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/shmcoll/shmcoll/collectives"
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 	"github.com/shmcoll/shmcoll/simd"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/shmcoll/shmcoll/collectives"
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 	"github.com/shmcoll/shmcoll/shm"
 )
 

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/shmcoll/shmcoll/collectives"
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
@@ -607,7 +607,7 @@ func TestRankReduce(t *testing.T) {
 //
 // SHMCOLL_HIER_BENCH_SIZES=8,64,4096 (bytes) replaces the sizes. Each
 // iteration is an MPI barrier, then the call; the reported median-us and
-// min-us are those of the slowest rank per iteration (DESIGN.md's method),
+// min-us are those of the slowest rank per iteration (docs/DESIGN.md's method),
 // identical on every rank.
 func BenchmarkRankAllreduce(b *testing.B) {
 	if !launched {

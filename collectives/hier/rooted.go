@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/shmcoll/shmcoll/collectives"
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 	"github.com/shmcoll/shmcoll/simd"
 )
 

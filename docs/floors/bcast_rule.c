@@ -1,4 +1,4 @@
-// bcast_rule: what DESIGN.md's mismatch rule costs an np=2 broadcast of 8 bytes
+// bcast_rule: what docs/DESIGN.md's mismatch rule costs an np=2 broadcast of 8 bytes
 // from rank 0, timed the way shmbench compare times it (a barrier, then the
 // broadcast; the slower rank's time counts). Two threads pinned to CPUs 0 and 1.
 //

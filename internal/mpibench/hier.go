@@ -15,7 +15,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 // modulePath is the module hiercoll is built from.

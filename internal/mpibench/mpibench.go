@@ -1,6 +1,6 @@
 // Package mpibench is the MPI side of `shmbench compare`: a small C
 // benchmark of our own (mpicoll.c, embedded) that times MPI collectives with
-// the method of DESIGN.md, built with an MPI's compiler wrapper into the user
+// the method of docs/DESIGN.md, built with an MPI's compiler wrapper into the user
 // cache and launched with that MPI's mpirun, and a parser of its JSON lines.
 //
 // Nothing here needs cgo or the mpi build tag: the benchmark is compiled at
@@ -27,13 +27,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 //go:embed mpicoll.c
 var source []byte
 
-// Colls are the collectives the benchmark measures, by their DESIGN.md names.
+// Colls are the collectives the benchmark measures, by their docs/DESIGN.md names.
 var Colls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall", "reduce_scatter", "allgatherv", "alltoallv"}
 
 // HierColls are the collectives of Colls that the hierarchical benchmark
@@ -55,7 +55,14 @@ func Find() []mpi.Installation { return mpi.Find() }
 // os.UserCacheDir()/shmcoll/mpibench, keyed by a hash of the source and the
 // compiler, and returns the binary's path. A cached binary is reused.
 func Build(ctx context.Context, impl mpi.Impl) (string, error) {
-	in := mpi.Lookup(impl)
+	return BuildWith(ctx, mpi.Lookup(impl))
+}
+
+// BuildWith is [Build] with the MPI installation in: a site MPI whose
+// compiler wrapper and launcher were named by path. in.Impl says which
+// launch line it takes (Open MPI's or MPICH's Hydra).
+func BuildWith(ctx context.Context, in mpi.Installation) (string, error) {
+	impl := in.Impl
 	if err := in.Err(); err != nil {
 		return "", err
 	}
@@ -103,7 +110,7 @@ func Build(ctx context.Context, impl mpi.Impl) (string, error) {
 type Options struct {
 	NP    int      // ranks (required)
 	Colls []string // collectives (names in Colls); nil means all
-	Sizes []int64  // bytes (DESIGN.md's convention); nil means 8 B to 64 MiB by 8x
+	Sizes []int64  // bytes (docs/DESIGN.md's convention); nil means 8 B to 64 MiB by 8x
 	// Iters fixes the number of timed iterations per size; when 0 the
 	// iterations run until Time has passed on the slowest rank (at least 5).
 	Iters  int
@@ -120,6 +127,10 @@ type Options struct {
 	// is then its SHMCOLL_NODE_SIZE ("" : one node).
 	Hier     bool
 	NodeSize string
+	// Preload is a shared library the ranks run with in LD_PRELOAD (an
+	// MPI interposer such as libshmcoll), given to the ranks through the
+	// launcher's own option so that the launcher itself does not load it.
+	Preload string
 }
 
 // Args is the benchmark's command line for o (without the program name).
@@ -285,6 +296,12 @@ func Parse(r io.Reader) (*Report, error) {
 // failed check returns the report and an error wrapping ErrCheck; a failed
 // launch returns an error carrying the launcher's output.
 func Run(ctx context.Context, impl mpi.Impl, o Options) (*Report, error) {
+	return RunWith(ctx, mpi.Lookup(impl), o)
+}
+
+// RunWith is [Run] with the MPI installation in (see [BuildWith]).
+func RunWith(ctx context.Context, in mpi.Installation, o Options) (*Report, error) {
+	impl := in.Impl
 	if o.NP < 1 {
 		return nil, fmt.Errorf("mpibench: NP %d < 1", o.NP)
 	}
@@ -292,17 +309,27 @@ func Run(ctx context.Context, impl mpi.Impl, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	build := Build
+	var bin string
 	if o.Hier {
-		build = BuildHier
+		bin, err = BuildHier(ctx, impl)
+	} else {
+		bin, err = BuildWith(ctx, in)
 	}
-	bin, err := build(ctx, impl)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := mpi.Lookup(impl).Command(ctx, o.NP, bin, args...)
+	cmd, err := in.Command(ctx, o.NP, bin, args...)
 	if err != nil {
 		return nil, err
+	}
+	if o.Preload != "" {
+		// The launcher's options end where the program starts.
+		at := len(cmd.Args) - len(args) - 1
+		env := []string{"-genv", "LD_PRELOAD", o.Preload} // MPICH's Hydra
+		if impl == mpi.OpenMPI {
+			env = []string{"-x", "LD_PRELOAD=" + o.Preload}
+		}
+		cmd.Args = slices.Concat(cmd.Args[:at], env, cmd.Args[at:])
 	}
 	cmd.Env = append(os.Environ(), o.Env...)
 	if o.Hier {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 func TestOptionsArgs(t *testing.T) {
@@ -113,7 +113,7 @@ func TestRun(t *testing.T) {
 			if !strings.HasPrefix(rep.Header.Impl, string(impl)+"-") || rep.Header.NP != 2 || rep.Header.Dtype != "float64" {
 				t.Errorf("header %+v", rep.Header)
 			}
-			// Bytes as DESIGN.md counts them, rounded to whole elements
+			// Bytes as docs/DESIGN.md counts them, rounded to whole elements
 			// (and to np elements for reduce_scatter_block, allgather and
 			// alltoall).
 			want := map[string][]int64{

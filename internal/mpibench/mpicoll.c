@@ -2,12 +2,16 @@
 
 /*
  * mpicoll.c - the MPI side of `shmbench compare`: times MPI collectives with
- * the method of shmcoll's DESIGN.md so that its numbers compare with
+ * the method of shmcoll's docs/DESIGN.md so that its numbers compare with
  * `shmbench run`. Embedded in the Go package internal/mpibench, which builds
  * it with mpicc.openmpi or mpicc.mpich and launches it with mpirun.
  *
- * One iteration is MPI_Barrier, then the collective, timed on each rank with
- * CLOCK_MONOTONIC. Its time is the slowest rank's; per size the tool reports
+ * One iteration is a barrier, then the collective, timed on each rank with
+ * CLOCK_MONOTONIC. The barrier and the bookkeeping between sizes (the
+ * maxima of elapsed times, the gathering of times and check results) call
+ * the PMPI entry points: with an interposer such as libshmcoll preloaded
+ * only the measured collective goes through it, and the barrier that starts
+ * every iteration is the MPI's own, as in the run without it. Its time is the slowest rank's; per size the tool reports
  * min, median, mean, max and p99 of that over the iterations, and the span
  * (median over iterations of last rank's end minus first rank's start; the
  * clock is node-wide). `bytes` is the full vector, as nccl-tests count it:
@@ -148,7 +152,7 @@ struct kase {
 	int coll;
 	size_t count; /* element count passed to MPI (the regular block m for the v-variants) */
 	size_t total; /* reduce_scatter and allgatherv: the elements of the whole vector */
-	size_t bytes; /* the full vector, DESIGN.md's convention */
+	size_t bytes; /* the full vector, docs/DESIGN.md's convention */
 	void *sbuf, *rbuf;
 };
 
@@ -520,11 +524,11 @@ int main(int argc, char **argv)
 				double a = now(), el, elmax;
 				for (long b = 0; b < batch; b++) {
 					touch(&k, it++);
-					MPI_Barrier(MPI_COMM_WORLD);
+					PMPI_Barrier(MPI_COMM_WORLD);
 					run(&k);
 				}
 				el = now() - a;
-				MPI_Allreduce(&el, &elmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+				PMPI_Allreduce(&el, &elmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 				if (elmax >= warm || batch >= (1L << 16)) {
 					double per = elmax / (double)batch;
 					batch = per > 0 ? (long)(target / per / 8) : 1;
@@ -536,7 +540,7 @@ int main(int argc, char **argv)
 
 			/* Timed iterations: chunks until the slowest rank has spent `target` seconds. */
 			prepare(&k);
-			MPI_Barrier(MPI_COMM_WORLD);
+			PMPI_Barrier(MPI_COMM_WORLD);
 			long iters = 0, bad = 0;
 			size_t bad_at = 0;
 			double start = now();
@@ -544,7 +548,7 @@ int main(int argc, char **argv)
 				long chunk = fixed > 0 ? fixed : batch;
 				for (long b = 0; b < chunk && iters < maxiters; b++) {
 					touch(&k, iters);
-					MPI_Barrier(MPI_COMM_WORLD);
+					PMPI_Barrier(MPI_COMM_WORLD);
 					double a = now();
 					run(&k);
 					double e = now();
@@ -558,23 +562,23 @@ int main(int argc, char **argv)
 				}
 				if (fixed > 0 || iters >= maxiters) break;
 				double el = now() - start, elmax;
-				MPI_Allreduce(&el, &elmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+				PMPI_Allreduce(&el, &elmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 				if (elmax >= target && iters >= 5) break;
 			}
 			bad += check_all(&k, iters - 1, &bad_at);
 
-			MPI_Reduce(dur, dmax, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-			MPI_Reduce(t0, smin, (int)iters, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
-			MPI_Reduce(t1, emax, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+			PMPI_Reduce(dur, dmax, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+			PMPI_Reduce(t0, smin, (int)iters, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+			PMPI_Reduce(t1, emax, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
 			/* Rank 0 learns the first failing rank and what it saw. */
 			long fail[3] = { bad ? rank : np, (long)bad_at, bad }, first[3];
 			{
 				long key = fail[0], minkey;
-				MPI_Allreduce(&key, &minkey, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
+				PMPI_Allreduce(&key, &minkey, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
 				if (minkey != np && minkey != 0) {
-					if (rank == minkey) MPI_Send(fail, 3, MPI_LONG, 0, 9, MPI_COMM_WORLD);
-					if (rank == 0) MPI_Recv(first, 3, MPI_LONG, (int)minkey, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+					if (rank == minkey) PMPI_Send(fail, 3, MPI_LONG, 0, 9, MPI_COMM_WORLD);
+					if (rank == 0) PMPI_Recv(first, 3, MPI_LONG, (int)minkey, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 				} else {
 					memcpy(first, fail, sizeof first);
 				}
@@ -620,7 +624,7 @@ int main(int argc, char **argv)
 	}
 	free(t0); free(t1); free(dur); free(dmax); free(smin); free(emax);
 	free(sbuf); free(rbuf);
-	MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	PMPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
 	MPI_Finalize();
 	return failed ? 2 : 0;
 }

@@ -5,9 +5,10 @@
 // Two threads, pinned to the two CPUs, take turns storing a counter that the
 // other spins on (separate cache lines, like anchors/bench/pingpong.c). A
 // round trip is two handoffs; the reported one-way time is the round trip
-// over two, the median over several short trials. On the project's VM the
-// value tells SMT siblings (~14 ns), one L3 (~30-55 ns) and different CCDs
-// (~150-210 ns) apart, which small-message collective times follow.
+// over two, the median over several short trials. The value tells SMT
+// siblings, one L3 and different CCDs apart (each class several times the
+// one before), and small-message collective times follow it;
+// docs/PERFORMANCE.md gives the project machine's readings.
 package probe
 
 import (

@@ -29,7 +29,7 @@ import (
 
 	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/collectives/hier"
-	"github.com/shmcoll/shmcoll/internal/mpi"
+	"github.com/shmcoll/shmcoll/mpi"
 )
 
 const (
@@ -185,7 +185,7 @@ func parse(args []string) (*flags, error) {
 
 // now is CLOCK_MONOTONIC in seconds: node-wide, as the span needs. It is
 // read through the vDSO, as mpicoll.c's clock_gettime is (unix.ClockGettime
-// is a system call, which added 0.3 µs to every timed call).
+// is a system call, whose cost would be added to every timed call).
 func now() float64 { return float64(nanotime()) * 1e-9 }
 
 // nanotime is the runtime's CLOCK_MONOTONIC in nanoseconds (see

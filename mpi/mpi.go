@@ -14,6 +14,14 @@ package mpi
 typedef intptr_t sc_comm;
 #define SC_COMM(h) ((MPI_Comm)(h))
 
+// sc_pmpi selects the profiling names: set by Attach, so that a library
+// that defines the MPI_ names itself (libshmcoll) does not call into its
+// own entry points.
+static int sc_pmpi;
+#define SC_CALL(f) (sc_pmpi ? P##f : f)
+static void sc_set_pmpi(void) { sc_pmpi = 1; }
+
+
 // These numbers are the Go enums of types.go.
 static MPI_Datatype sc_dtype(int t) {
 	switch (t) {
@@ -69,9 +77,22 @@ static int sc_max_error_string(void) { return MPI_MAX_ERROR_STRING; }
 
 static int sc_initialized(void) {
 	int a = 0, b = 0;
-	MPI_Initialized(&a);
-	MPI_Finalized(&b);
+	SC_CALL(MPI_Initialized)(&a);
+	SC_CALL(MPI_Finalized)(&b);
 	return a || b;
+}
+
+static int sc_query_thread(int *provided) {
+	int p = MPI_THREAD_SINGLE;
+	int rc = SC_CALL(MPI_Query_thread)(&p);
+	*provided = sc_level_from_mpi(p);
+	return rc;
+}
+
+// sc_own_errors makes a communicator this package created return errors
+// rather than abort (in attach mode the host's communicators keep theirs).
+static int sc_own_errors(sc_comm c) {
+	return SC_CALL(MPI_Comm_set_errhandler)(SC_COMM(c), MPI_ERRORS_RETURN);
 }
 
 static int sc_init(int required, int *provided) {
@@ -79,9 +100,9 @@ static int sc_init(int required, int *provided) {
 	int rc = MPI_Init_thread(NULL, NULL, sc_level_to_mpi(required), &p);
 	*provided = sc_level_from_mpi(p);
 	if (rc != MPI_SUCCESS) return rc;
-	rc = MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	rc = SC_CALL(MPI_Comm_set_errhandler)(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	if (rc != MPI_SUCCESS) return rc;
-	return MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+	return SC_CALL(MPI_Comm_set_errhandler)(MPI_COMM_SELF, MPI_ERRORS_RETURN);
 }
 
 static int sc_finalize(void) { return MPI_Finalize(); }
@@ -89,55 +110,55 @@ static int sc_finalize(void) { return MPI_Finalize(); }
 static void sc_error(int code, char *buf, int *len, int *cls) {
 	*cls = -1;
 	*len = 0;
-	MPI_Error_class(code, cls);
-	if (MPI_Error_string(code, buf, len) != MPI_SUCCESS) *len = 0;
+	SC_CALL(MPI_Error_class)(code, cls);
+	if (SC_CALL(MPI_Error_string)(code, buf, len) != MPI_SUCCESS) *len = 0;
 }
 
-static int sc_type_size(int t, int *size) { return MPI_Type_size(sc_dtype(t), size); }
+static int sc_type_size(int t, int *size) { return SC_CALL(MPI_Type_size)(sc_dtype(t), size); }
 
 static int sc_comm_rank_size(sc_comm c, int *rank, int *size) {
-	int rc = MPI_Comm_rank(SC_COMM(c), rank);
+	int rc = SC_CALL(MPI_Comm_rank)(SC_COMM(c), rank);
 	if (rc != MPI_SUCCESS) return rc;
-	return MPI_Comm_size(SC_COMM(c), size);
+	return SC_CALL(MPI_Comm_size)(SC_COMM(c), size);
 }
 
 static int sc_comm_split(sc_comm c, int color, int key, sc_comm *out) {
 	MPI_Comm n = MPI_COMM_NULL;
-	int rc = MPI_Comm_split(SC_COMM(c), color < 0 ? MPI_UNDEFINED : color, key, &n);
+	int rc = SC_CALL(MPI_Comm_split)(SC_COMM(c), color < 0 ? MPI_UNDEFINED : color, key, &n);
 	*out = (sc_comm)n;
 	return rc;
 }
 
 static int sc_comm_split_shared(sc_comm c, int key, sc_comm *out) {
 	MPI_Comm n = MPI_COMM_NULL;
-	int rc = MPI_Comm_split_type(SC_COMM(c), MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, &n);
+	int rc = SC_CALL(MPI_Comm_split_type)(SC_COMM(c), MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, &n);
 	*out = (sc_comm)n;
 	return rc;
 }
 
 static int sc_comm_dup(sc_comm c, sc_comm *out) {
 	MPI_Comm n = MPI_COMM_NULL;
-	int rc = MPI_Comm_dup(SC_COMM(c), &n);
+	int rc = SC_CALL(MPI_Comm_dup)(SC_COMM(c), &n);
 	*out = (sc_comm)n;
 	return rc;
 }
 
 static int sc_comm_free(sc_comm c) {
 	MPI_Comm n = SC_COMM(c);
-	return MPI_Comm_free(&n);
+	return SC_CALL(MPI_Comm_free)(&n);
 }
 
-static int sc_abort(sc_comm c, int code) { return MPI_Abort(SC_COMM(c), code); }
+static int sc_abort(sc_comm c, int code) { return SC_CALL(MPI_Abort)(SC_COMM(c), code); }
 
-static int sc_barrier(sc_comm c) { return MPI_Barrier(SC_COMM(c)); }
+static int sc_barrier(sc_comm c) { return SC_CALL(MPI_Barrier)(SC_COMM(c)); }
 
 static int sc_bcast(void *buf, int n, int t, int root, sc_comm c) {
-	return MPI_Bcast(buf, n, sc_dtype(t), root, SC_COMM(c));
+	return SC_CALL(MPI_Bcast)(buf, n, sc_dtype(t), root, SC_COMM(c));
 }
 
 // A NULL send buffer means MPI_IN_PLACE.
 static int sc_allreduce(void *s, void *r, int n, int t, int op, sc_comm c) {
-	return MPI_Allreduce(s ? s : MPI_IN_PLACE, r, n, sc_dtype(t), sc_op(op), SC_COMM(c));
+	return SC_CALL(MPI_Allreduce)(s ? s : MPI_IN_PLACE, r, n, sc_dtype(t), sc_op(op), SC_COMM(c));
 }
 
 static int sc_reduce(void *s, void *r, int n, int t, int op, int root, sc_comm c) {
@@ -145,47 +166,47 @@ static int sc_reduce(void *s, void *r, int n, int t, int op, int root, sc_comm c
 	// MPICH before 4.1.2 reads MPI_IN_PLACE as an address at a non-zero root
 	// and crashes (pmodels/mpich#6540): give it a copy of the input instead.
 	if (!s && root != 0) {
-		int size = 0, rc = MPI_Type_size(sc_dtype(t), &size);
+		int size = 0, rc = SC_CALL(MPI_Type_size)(sc_dtype(t), &size);
 		if (rc != MPI_SUCCESS) return rc;
 		size_t bytes = (size_t)n * (size_t)size;
 		void *tmp = malloc(bytes ? bytes : 1);
 		if (!tmp) return MPI_ERR_NO_MEM;
 		memcpy(tmp, r, bytes);
-		rc = MPI_Reduce(tmp, r, n, sc_dtype(t), sc_op(op), root, SC_COMM(c));
+		rc = SC_CALL(MPI_Reduce)(tmp, r, n, sc_dtype(t), sc_op(op), root, SC_COMM(c));
 		free(tmp);
 		return rc;
 	}
 #endif
-	return MPI_Reduce(s ? s : MPI_IN_PLACE, r, n, sc_dtype(t), sc_op(op), root, SC_COMM(c));
+	return SC_CALL(MPI_Reduce)(s ? s : MPI_IN_PLACE, r, n, sc_dtype(t), sc_op(op), root, SC_COMM(c));
 }
 
 static int sc_reduce_scatter_block(void *s, void *r, int n, int t, int op, sc_comm c) {
-	return MPI_Reduce_scatter_block(s ? s : MPI_IN_PLACE, r, n, sc_dtype(t), sc_op(op), SC_COMM(c));
+	return SC_CALL(MPI_Reduce_scatter_block)(s ? s : MPI_IN_PLACE, r, n, sc_dtype(t), sc_op(op), SC_COMM(c));
 }
 
 static int sc_reduce_scatter(void *s, void *r, int *counts, int t, int op, sc_comm c) {
-	return MPI_Reduce_scatter(s ? s : MPI_IN_PLACE, r, counts, sc_dtype(t), sc_op(op), SC_COMM(c));
+	return SC_CALL(MPI_Reduce_scatter)(s ? s : MPI_IN_PLACE, r, counts, sc_dtype(t), sc_op(op), SC_COMM(c));
 }
 
 static int sc_allgather(void *s, void *r, int n, int t, sc_comm c) {
-	if (!s) return MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, sc_dtype(t), SC_COMM(c));
-	return MPI_Allgather(s, n, sc_dtype(t), r, n, sc_dtype(t), SC_COMM(c));
+	if (!s) return SC_CALL(MPI_Allgather)(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, sc_dtype(t), SC_COMM(c));
+	return SC_CALL(MPI_Allgather)(s, n, sc_dtype(t), r, n, sc_dtype(t), SC_COMM(c));
 }
 
 static int sc_allgatherv(void *s, int n, void *r, int *counts, int *displs, int t, sc_comm c) {
-	if (!s) return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, counts, displs, sc_dtype(t), SC_COMM(c));
-	return MPI_Allgatherv(s, n, sc_dtype(t), r, counts, displs, sc_dtype(t), SC_COMM(c));
+	if (!s) return SC_CALL(MPI_Allgatherv)(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, counts, displs, sc_dtype(t), SC_COMM(c));
+	return SC_CALL(MPI_Allgatherv)(s, n, sc_dtype(t), r, counts, displs, sc_dtype(t), SC_COMM(c));
 }
 
 static int sc_send(void *buf, int n, int t, int dest, int tag, sc_comm c) {
-	return MPI_Send(buf, n, sc_dtype(t), dest, tag, SC_COMM(c));
+	return SC_CALL(MPI_Send)(buf, n, sc_dtype(t), dest, tag, SC_COMM(c));
 }
 
 static int sc_recv(void *buf, int n, int t, int src, int tag, sc_comm c, int *got) {
 	MPI_Status st;
-	int rc = MPI_Recv(buf, n, sc_dtype(t), src, tag, SC_COMM(c), &st);
+	int rc = SC_CALL(MPI_Recv)(buf, n, sc_dtype(t), src, tag, SC_COMM(c), &st);
 	if (rc != MPI_SUCCESS) return rc;
-	return MPI_Get_count(&st, sc_dtype(t), got);
+	return SC_CALL(MPI_Get_count)(&st, sc_dtype(t), got);
 }
 */
 import "C"
@@ -234,7 +255,8 @@ var rt struct {
 	provided ThreadLevel
 	reqs     chan *request
 	world    Comm
-	tid      int // OS thread that initialized MPI
+	tid      int  // OS thread that initialized MPI
+	attached bool // Attach: the host initialized MPI; PMPI names, no funnel
 }
 
 // Init initializes MPI (see the package documentation for the thread model).
@@ -293,11 +315,94 @@ func Init(opt Options) error {
 	return nil
 }
 
+// Attach uses an MPI that the host program has initialized (MPI_Init is
+// not called), for a library loaded into an MPI program such as
+// libshmcoll. Every MPI call of the package then goes to the profiling
+// names (PMPI_*), so that a library that defines the MPI_ names itself
+// does not call into its own entry points; every call is made on the
+// calling thread (no funnel: the host's thread level binds the caller, as
+// it binds the host); and the host's communicators keep their error
+// handlers: only the communicators this package creates (Split, Dup,
+// SplitTypeShared) are set to return errors. [Detach] ends the use
+// without finalizing MPI.
+func Attach() error {
+	rt.initMu.Lock()
+	defer rt.initMu.Unlock()
+	if rt.state.Load() != stateNone {
+		return ErrInitialized
+	}
+	C.sc_set_pmpi()
+	if C.sc_initialized() == 0 {
+		return fmt.Errorf("%w: Attach before the host's MPI_Init", ErrNotInitialized)
+	}
+	var p C.int
+	if err := check("MPI_Query_thread", C.sc_query_thread(&p)); err != nil {
+		return err
+	}
+	rt.provided = ThreadLevel(p)
+	rt.direct = true
+	rt.tid = unix.Gettid()
+	rt.state.Store(stateRunning)
+	w, err := newComm(C.sc_comm_world())
+	if err != nil {
+		rt.state.Store(stateNone)
+		return err
+	}
+	rt.world = w
+	rt.attached = true
+	return nil
+}
+
+// Detach ends a use begun by [Attach]; the host finalizes MPI. No call of
+// this package may be in flight or follow it.
+func Detach() error {
+	rt.initMu.Lock()
+	defer rt.initMu.Unlock()
+	if !rt.attached || !rt.state.CompareAndSwap(stateRunning, stateFinalized) {
+		return ErrNotInitialized
+	}
+	rt.attached = false
+	return nil
+}
+
+// Attached reports whether [Attach] succeeded (and [Detach] has not
+// ended the use).
+func Attached() bool { return rt.attached }
+
+// FromHandle wraps a communicator handle of the host program (an MPI_Comm
+// converted to uintptr: Open MPI's pointer or MPICH's int), for a library
+// that receives the host's communicators. The Comm does not own the
+// handle: Free it only if the host asks for that.
+func FromHandle(h uintptr) (Comm, error) {
+	if rt.state.Load() != stateRunning {
+		return Comm{}, ErrNotInitialized
+	}
+	return newComm(C.sc_comm(h))
+}
+
+// Handle is c's MPI_Comm converted to uintptr (see [FromHandle]).
+func (c Comm) Handle() uintptr { return uintptr(c.h) }
+
+// own sets a communicator this package created to return errors, in
+// attach mode (Init already set the world's, which new ones inherit).
+func own(c Comm) (Comm, error) {
+	if !rt.attached || c.size == 0 {
+		return c, nil
+	}
+	if err := check("MPI_Comm_set_errhandler", C.sc_own_errors(c.h)); err != nil {
+		return Comm{}, err
+	}
+	return c, nil
+}
+
 // Finalize shuts MPI down on the initializing thread. No MPI call may be in
-// flight or follow it.
+// flight or follow it. After [Attach], use [Detach].
 func Finalize() error {
 	rt.initMu.Lock()
 	defer rt.initMu.Unlock()
+	if rt.attached {
+		return fmt.Errorf("%w: Finalize after Attach (the host finalizes MPI; use Detach)", ErrArgument)
+	}
 	if !rt.state.CompareAndSwap(stateRunning, stateFinalized) {
 		return ErrNotInitialized
 	}
@@ -446,7 +551,11 @@ func (c Comm) Split(color, key int) (Comm, error) {
 	if err := check(call, rc); err != nil {
 		return Comm{}, err
 	}
-	return newComm(*out)
+	n, err := newComm(*out)
+	if err != nil {
+		return Comm{}, err
+	}
+	return own(n)
 }
 
 // SplitTypeShared is MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): the processes
@@ -470,7 +579,11 @@ func (c Comm) SplitTypeShared(key int) (Comm, error) {
 	if err := check(call, rc); err != nil {
 		return Comm{}, err
 	}
-	return newComm(*out)
+	n, err := newComm(*out)
+	if err != nil {
+		return Comm{}, err
+	}
+	return own(n)
 }
 
 // Dup is MPI_Comm_dup: a communicator with the same group and a separate
@@ -490,7 +603,11 @@ func (c Comm) Dup() (Comm, error) {
 	if err := check(call, rc); err != nil {
 		return Comm{}, err
 	}
-	return newComm(*out)
+	n, err := newComm(*out)
+	if err != nil {
+		return Comm{}, err
+	}
+	return own(n)
 }
 
 // Free is MPI_Comm_free. Freeing the null communicator does nothing; World

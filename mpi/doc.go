@@ -38,6 +38,16 @@
 // MPI_THREAD_SERIALIZED requires. [Finalize] always runs on the initializing
 // thread.
 //
+// # Attach mode
+//
+// A library loaded into an MPI program that has initialized MPI itself
+// (libshmcoll, an LD_PRELOAD interposer) calls [Attach] instead of [Init]:
+// the package then calls the profiling names PMPI_*, so its calls are not
+// intercepted again by the library's own MPI_* definitions; makes every
+// call on the calling thread; and leaves the error handlers of the host's
+// communicators as they are (only the communicators it creates return
+// errors). [FromHandle] wraps a host's communicator, [Detach] ends the use.
+//
 // # Errors
 //
 // The world communicator's error handler is MPI_ERRORS_RETURN (inherited by

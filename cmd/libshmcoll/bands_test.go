@@ -1,0 +1,49 @@
+//go:build mpi
+
+package main
+
+import (
+	"testing"
+
+	"github.com/shmcoll/shmcoll/collectives"
+)
+
+func TestBands(t *testing.T) {
+	if err := loadBands("bcast=4K:64K,16M:inf; allreduce@2=none ;alltoallv=none"); err != nil {
+		t.Fatal(err)
+	}
+	defer loadBands("")
+	cases := []struct {
+		coll  collectives.Collective
+		p     int
+		bytes int64
+		want  bool
+	}{
+		{collectives.CollBcast, 3, 4095, false},
+		{collectives.CollBcast, 3, 4096, true},
+		{collectives.CollBcast, 100, 65536, true},
+		{collectives.CollBcast, 3, 65537, false},
+		{collectives.CollBcast, 3, 16 << 20, true},
+		{collectives.CollAllreduce, 2, 8, false},
+		{collectives.CollAllreduce, 3, 8, true},
+		{collectives.CollAllreduce, 3, 0, false},
+		{collectives.CollBarrier, 3, 0, true},
+		{collectives.CollAlltoallv, 3, 0, false},
+	}
+	for _, c := range cases {
+		if got := inBand(c.coll, c.p, c.bytes); got != c.want {
+			t.Errorf("%v p=%d %d bytes: served %v, want %v", c.coll, c.p, c.bytes, got, c.want)
+		}
+	}
+	if err := loadBands("all"); err != nil {
+		t.Fatal(err)
+	}
+	if !inBand(collectives.CollAlltoallv, 4, 0) || !inBand(collectives.CollBcast, 2, 1<<20) || inBand(collectives.CollBcast, 2, 0) {
+		t.Errorf("SHMCOLL_MPI_BANDS=all does not serve every call of a byte or more")
+	}
+	for _, bad := range []string{"bcast", "bcast=1", "nosuch=1:2", "bcast@0=1:2", "bcast=1:2,3:4,5:6,7:8,9:10", "bcast=x:2"} {
+		if err := loadBands(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
