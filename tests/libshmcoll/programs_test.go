@@ -22,6 +22,10 @@ var intercepted = []string{"allreduce", "reduce", "reduce_scatter_block", "reduc
 
 func long() bool { return os.Getenv("SHMCOLL_LONG") == "1" }
 
+// allBands makes libshmcoll serve every call it can whatever its size, so
+// that a test reaches every served path rather than the shipped size bands.
+const allBands = "SHMCOLL_MPI_BANDS=all"
+
 // runPreloaded runs j with the library preloaded and the statistics on,
 // checks that it printed "No Errors", exited 0 and left nothing in
 // /dev/shm, and returns the statistics.
@@ -82,8 +86,9 @@ func servedAll(t *testing.T, st stats, names ...string) {
 
 // TestPrograms runs testdata/colls.c, which checks every intercepted
 // collective element by element, with libshmcoll preloaded at np = 2 to 5
-// (and plain at np = 2, at every np with SHMCOLL_LONG=1), and requires
-// every collective to have been served.
+// serving every size (and plain at np = 2, at every np with
+// SHMCOLL_LONG=1, which adds runs with the shipped size bands), and
+// requires every collective to have been served.
 func TestPrograms(t *testing.T) {
 	needMPI(t)
 	bin := compile(t, "testdata/colls.c")
@@ -97,6 +102,10 @@ func TestPrograms(t *testing.T) {
 			if np == 2 || long() {
 				runPlain(t, j)
 			}
+			if long() {
+				noFallback(t, runPreloaded(t, j))
+			}
+			j.env = []string{allBands}
 			st := runPreloaded(t, j)
 			servedAll(t, st, intercepted...)
 			noFallback(t, st)
@@ -126,6 +135,7 @@ func TestProgress(t *testing.T) {
 		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
 			j := job{np: np, prog: bin, timeout: 2 * time.Minute}
 			runPlain(t, j)
+			j.env = []string{allBands}
 			st := runPreloaded(t, j)
 			servedAll(t, st, "allreduce")
 			noFallback(t, st)
@@ -143,7 +153,7 @@ func TestFortran(t *testing.T) {
 	j := job{np: 3, prog: bin, timeout: 2 * time.Minute}
 	runPlain(t, j)
 	j.preload = library(t)
-	j.env = []string{"SHMCOLL_MPI_STATS=1"}
+	j.env = []string{"SHMCOLL_MPI_STATS=1", allBands}
 	before := shmEntries(t)
 	r := j.run(context.Background())
 	noNewShm(t, before)
@@ -180,6 +190,8 @@ func TestMPI4Py(t *testing.T) {
 	}
 	j := job{np: 3, prog: python, args: []string{script}, timeout: 3 * time.Minute}
 	runPlain(t, j)
+	runPreloaded(t, j)
+	j.env = []string{allBands}
 	st := runPreloaded(t, j)
 	servedAll(t, st, "allreduce", "allgather", "bcast", "reduce_scatter_block", "reduce_scatter")
 	noFallback(t, st)
