@@ -251,70 +251,16 @@ func (c *Comm) flatBcast(ctx context.Context, a *call) error {
 	return nil
 }
 
+// flatGather and flatScatter run flatGatherv and flatScatterv with the
+// regular blocks (n elements each, in rank order) in the Comm's scratch.
 func (c *Comm) flatGather(ctx context.Context, a *call) error {
-	esz, p, n := a.esz, c.size, a.count
-	M := c.half / esz
-	S := max(1, (n+M-1)/M)
-	for k := range S {
-		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		if c.rank != a.root {
-			simd.Copy(c.slotHalf(c.rank, e), span(a.send, esz, lo, hi))
-			c.post(e, 1)
-			c.last.Sent++
-		} else {
-			c.post(e, 1)
-			for i := 1; i < p; i++ {
-				q := (c.rank + i) % p
-				if err := c.wait(ctx, q, e, 1); err != nil {
-					return err
-				}
-				simd.Copy(span(a.recv, esz, q*n+lo, q*n+hi), c.slotHalf(q, e))
-			}
-			c.last.Received += uint64(p - 1)
-			a.fully = true
-		}
-		c.last.Rounds++
-		c.end(e)
-	}
-	return nil
+	c.regular(a.count)
+	return c.flatGatherv(ctx, a)
 }
 
 func (c *Comm) flatScatter(ctx context.Context, a *call) error {
-	esz, p, n := a.esz, c.size, a.count
-	c.regular(n)
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		c.pieces(k, S, a.counts, a.displs)
-		pre := c.sc.pre
-		if c.rank == a.root {
-			h := c.slotHalf(c.rank, e)
-			c.copyPieces(h, a.send, esz, c.rank)
-			c.post(e, 1)
-			c.last.Sent += uint64(p - 1)
-		} else {
-			c.post(e, 1)
-			if err := c.wait(ctx, a.root, e, 1); err != nil {
-				return err
-			}
-			lo := pieceLo(k, S, n)
-			simd.Copy(span(a.recv, esz, lo, lo+pre[c.rank+1]-pre[c.rank]), span(c.slotHalf(a.root, e), esz, pre[c.rank], pre[c.rank+1]))
-			c.last.Received++
-		}
-		c.last.Rounds++
-		c.end(e)
-	}
-	return nil
+	c.regular(a.count)
+	return c.flatScatterv(ctx, a)
 }
 
 // flatScan: rank r reduces the segments of ranks 0..r (0..r-1 for exscan)

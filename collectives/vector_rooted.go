@@ -64,7 +64,7 @@ func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, count
 		r = nil
 	}
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, total, root
-	return c.runVector(ctx, c.flatGatherv)
+	return c.runVector(ctx, (*Comm).flatGatherv)
 }
 
 // Scatterv sends send[displs[j]:][:counts[j]] of rank root to recv on rank
@@ -109,7 +109,7 @@ func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, coun
 		s = nil
 	}
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, total, root
-	return c.runVector(ctx, c.flatScatterv)
+	return c.runVector(ctx, (*Comm).flatScatterv)
 }
 
 // rootBlocks checks the root's buffer of n elements against the counts
@@ -137,7 +137,7 @@ func (c *Comm) rootBlocks(what string, n, total int, displs []int) error {
 
 // runVector runs a gatherv or scatterv whose arguments are in c.cur with
 // the flat algorithm f, as pick runs the others.
-func (c *Comm) runVector(ctx context.Context, f func(ctx context.Context) error) error {
+func (c *Comm) runVector(ctx context.Context, f impl) error {
 	if c.size == 1 {
 		return nil
 	}
@@ -145,7 +145,7 @@ func (c *Comm) runVector(ctx context.Context, f func(ctx context.Context) error)
 		return c.fail(err)
 	}
 	c.cur.alg = Flat
-	if err := f(ctx); err != nil {
+	if err := f(c, ctx, &c.cur); err != nil {
 		return err
 	}
 	return c.finish(ctx)
@@ -166,8 +166,7 @@ func (c *Comm) segments() int {
 // block in its slot half and posts; the root copies the pieces out. A
 // rank rewrites its slot half two steps later, after begin has seen every
 // rank (the root too) begin the step between, so the root has read it.
-func (c *Comm) flatGatherv(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S := c.segments()
 	for k := range S {
@@ -205,8 +204,7 @@ func (c *Comm) flatGatherv(ctx context.Context) error {
 // block into its slot half (c.pieces: the packed offsets, the same on
 // every rank, and the root's user offsets) and posts; each rank copies its
 // piece out.
-func (c *Comm) flatScatterv(ctx context.Context) error {
-	a := &c.cur
+func (c *Comm) flatScatterv(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -218,14 +216,9 @@ func (c *Comm) flatScatterv(ctx context.Context) error {
 			return err
 		}
 		c.pieces(k, S, a.counts, a.displs)
-		pre, uoff := c.sc.pre, c.sc.uoff
+		pre := c.sc.pre
 		if c.rank == a.root {
-			h := c.slotHalf(c.rank, e)
-			for j := range p {
-				if j != c.rank {
-					simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))
-				}
-			}
+			c.copyPieces(c.slotHalf(c.rank, e), a.send, esz, c.rank)
 			c.post(e, 1)
 			c.last.Sent += uint64(p - 1)
 		} else {
