@@ -26,29 +26,17 @@ const (
 // elsewhere). send nil at the root means in place: its block is already in
 // recv.
 func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
-	if err := c.await(ctx, collGatherv); err != nil {
-		return err
-	}
-	if err := c.start(collGatherv, simd.TypeOf[T]()); err != nil {
-		return err
-	}
-	if root < 0 || root >= c.size {
-		return c.bad("root %d out of range [0, %d)", root, c.size)
-	}
-	total, err := c.irregular(counts)
+	total, err := c.vectorStart(ctx, collGatherv, simd.TypeOf[T](), counts, displs, root, "recv", len(recv))
 	if err != nil {
 		return err
 	}
 	s, r := bytesOf(send), bytesOf(recv)
+	if (s != nil || c.rank != root) && len(send) != counts[c.rank] {
+		return c.bad("len(send) = %d, counts[%d] = %d", len(send), c.rank, counts[c.rank])
+	}
 	esz := c.cur.esz
 	if c.rank == root {
-		if err := c.rootBlocks("recv", len(recv), total, displs); err != nil {
-			return err
-		}
 		d, n := c.cur.displs[root], counts[root]
-		if s != nil && len(send) != n {
-			return c.bad("len(send) = %d, counts[%d] = %d", len(send), root, n)
-		}
 		if s != nil && same(s, r[d*esz:(d+n)*esz]) {
 			s = nil
 		} else if overlaps(s, r) {
@@ -58,9 +46,6 @@ func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, count
 			simd.Copy(r[d*esz:(d+n)*esz], s)
 		}
 	} else {
-		if len(send) != counts[c.rank] {
-			return c.bad("len(send) = %d, counts[%d] = %d", len(send), c.rank, counts[c.rank])
-		}
 		r = nil
 	}
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, total, root
@@ -73,29 +58,17 @@ func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, count
 // may be nil elsewhere). recv nil at the root means in place: the root's
 // block stays in send.
 func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
-	if err := c.await(ctx, collScatterv); err != nil {
-		return err
-	}
-	if err := c.start(collScatterv, simd.TypeOf[T]()); err != nil {
-		return err
-	}
-	if root < 0 || root >= c.size {
-		return c.bad("root %d out of range [0, %d)", root, c.size)
-	}
-	total, err := c.irregular(counts)
+	total, err := c.vectorStart(ctx, collScatterv, simd.TypeOf[T](), counts, displs, root, "send", len(send))
 	if err != nil {
 		return err
 	}
 	s, r := bytesOf(send), bytesOf(recv)
+	if (r != nil || c.rank != root) && len(recv) != counts[c.rank] {
+		return c.bad("len(recv) = %d, counts[%d] = %d", len(recv), c.rank, counts[c.rank])
+	}
 	esz := c.cur.esz
 	if c.rank == root {
-		if err := c.rootBlocks("send", len(send), total, displs); err != nil {
-			return err
-		}
 		d, n := c.cur.displs[root], counts[root]
-		if r != nil && len(recv) != n {
-			return c.bad("len(recv) = %d, counts[%d] = %d", len(recv), root, n)
-		}
 		if overlaps(s, r) {
 			return c.bad("send and receive buffers overlap")
 		}
@@ -103,36 +76,46 @@ func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, coun
 			simd.Copy(r, s[d*esz:(d+n)*esz])
 		}
 	} else {
-		if len(recv) != counts[c.rank] {
-			return c.bad("len(recv) = %d, counts[%d] = %d", len(recv), c.rank, counts[c.rank])
-		}
 		s = nil
 	}
 	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, total, root
 	return c.runVector(ctx, (*Comm).flatScatterv)
 }
 
-// rootBlocks checks the root's buffer of n elements against the counts
-// (in c.cur.counts, summing to total) and displs, and puts displs into
-// c.cur.displs (irregular filled them packed).
-func (c *Comm) rootBlocks(what string, n, total int, displs []int) error {
-	a := &c.cur
+// vectorStart starts a gatherv or scatterv: it checks root and counts
+// (irregular puts them and packed displacements in c.cur) and, at the root,
+// the root's buffer (what, of n elements) against counts and displs, which
+// it puts into c.cur.displs. It returns the sum of the counts.
+func (c *Comm) vectorStart(ctx context.Context, coll Collective, t simd.Type, counts, displs []int, root int, what string, n int) (int, error) {
+	if err := c.await(ctx, coll); err != nil {
+		return 0, err
+	}
+	if err := c.start(coll, t); err != nil {
+		return 0, err
+	}
+	if err := c.checkRoot(root); err != nil {
+		return 0, err
+	}
+	total, err := c.irregular(counts)
+	if err != nil || c.rank != root {
+		return total, err
+	}
 	if displs == nil {
 		if n < total {
-			return c.bad("len(%s) = %d at the root, counts sum to %d", what, n, total)
+			return 0, c.bad("len(%s) = %d at the root, counts sum to %d", what, n, total)
 		}
-		return nil
+		return total, nil
 	}
 	if len(displs) != c.size {
-		return c.bad("len(displs) = %d for %d ranks", len(displs), c.size)
+		return 0, c.bad("len(displs) = %d for %d ranks", len(displs), c.size)
 	}
 	for j, d := range displs {
-		if d < 0 || d > n || a.counts[j] > n-d {
-			return c.bad("block %d at %d of %d elements exceeds len(%s) = %d at the root", j, d, a.counts[j], what, n)
+		if d < 0 || d > n || counts[j] > n-d {
+			return 0, c.bad("block %d at %d of %d elements exceeds len(%s) = %d at the root", j, d, counts[j], what, n)
 		}
-		a.displs[j] = d
+		c.cur.displs[j] = d
 	}
-	return nil
+	return total, nil
 }
 
 // runVector runs a gatherv or scatterv whose arguments are in c.cur with
