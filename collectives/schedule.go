@@ -329,18 +329,7 @@ func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
 			}
 		}
 	}
-	for i := 0; i < len(fused); {
-		if fused[i] {
-			i++
-			continue
-		}
-		j := i
-		for j < len(fused) && !fused[j] {
-			j++
-		}
-		rs.slotIn = append(rs.slotIn, [2]int32{int32(i), int32(j)})
-		i = j
-	}
+	rs.slotIn = appendUnset(rs.slotIn, fused)
 }
 
 // markDirect marks the copies into rank r's result buffer that nothing
@@ -375,18 +364,25 @@ func (b *schedBuilder) markDirect(r int, rs *rankSchedule) {
 			}
 		}
 	}
-	for i := 0; i < len(direct); {
-		if direct[i] {
+	rs.slotOut = appendUnset(rs.slotOut, direct)
+}
+
+// appendUnset appends to runs the maximal ranges [i, j) of positions not
+// set in marks.
+func appendUnset(runs [][2]int32, marks []bool) [][2]int32 {
+	for i := 0; i < len(marks); {
+		if marks[i] {
 			i++
 			continue
 		}
 		j := i
-		for j < len(direct) && !direct[j] {
+		for j < len(marks) && !marks[j] {
 			j++
 		}
-		rs.slotOut = append(rs.slotOut, [2]int32{int32(i), int32(j)})
+		runs = append(runs, [2]int32{int32(i), int32(j)})
 		i = j
 	}
+	return runs
 }
 
 // schedOut tells runSchedule where direct copies go: nil buf, into the
