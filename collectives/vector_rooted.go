@@ -134,14 +134,14 @@ func (c *Comm) runVector(ctx context.Context, f impl) error {
 	return c.finish(ctx)
 }
 
-// segments is the number of steps that cut the largest of the blocks into
+// segments is the number of steps that cut the largest of a's blocks into
 // pieces that fit a slot half.
-func (c *Comm) segments() int {
+func (c *Comm) segments(a *call) int {
 	most := 0
-	for _, n := range c.cur.counts {
+	for _, n := range a.counts {
 		most = max(most, n)
 	}
-	M := max(1, c.half/c.cur.esz)
+	M := max(1, c.half/a.esz)
 	return max(1, (most+M-1)/M)
 }
 
@@ -151,7 +151,7 @@ func (c *Comm) segments() int {
 // rank (the root too) begin the step between, so the root has read it.
 func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
-	S := c.segments()
+	S := c.segments(a)
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {
