@@ -270,3 +270,72 @@ func TestGathervErrors(t *testing.T) {
 		})
 	}
 }
+
+// The flat Gather and Scatter take their regular blocks from the Comm's
+// scratch, and Gatherv and Scatterv theirs from the caller: none of them
+// allocates per call.
+func TestFlatGatherScatterDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const p, n = 2, 5
+	cs := localComms(t, p, Options{Algorithms: map[Collective]Algorithm{CollGather: Flat, CollScatter: Flat}})
+	counts := []int{n, n - 2}
+	type bufs struct{ in, out, all []int64 }
+	b := make([]bufs, p)
+	for r := range b {
+		b[r] = bufs{make([]int64, n), make([]int64, n), make([]int64, p*n)}
+		for i := range b[r].in {
+			b[r].in[i] = int64(10*r + i)
+		}
+	}
+	calls := func(c *Comm) error {
+		r := c.Rank()
+		x := b[r]
+		if err := Gather(bg, c, x.in, x.all, 0); err != nil {
+			return err
+		}
+		if err := Scatter(bg, c, x.all, x.out, 0); err != nil {
+			return err
+		}
+		if err := Gatherv(bg, c, x.in[:counts[r]], x.all, counts, nil, 1); err != nil {
+			return err
+		}
+		return Scatterv(bg, c, x.all, x.out[:counts[r]], counts, nil, 1)
+	}
+	const runs = 50
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for range runs + 1 + 2 {
+			if err = calls(cs[1]); err != nil {
+				break
+			}
+		}
+		done <- err
+	}()
+	for range 2 {
+		if err := calls(cs[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(runs, func() {
+		if err := calls(cs[0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if allocs != 0 {
+		t.Errorf("%v allocations per round of Gather, Scatter, Gatherv and Scatterv", allocs)
+	}
+	// The last Scatterv gave each rank its block of the last Gatherv.
+	for r := range p {
+		for i := range counts[r] {
+			if got, want := b[r].out[i], int64(10*r+i); got != want {
+				t.Errorf("rank %d: out[%d] = %d, want %d", r, i, got, want)
+			}
+		}
+	}
+}
