@@ -275,35 +275,45 @@ func shmcollReduce(id, coll C.int, send, recv unsafe.Pointer, count_ C.int, coun
 
 // reduce runs one reduction with MPI's buffer conventions: a nil send is
 // MPI_IN_PLACE; reduce_scatter(_block) in place leaves the rank's block at
-// the start of recv, where MPI wants it.
+// the start of recv, where MPI wants it. A communicator spanning nodes
+// (s.h) runs collectives/hier's form of the same call; entry.c passes the
+// reductions hier lacks (scan, exscan) before they get here.
 func reduce[T simd.Element](s *commState, coll collectives.Collective, send, recv unsafe.Pointer, n int, counts []int, op collectives.Op, root int) error {
-	c, p := s.c, s.size
-	if s.h != nil {
-		return hierReduce[T](s, coll, send, recv, n, counts, op, root)
-	}
+	c, h, p := s.c, s.h, s.size
 	switch coll {
 	case collectives.CollAllreduce:
-		return collectives.Allreduce(bg, c, ptrSlice[T](send, n), ptrSlice[T](recv, n), op)
-	case collectives.CollReduce:
-		var r []T
-		if s.rank == root {
-			r = ptrSlice[T](recv, n)
+		sb, rb := ptrSlice[T](send, n), ptrSlice[T](recv, n)
+		if h != nil {
+			return hier.Allreduce(bg, h, sb, rb, op)
 		}
-		return collectives.Reduce(bg, c, ptrSlice[T](send, n), r, op, root)
-	case collectives.CollScan:
-		return collectives.Scan(bg, c, ptrSlice[T](send, n), ptrSlice[T](recv, n), op)
-	case collectives.CollExscan:
+		return collectives.Allreduce(bg, c, sb, rb, op)
+	case collectives.CollReduce:
+		var rb []T
+		if s.rank == root {
+			rb = ptrSlice[T](recv, n)
+		}
+		if h != nil {
+			return hier.Reduce(bg, h, ptrSlice[T](send, n), rb, op, root)
+		}
+		return collectives.Reduce(bg, c, ptrSlice[T](send, n), rb, op, root)
+	case collectives.CollScan, collectives.CollExscan:
+		if h != nil {
+			return fmt.Errorf("%v is not served across nodes", coll)
+		}
+		if coll == collectives.CollScan {
+			return collectives.Scan(bg, c, ptrSlice[T](send, n), ptrSlice[T](recv, n), op)
+		}
 		return collectives.Exscan(bg, c, ptrSlice[T](send, n), ptrSlice[T](recv, n), op)
 	case collectives.CollReduceScatterBlock:
 		if send == nil {
 			all := ptrSlice[T](recv, n*p)
-			if err := collectives.ReduceScatterBlock(bg, c, nil, all, op); err != nil {
+			if err := reduceScatter(s, nil, all, nil, op); err != nil {
 				return err
 			}
 			copy(all[:n], all[s.rank*n:(s.rank+1)*n])
 			return nil
 		}
-		return collectives.ReduceScatterBlock(bg, c, ptrSlice[T](send, n*p), ptrSlice[T](recv, n), op)
+		return reduceScatter(s, ptrSlice[T](send, n*p), ptrSlice[T](recv, n), nil, op)
 	case collectives.CollReduceScatter:
 		total, off := 0, 0
 		for i, k := range counts {
@@ -315,60 +325,29 @@ func reduce[T simd.Element](s *commState, coll collectives.Collective, send, rec
 		mine := counts[s.rank]
 		if send == nil {
 			all := ptrSlice[T](recv, total)
-			if err := collectives.ReduceScatter(bg, c, nil, all, counts, op); err != nil {
+			if err := reduceScatter(s, nil, all, counts, op); err != nil {
 				return err
 			}
 			copy(all[:mine], all[off:off+mine])
 			return nil
 		}
-		return collectives.ReduceScatter(bg, c, ptrSlice[T](send, total), ptrSlice[T](recv, mine), counts, op)
+		return reduceScatter(s, ptrSlice[T](send, total), ptrSlice[T](recv, mine), counts, op)
 	}
 	return fmt.Errorf("%v is not a reduction", coll)
 }
 
-// hierReduce is reduce on a communicator spanning nodes (the reductions
-// collectives/hier has; entry.c passes scan and exscan).
-func hierReduce[T simd.Element](s *commState, coll collectives.Collective, send, recv unsafe.Pointer, n int, counts []int, op collectives.Op, root int) error {
-	h, p := s.h, s.size
-	switch coll {
-	case collectives.CollAllreduce:
-		return hier.Allreduce(bg, h, ptrSlice[T](send, n), ptrSlice[T](recv, n), op)
-	case collectives.CollReduce:
-		var r []T
-		if s.rank == root {
-			r = ptrSlice[T](recv, n)
-		}
-		return hier.Reduce(bg, h, ptrSlice[T](send, n), r, op, root)
-	case collectives.CollReduceScatterBlock:
-		if send == nil {
-			all := ptrSlice[T](recv, n*p)
-			if err := hier.ReduceScatterBlock(bg, h, nil, all, op); err != nil {
-				return err
-			}
-			copy(all[:n], all[s.rank*n:(s.rank+1)*n])
-			return nil
-		}
-		return hier.ReduceScatterBlock(bg, h, ptrSlice[T](send, n*p), ptrSlice[T](recv, n), op)
-	case collectives.CollReduceScatter:
-		total, off := 0, 0
-		for i, k := range counts {
-			if i == s.rank {
-				off = total
-			}
-			total += k
-		}
-		mine := counts[s.rank]
-		if send == nil {
-			all := ptrSlice[T](recv, total)
-			if err := hier.ReduceScatter(bg, h, nil, all, counts, op); err != nil {
-				return err
-			}
-			copy(all[:mine], all[off:off+mine])
-			return nil
-		}
-		return hier.ReduceScatter(bg, h, ptrSlice[T](send, total), ptrSlice[T](recv, mine), counts, op)
+// reduceScatter is reduce_scatter_block (counts nil) or reduce_scatter on
+// the communicator's arena, or across nodes through collectives/hier.
+func reduceScatter[T simd.Element](s *commState, send, recv []T, counts []int, op collectives.Op) error {
+	switch {
+	case s.h != nil && counts == nil:
+		return hier.ReduceScatterBlock(bg, s.h, send, recv, op)
+	case s.h != nil:
+		return hier.ReduceScatter(bg, s.h, send, recv, counts, op)
+	case counts == nil:
+		return collectives.ReduceScatterBlock(bg, s.c, send, recv, op)
 	}
-	return fmt.Errorf("%v is not served across nodes", coll)
+	return collectives.ReduceScatter(bg, s.c, send, recv, counts, op)
 }
 
 // hierMove is shmcollMove on a communicator spanning nodes.
