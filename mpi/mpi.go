@@ -717,6 +717,16 @@ func sendPtr(call string, send, recv []byte) (unsafe.Pointer, error) {
 	return ptr(send), nil
 }
 
+// separateSendPtr is sendPtr for the calls whose send and recv differ in
+// size, where MPI has no send == recv form: in place is a nil send only.
+func separateSendPtr(call string, send, recv []byte) (unsafe.Pointer, error) {
+	s, err := sendPtr(call, send, recv)
+	if err == nil && s == nil && send != nil {
+		err = fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
+	}
+	return s, err
+}
+
 // Bcast is MPI_Bcast of buf from root.
 func (c Comm) Bcast(buf []byte, dt Datatype, root int) error {
 	const call = "MPI_Bcast"
@@ -833,12 +843,9 @@ func (c Comm) ReduceScatterBlock(send, recv []byte, dt Datatype, op Op) error {
 	if err != nil {
 		return err
 	}
-	s, err := sendPtr(call, send, recv)
+	s, err := separateSendPtr(call, send, recv)
 	if err != nil {
 		return err
-	}
-	if s == nil && send != nil {
-		return fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
 	}
 	r, t, o := ptr(recv), C.int(dt), C.int(op)
 	if rt.direct {
@@ -886,12 +893,9 @@ func (c Comm) ReduceScatter(send, recv []byte, dt Datatype, op Op, counts []int)
 	if send != nil && len(recv) < counts[c.rank]*dt.Size() {
 		return fmt.Errorf("%w: %s: recv of %d bytes, counts[%d] is %d elements", ErrArgument, call, len(recv), c.rank, counts[c.rank])
 	}
-	s, err := sendPtr(call, send, recv)
+	s, err := separateSendPtr(call, send, recv)
 	if err != nil {
 		return err
-	}
-	if s == nil && send != nil {
-		return fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
 	}
 	r, t, o, pc := ptr(recv), C.int(dt), C.int(op), &cc[0]
 	if rt.direct {
@@ -921,12 +925,9 @@ func (c Comm) Allgather(send, recv []byte, dt Datatype) error {
 	if err != nil {
 		return err
 	}
-	s, err := sendPtr(call, send, recv)
+	s, err := separateSendPtr(call, send, recv)
 	if err != nil {
 		return err
-	}
-	if s == nil && send != nil {
-		return fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
 	}
 	r, t := ptr(recv), C.int(dt)
 	if rt.direct {
@@ -973,12 +974,9 @@ func (c Comm) Allgatherv(send, recv []byte, dt Datatype, counts, displs []int) e
 			return fmt.Errorf("%w: %s: send has %d elements, counts[%d] is %d", ErrArgument, call, n, c.rank, counts[c.rank])
 		}
 	}
-	s, err := sendPtr(call, send, recv)
+	s, err := separateSendPtr(call, send, recv)
 	if err != nil {
 		return err
-	}
-	if s == nil && send != nil {
-		return fmt.Errorf("%w: %s: send == recv; pass a nil send for in place", ErrArgument, call)
 	}
 	r, t := ptr(recv), C.int(dt)
 	pc, pd := &cc[0], &cd[0]
