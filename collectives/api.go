@@ -95,7 +95,7 @@ func (c *Comm) finish(ctx context.Context) error {
 	}
 	e := c.step
 	for i := 1; i < c.size; i++ {
-		q := (c.rank + i) % c.size
+		q := c.next(i)
 		if c.checked[q] == e {
 			continue // waited for in the step, and its descriptor compared
 		}

@@ -168,7 +168,7 @@ func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 		} else {
 			c.post(e, 1)
 			for i := 1; i < p; i++ {
-				q := (c.rank + i) % p
+				q := c.next(i)
 				if err := c.wait(ctx, q, e, 1); err != nil {
 					return err
 				}
