@@ -41,8 +41,10 @@ func init() {
 	register(CollAllgather, Flat, (*Comm).flatAllgather, true)
 	register(CollAllgatherv, Flat, (*Comm).flatAllgather, true)
 	register(CollBcast, Flat, (*Comm).flatBcast, true)
-	register(CollGather, Flat, (*Comm).flatGather, true)
-	register(CollScatter, Flat, (*Comm).flatScatter, true)
+	// Gather and Scatter are Gatherv and Scatterv of the regular blocks
+	// that their entry points set.
+	register(CollGather, Flat, (*Comm).flatGatherv, true)
+	register(CollScatter, Flat, (*Comm).flatScatterv, true)
 	register(CollScan, Flat, (*Comm).flatScan, true)
 	register(CollExscan, Flat, (*Comm).flatScan, true)
 	register(CollBarrier, Flat, (*Comm).flatBarrier, true)
@@ -265,18 +267,6 @@ func (c *Comm) flatBcast(ctx context.Context, a *call) error {
 		c.end(e)
 	}
 	return nil
-}
-
-// flatGather and flatScatter run flatGatherv and flatScatterv with the
-// regular blocks (n elements each, in rank order) in the Comm's scratch.
-func (c *Comm) flatGather(ctx context.Context, a *call) error {
-	c.regular(a, a.count)
-	return c.flatGatherv(ctx, a)
-}
-
-func (c *Comm) flatScatter(ctx context.Context, a *call) error {
-	c.regular(a, a.count)
-	return c.flatScatterv(ctx, a)
 }
 
 // flatScan: rank r reduces the segments of ranks 0..r (0..r-1 for exscan)

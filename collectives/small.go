@@ -16,7 +16,7 @@ import (
 // but enters them without the general path's layers: no validation that
 // can fail (arguments it does not take go to the general path, which
 // reports them), no choice (smallOK knows the algorithm), the kernel of
-// a built-in operator from the per-Comm cache instead of bindOp, and no
+// a built-in operator from the per-Comm cache instead of Op.bind, and no
 // recover (no user operator). A call that begins with every rank known to
 // have begun the last step waits for nobody in begin.
 //

@@ -88,10 +88,7 @@ func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, coun
 // displs, which it puts into the call's displs. It returns the call and
 // the sum of the counts.
 func (c *Comm) vectorStart(ctx context.Context, coll Collective, t simd.Type, counts, displs []int, root int, what string, n int) (*call, int, error) {
-	if err := c.await(ctx, coll); err != nil {
-		return nil, 0, err
-	}
-	a, err := c.start(coll, t)
+	a, err := c.start(ctx, coll, t)
 	if err != nil {
 		return nil, 0, err
 	}
