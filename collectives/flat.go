@@ -321,6 +321,9 @@ func (c *Comm) flatBarrier(ctx context.Context, a *call) error {
 // into recv. One phase per step; slot reuse as the flat algorithms'.
 func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
+	if n := N * esz; a.coll == CollAllreduce && n < sampledReduceMin && n <= c.half {
+		return c.smallAllreduceStep(ctx, a)
+	}
 	M := c.pipeElems(esz, N)
 	if a.coll == CollAllreduce && N*esz <= pipelineBytes && !c.ep.Oversubscribed() {
 		// Whole: every rank writes and reads, so the quarters of
@@ -424,6 +427,54 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 		}
 		c.end(e)
 	}
+	return nil
+}
+
+// smallAllreduceStep is replicatedAllreduce's one step of an allreduce
+// below sampledReduceMin bytes, without the segment loop, the advice and
+// the reduce's cases, which are a noticeable part of a call this small:
+// each rank copies its input into the counter's line (up to tinyBytes,
+// where it arrives with the counter and nothing is kept in flight) or
+// into its slot half, and reduces every rank's copy, its own input where
+// it is (see replicatedAllreduce), straight into recv.
+func (c *Comm) smallAllreduceStep(ctx context.Context, a *call) error {
+	n, p := a.count*a.esz, c.size
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	in, tiny := a.input(), n <= tinyBytes
+	if tiny {
+		copy(c.tiny(c.rank, e), in)
+	} else {
+		copy(c.slotHalf(c.rank, e), in)
+	}
+	c.post(e, 1)
+	ownIn := (a.send != nil || c.rank == 0) && !c.ep.Oversubscribed()
+	srcs := c.sc.srcs
+	for q := range srcs {
+		if q == c.rank && ownIn {
+			srcs[q] = in
+			continue
+		}
+		var src, touch []byte
+		if tiny {
+			src = c.tiny(q, e)[:n]
+		} else {
+			src = c.slotHalf(q, e)[:n]
+			touch = src
+		}
+		if q != c.rank {
+			if err := c.waitData(ctx, q, e, 1, touch); err != nil {
+				return err
+			}
+		}
+		srcs[q] = src
+	}
+	a.red.reduceK(a.recv, srcs)
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
+	c.full = true
+	c.end(e)
 	return nil
 }
 
