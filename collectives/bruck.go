@@ -62,12 +62,7 @@ func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 	s := cachedSchedule(schedKey{alg: Bruck, kind: 1, p: p}, func() *schedule { return bruckSchedule(p, true) })
 	M := c.half / esz / 2
 	in := a.input()
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
 		h := c.slotHalf(r, e)
 		simd.Copy(h[:m*esz], span(in, esz, base, base+m))
 		c.post(e, 1)
@@ -93,7 +88,6 @@ func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 		c.eachRun(0, p, func(rot, user, n int) {
 			simd.Copy(span(a.recv, esz, user, user+n), span(h, esz, M+rot, M+rot+n))
 		})
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }

@@ -192,12 +192,7 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 	in := a.input()
 	first := pl.Rounds[0].Recv.Hi
 	lastRecv := pl.Rounds[len(pl.Rounds)-1].Recv
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
 		evenSplit(c.sc.pre, p, m)
 		for j := range p {
 			c.sc.uoff[j] = base + c.sc.pre[j]
@@ -215,9 +210,8 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 		c.copyOut(a.esz, a.recv, h, done, lastRecv.Lo)
 		c.copyOut(a.esz, a.recv, h, lastRecv.Hi, p)
 		c.full = true
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
@@ -231,11 +225,7 @@ func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 		return c.fail(err)
 	}
 	first := pl.Rounds[0].Recv.Hi
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachStep(ctx, S, func(e uint64, k int) error {
 		c.pieces(k, S, a.counts, a.displs)
 		h := c.slotHalf(c.rank, e)
 		c.copyIn(a.esz, h, a.send, first, p)
@@ -246,9 +236,8 @@ func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 			return err
 		}
 		c.full = true
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *Comm) circAllgather(ctx context.Context, a *call) error {
@@ -262,11 +251,7 @@ func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 		return c.fail(err)
 	}
 	lastRecv := pl.Rounds[len(pl.Rounds)-1].Recv
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachStep(ctx, S, func(e uint64, k int) error {
 		c.pieces(k, S, a.counts, a.displs)
 		h := c.slotHalf(c.rank, e)
 		c.copyIn(a.esz, h, a.recv, 0, 1)
@@ -277,9 +262,8 @@ func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 		c.copyOut(a.esz, a.recv, h, 1, lastRecv.Lo)
 		c.copyOut(a.esz, a.recv, h, lastRecv.Hi, p)
 		c.full = true
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // circBarrier: the reduce-scatter rounds without data: in round k a rank
@@ -337,12 +321,7 @@ func (c *Comm) circBcast(ctx context.Context, a *call) error {
 		}
 	}
 	M := c.half / esz
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
 		seg := span(a.recv, esz, base, base+m)
 		h := c.slotHalf(c.rank, e)
 		if i == 0 {
@@ -363,9 +342,8 @@ func (c *Comm) circBcast(ctx context.Context, a *call) error {
 				c.post(e, 2)
 			}
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *Comm) circReduce(ctx context.Context, a *call) error {
@@ -374,12 +352,7 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 	i := (c.rank - a.root + p) % p
 	in := a.input()
 	M := c.half / esz
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
 		c.post(e, 1)
 		h := c.slotHalf(c.rank, e)[:m*esz]
 		x := span(in, esz, base, base+m)
@@ -422,9 +395,8 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 		} else {
 			c.full = true
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // skipTable returns the ascending skips 1 = t[0] < ... < t[q] = p.
@@ -472,13 +444,9 @@ func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 	}
 	S := max(1, (n+per-1)/per)
 	in := a.input()
-	for k := range S {
+	return c.eachStep(ctx, S, func(e uint64, k int) error {
 		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
 		m := hi - lo
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
 		// buf(x, b, j) is position j of buffer b in rank x's half.
 		buf := func(x int, b uint8, j int) []byte {
 			o := (int(b)*p + j) * m
@@ -515,7 +483,6 @@ func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 			simd.Copy(span(a.recv, esz, src*n+lo, src*n+hi), buf(c.rank, c.where[j], j))
 		}
 		c.full = true
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }

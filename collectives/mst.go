@@ -147,11 +147,7 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 		return c.fail(err)
 	}
 	s := c.mstSched(a.root, mstKindScatter)
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachStep(ctx, S, func(e uint64, k int) error {
 		c.pieces(k, S, a.counts, a.displs)
 		pre := c.sc.pre
 		h := c.slotHalf(r, e)
@@ -166,9 +162,8 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 			lo := pieceLo(k, S, a.count)
 			simd.Copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *Comm) mstGather(ctx context.Context, a *call) error {
@@ -178,11 +173,7 @@ func (c *Comm) mstGather(ctx context.Context, a *call) error {
 		return c.fail(err)
 	}
 	s := c.mstSched(a.root, mstKindGather)
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachStep(ctx, S, func(e uint64, k int) error {
 		c.pieces(k, S, a.counts, a.displs)
 		pre := c.sc.pre
 		h := c.slotHalf(r, e)
@@ -201,7 +192,6 @@ func (c *Comm) mstGather(ctx context.Context, a *call) error {
 		if r == a.root {
 			c.copyResult(a.esz, s, h, pre, 0, out, r)
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }

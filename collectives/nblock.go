@@ -214,14 +214,9 @@ func (c *Comm) nblockBcast(ctx context.Context, a *call) error {
 	}
 	s := t.Schedules()
 	M := c.half / esz
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
+	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
 		n := c.nblocks(s.Q(), m*esz, m, false, false)
 		R := s.NumRounds(n)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
 		seg := span(a.recv, esz, base, base+m)
 		h := c.slotHalf(c.rank, e)
 		if c.rank == a.root {
@@ -251,9 +246,8 @@ func (c *Comm) nblockBcast(ctx context.Context, a *call) error {
 			simd.Copy(span(seg, esz, lo, hi), src)
 			c.last.add(Stats{Rounds: 1, Received: 1})
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // blockSet is one bit per block of a step (n <= maxBlocks), on the stack.
@@ -272,14 +266,9 @@ func (c *Comm) nblockReduce(ctx context.Context, a *call) error {
 	in := a.input()
 	M := c.half / esz
 	isRoot := c.rank == a.root
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
+	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
 		n := c.nblocks(s.Q(), m*esz, m, true, N <= M)
 		R := s.NumRounds(n)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
 		x := span(in, esz, base, base+m)
 		// acc holds this rank's partial results: the root's are the
 		// result, nobody reads them.
@@ -339,9 +328,8 @@ func (c *Comm) nblockReduce(ctx context.Context, a *call) error {
 			}
 			c.full = true
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // nblockAllgatherv is Algorithm 7: p simultaneous broadcasts in

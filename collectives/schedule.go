@@ -600,11 +600,7 @@ func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) err
 	if err != nil {
 		return c.fail(err)
 	}
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachStep(ctx, S, func(e uint64, k int) error {
 		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(c.rank, e)
@@ -622,9 +618,8 @@ func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) err
 		r := c.rank
 		lo := pieceLo(k, S, a.counts[r])
 		simd.Copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // schedAllgather: every rank copies its own piece into W (position 0 if
@@ -636,11 +631,7 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 		return c.fail(err)
 	}
 	r := c.rank
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachStep(ctx, S, func(e uint64, k int) error {
 		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(r, e)
@@ -662,9 +653,8 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 			}
 			c.copyResult(a.esz, s, h, pre, 0, out, r)
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // schedBcast: the root copies its segment into W, the schedule (on npos
@@ -672,12 +662,7 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
 	esz, N := a.esz, a.count
 	M := c.half / esz
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
 		h := c.slotHalf(c.rank, e)
 		seg := span(a.recv, esz, base, base+m)
 		if c.rank == a.root {
@@ -696,7 +681,6 @@ func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
 		if out.buf != nil {
 			c.copyResult(a.esz, s, h, off, 0, out, -1)
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }

@@ -151,11 +151,7 @@ func (c *Comm) segments(a *call) int {
 func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S := c.segments(a)
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachStep(ctx, S, func(e uint64, k int) error {
 		if c.rank != a.root {
 			n := a.counts[c.rank]
 			lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
@@ -177,9 +173,8 @@ func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 			c.full = true
 		}
 		c.last.Rounds++
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // flatScatterv: in step k the root packs piece k of every other rank's
@@ -192,11 +187,7 @@ func (c *Comm) flatScatterv(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.eachStep(ctx, S, func(e uint64, k int) error {
 		c.pieces(k, S, a.counts, a.displs)
 		pre := c.sc.pre
 		if c.rank == a.root {
@@ -214,7 +205,6 @@ func (c *Comm) flatScatterv(ctx context.Context, a *call) error {
 			c.last.Received++
 		}
 		c.last.Rounds++
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
