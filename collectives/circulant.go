@@ -220,13 +220,8 @@ func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
 	first := pl.Rounds[0].Recv.Hi
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
-		c.pieces(k, S, a.counts, a.displs)
+	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		h := c.slotHalf(c.rank, e)
 		c.copyIn(a.esz, h, a.send, first, p)
 		c.post(e, 1)
@@ -246,13 +241,8 @@ func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
 	lastRecv := pl.Rounds[len(pl.Rounds)-1].Recv
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
-		c.pieces(k, S, a.counts, a.displs)
+	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		h := c.slotHalf(c.rank, e)
 		c.copyIn(a.esz, h, a.recv, 0, 1)
 		c.post(e, 1)

@@ -142,13 +142,8 @@ func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 
 func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 	esz, r := a.esz, c.rank
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
 	s := c.mstSched(a.root, mstKindScatter)
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
-		c.pieces(k, S, a.counts, a.displs)
+	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		pre := c.sc.pre
 		h := c.slotHalf(r, e)
 		if r == a.root {
@@ -168,13 +163,8 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 
 func (c *Comm) mstGather(ctx context.Context, a *call) error {
 	esz, r := a.esz, c.rank
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
 	s := c.mstSched(a.root, mstKindGather)
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
-		c.pieces(k, S, a.counts, a.displs)
+	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		pre := c.sc.pre
 		h := c.slotHalf(r, e)
 		if r != a.root {

@@ -596,12 +596,7 @@ func (c *Comm) copyResult(esz int, s *schedule, h []byte, off []int, xoff int, o
 // send); the schedule leaves the reduced block r in W at rank r.
 func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) error {
 	esz := a.esz
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
-		c.pieces(k, S, a.counts, a.displs)
+	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(c.rank, e)
 		// Copy in what is read before the rank reduces into it; the
@@ -626,13 +621,8 @@ func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) err
 // the schedule is rotated), the schedule fills in the others.
 func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 	esz, p := a.esz, c.size
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
 	r := c.rank
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
-		c.pieces(k, S, a.counts, a.displs)
+	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(r, e)
 		if s.rotated {

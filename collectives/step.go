@@ -221,6 +221,21 @@ func (c *Comm) eachSegment(ctx context.Context, N, M int, f func(e uint64, base,
 	})
 }
 
+// eachPiece is eachStep over the segments that cut a's blocks into
+// pieces of which one segment holds at most capElems elements (see
+// segment.go): before f runs step k of S, c.sc holds the pieces' offsets
+// (pieces).
+func (c *Comm) eachPiece(ctx context.Context, a *call, capElems int, f func(e uint64, k, S int) error) error {
+	S, err := numPieces(a.counts, capElems)
+	if err != nil {
+		return c.fail(err)
+	}
+	return c.eachStep(ctx, S, func(e uint64, k int) error {
+		c.pieces(k, S, a.counts, a.displs)
+		return f(e, k, S)
+	})
+}
+
 // stepBuf returns rank q's buffer of step e: its tiny payload when tiny
 // (the whole step's data fits in tinyBytes), else its slot half.
 func (c *Comm) stepBuf(q int, e uint64, tiny bool) []byte {
