@@ -62,7 +62,12 @@ func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 	s := cachedSchedule(schedKey{alg: Bruck, kind: 1, p: p}, func() *schedule { return bruckSchedule(p, true) })
 	M := c.half / esz / 2
 	in := a.input()
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		h := c.slotHalf(r, e)
 		simd.Copy(h[:m*esz], span(in, esz, base, base+m))
 		c.post(e, 1)
@@ -88,6 +93,7 @@ func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 		c.eachRun(0, p, func(rot, user, n int) {
 			simd.Copy(span(a.recv, esz, user, user+n), span(h, esz, M+rot, M+rot+n))
 		})
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }

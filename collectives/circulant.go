@@ -192,7 +192,12 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 	in := a.input()
 	first := pl.Rounds[0].Recv.Hi
 	lastRecv := pl.Rounds[len(pl.Rounds)-1].Recv
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		evenSplit(c.sc.pre, p, m)
 		for j := range p {
 			c.sc.uoff[j] = base + c.sc.pre[j]
@@ -210,8 +215,9 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 		c.copyOut(a.esz, a.recv, h, done, lastRecv.Lo)
 		c.copyOut(a.esz, a.recv, h, lastRecv.Hi, p)
 		c.full = true
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
@@ -220,8 +226,17 @@ func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
 	first := pl.Rounds[0].Recv.Hi
-	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
 		h := c.slotHalf(c.rank, e)
 		c.copyIn(a.esz, h, a.send, first, p)
 		c.post(e, 1)
@@ -231,8 +246,9 @@ func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 			return err
 		}
 		c.full = true
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 func (c *Comm) circAllgather(ctx context.Context, a *call) error {
@@ -241,8 +257,17 @@ func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
 	lastRecv := pl.Rounds[len(pl.Rounds)-1].Recv
-	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
 		h := c.slotHalf(c.rank, e)
 		c.copyIn(a.esz, h, a.recv, 0, 1)
 		c.post(e, 1)
@@ -252,8 +277,9 @@ func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 		c.copyOut(a.esz, a.recv, h, 1, lastRecv.Lo)
 		c.copyOut(a.esz, a.recv, h, lastRecv.Hi, p)
 		c.full = true
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 // circBarrier: the reduce-scatter rounds without data: in round k a rank
@@ -311,7 +337,12 @@ func (c *Comm) circBcast(ctx context.Context, a *call) error {
 		}
 	}
 	M := c.half / esz
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		seg := span(a.recv, esz, base, base+m)
 		h := c.slotHalf(c.rank, e)
 		if i == 0 {
@@ -332,8 +363,9 @@ func (c *Comm) circBcast(ctx context.Context, a *call) error {
 				c.post(e, 2)
 			}
 		}
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 func (c *Comm) circReduce(ctx context.Context, a *call) error {
@@ -342,7 +374,12 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 	i := (c.rank - a.root + p) % p
 	in := a.input()
 	M := c.half / esz
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		c.post(e, 1)
 		h := c.slotHalf(c.rank, e)[:m*esz]
 		x := span(in, esz, base, base+m)
@@ -385,8 +422,9 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 		} else {
 			c.full = true
 		}
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 // skipTable returns the ascending skips 1 = t[0] < ... < t[q] = p.
@@ -434,9 +472,13 @@ func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 	}
 	S := max(1, (n+per-1)/per)
 	in := a.input()
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
+	for k := range S {
 		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
 		m := hi - lo
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		// buf(x, b, j) is position j of buffer b in rank x's half.
 		buf := func(x int, b uint8, j int) []byte {
 			o := (int(b)*p + j) * m
@@ -473,6 +515,7 @@ func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 			simd.Copy(span(a.recv, esz, src*n+lo, src*n+hi), buf(c.rank, c.where[j], j))
 		}
 		c.full = true
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }

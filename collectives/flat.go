@@ -87,7 +87,12 @@ func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 	}
 	in := a.input()
 	root := a.coll == CollReduce
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		h := c.slotHalf(c.rank, e)
 		simd.Copy(h, span(in, esz, base, base+m))
 		c.post(e, 1)
@@ -120,8 +125,9 @@ func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 			c.last.Received += uint64(p - 1)
 			c.full = true
 		}
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 // flatReduceScatter: every rank copies this step's piece of every block
@@ -193,7 +199,11 @@ func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 	own := a.displs[c.rank]
 	tiny := S == 1 && widest*esz <= tinyBytes
 	fuse := a.send != nil && a.counts[c.rank]*esz >= fuseOwnBytes && !c.ep.Oversubscribed()
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		n := a.counts[c.rank]
 		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
 		mine := span(a.recv, esz, own+lo, own+hi)
@@ -224,8 +234,9 @@ func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 		}
 		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
 		c.full = true
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 func (c *Comm) flatBcast(ctx context.Context, a *call) error {
@@ -268,7 +279,12 @@ func (c *Comm) flatScan(ctx context.Context, a *call) error {
 	if a.coll == CollExscan {
 		last--
 	}
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		simd.Copy(c.slotHalf(c.rank, e), span(in, esz, base, base+m))
 		c.post(e, 1)
 		for q := 0; q <= last; q++ {
@@ -285,8 +301,9 @@ func (c *Comm) flatScan(ctx context.Context, a *call) error {
 		}
 		c.last.Rounds++
 		c.full = c.rank == c.size-1 && a.coll == CollScan
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 func (c *Comm) flatBarrier(ctx context.Context, a *call) error {

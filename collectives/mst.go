@@ -142,8 +142,17 @@ func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 
 func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 	esz, r := a.esz, c.rank
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
 	s := c.mstSched(a.root, mstKindScatter)
-	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
 		pre := c.sc.pre
 		h := c.slotHalf(r, e)
 		if r == a.root {
@@ -157,14 +166,24 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 			lo := pieceLo(k, S, a.count)
 			simd.Copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
 		}
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 func (c *Comm) mstGather(ctx context.Context, a *call) error {
 	esz, r := a.esz, c.rank
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
 	s := c.mstSched(a.root, mstKindGather)
-	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
 		pre := c.sc.pre
 		h := c.slotHalf(r, e)
 		if r != a.root {
@@ -182,6 +201,7 @@ func (c *Comm) mstGather(ctx context.Context, a *call) error {
 		if r == a.root {
 			c.copyResult(a.esz, s, h, pre, 0, out, r)
 		}
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }

@@ -214,9 +214,14 @@ func (c *Comm) nblockBcast(ctx context.Context, a *call) error {
 	}
 	s := t.Schedules()
 	M := c.half / esz
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
 		n := c.nblocks(s.Q(), m*esz, m, false, false)
 		R := s.NumRounds(n)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		seg := span(a.recv, esz, base, base+m)
 		h := c.slotHalf(c.rank, e)
 		if c.rank == a.root {
@@ -246,8 +251,9 @@ func (c *Comm) nblockBcast(ctx context.Context, a *call) error {
 			simd.Copy(span(seg, esz, lo, hi), src)
 			c.last.add(Stats{Rounds: 1, Received: 1})
 		}
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 // blockSet is one bit per block of a step (n <= maxBlocks), on the stack.
@@ -266,9 +272,14 @@ func (c *Comm) nblockReduce(ctx context.Context, a *call) error {
 	in := a.input()
 	M := c.half / esz
 	isRoot := c.rank == a.root
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
 		n := c.nblocks(s.Q(), m*esz, m, true, N <= M)
 		R := s.NumRounds(n)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		x := span(in, esz, base, base+m)
 		// acc holds this rank's partial results: the root's are the
 		// result, nobody reads them.
@@ -328,8 +339,9 @@ func (c *Comm) nblockReduce(ctx context.Context, a *call) error {
 			}
 			c.full = true
 		}
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 // nblockAllgatherv is Algorithm 7: p simultaneous broadcasts in

@@ -596,7 +596,16 @@ func (c *Comm) copyResult(esz int, s *schedule, h []byte, off []int, xoff int, o
 // send); the schedule leaves the reduced block r in W at rank r.
 func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) error {
 	esz := a.esz
-	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(c.rank, e)
 		// Copy in what is read before the rank reduces into it; the
@@ -613,16 +622,26 @@ func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) err
 		r := c.rank
 		lo := pieceLo(k, S, a.counts[r])
 		simd.Copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 // schedAllgather: every rank copies its own piece into W (position 0 if
 // the schedule is rotated), the schedule fills in the others.
 func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 	esz, p := a.esz, c.size
+	S, err := numPieces(a.counts, c.half/esz)
+	if err != nil {
+		return c.fail(err)
+	}
 	r := c.rank
-	return c.eachPiece(ctx, a, c.half/esz, func(e uint64, k, S int) error {
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(r, e)
 		if s.rotated {
@@ -643,8 +662,9 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 			}
 			c.copyResult(a.esz, s, h, pre, 0, out, r)
 		}
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 // schedBcast: the root copies its segment into W, the schedule (on npos
@@ -652,7 +672,12 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
 	esz, N := a.esz, a.count
 	M := c.half / esz
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		h := c.slotHalf(c.rank, e)
 		seg := span(a.recv, esz, base, base+m)
 		if c.rank == a.root {
@@ -671,6 +696,7 @@ func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
 		if out.buf != nil {
 			c.copyResult(a.esz, s, h, off, 0, out, -1)
 		}
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }

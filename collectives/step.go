@@ -194,48 +194,6 @@ func (c *Comm) begin(ctx context.Context) (uint64, error) {
 	return e, nil
 }
 
-// eachStep runs n steps: step k's work is f(e, k) in step e, which
-// eachStep begins and ends. The algorithms of the small-call path write
-// the loop out instead, sparing their one step the call through f.
-func (c *Comm) eachStep(ctx context.Context, n int, f func(e uint64, k int) error) error {
-	for k := range n {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		if err := f(e, k); err != nil {
-			return err
-		}
-		c.end(e)
-	}
-	return nil
-}
-
-// eachSegment is eachStep over the segments of at most M elements of a
-// vector of N (one segment, perhaps empty, at least): f gets the
-// segment's first element base and its length m.
-func (c *Comm) eachSegment(ctx context.Context, N, M int, f func(e uint64, base, m int) error) error {
-	return c.eachStep(ctx, max(1, (N+M-1)/M), func(e uint64, k int) error {
-		base := k * M
-		return f(e, base, min(M, N-base))
-	})
-}
-
-// eachPiece is eachStep over the segments that cut a's blocks into
-// pieces of which one segment holds at most capElems elements (see
-// segment.go): before f runs step k of S, c.sc holds the pieces' offsets
-// (pieces).
-func (c *Comm) eachPiece(ctx context.Context, a *call, capElems int, f func(e uint64, k, S int) error) error {
-	S, err := numPieces(a.counts, capElems)
-	if err != nil {
-		return c.fail(err)
-	}
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
-		c.pieces(k, S, a.counts, a.displs)
-		return f(e, k, S)
-	})
-}
-
 // stepBuf returns rank q's buffer of step e: its tiny payload when tiny
 // (the whole step's data fits in tinyBytes), else its slot half.
 func (c *Comm) stepBuf(q int, e uint64, tiny bool) []byte {

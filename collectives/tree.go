@@ -223,9 +223,14 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 	}
 	in := a.input()
 	singleRoot := nd.parent < 0 && nd.peerRoot < 0
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
 		n := machineCost.blocks(kind.lead(nd.height), m*esz, m, machineCost.beta+machineCost.gamma)
 		D := kind.delay(n, nd.depth)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		s := treeSeg{c: c, a: a, ctx: ctx, e: e, m: m, n: n}
 		h := c.slotHalf(c.rank, e)
 		part, res := h[:m*esz], h[area:area+m*esz]
@@ -283,8 +288,9 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 			}
 		}
 		c.full = true
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 // The single pipelined binary tree of Träff (002) used one way: reduce up
@@ -346,8 +352,13 @@ func (c *Comm) treeReduce(ctx context.Context, a *call) error {
 	}
 	in := a.input()
 	M := c.half / esz
-	return c.eachSegment(ctx, N, M, func(e uint64, base, m int) error {
+	for base := 0; base == 0 || base < N; base += M {
+		m := min(M, N-base)
 		n := machineCost.blocks(rootedLead(p, a.root), m*esz, m, machineCost.beta+machineCost.gamma)
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		s := treeSeg{c: c, a: a, ctx: ctx, e: e, m: m, n: n}
 		x := span(in, esz, base, base+m)
 		acc := c.slotHalf(c.rank, e)[:m*esz] // partial results
@@ -385,8 +396,9 @@ func (c *Comm) treeReduce(ctx context.Context, a *call) error {
 		}
 		// Rank p-1's result, and so the root's, needed every rank's data.
 		c.full = isRoot || c.rank == top
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 func (c *Comm) treeBcast(ctx context.Context, a *call) error {

@@ -151,7 +151,11 @@ func (c *Comm) segments(a *call) int {
 func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S := c.segments(a)
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		if c.rank != a.root {
 			n := a.counts[c.rank]
 			lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
@@ -173,8 +177,9 @@ func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 			c.full = true
 		}
 		c.last.Rounds++
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
 
 // flatScatterv: in step k the root packs piece k of every other rank's
@@ -187,7 +192,11 @@ func (c *Comm) flatScatterv(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	return c.eachStep(ctx, S, func(e uint64, k int) error {
+	for k := range S {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
 		c.pieces(k, S, a.counts, a.displs)
 		pre := c.sc.pre
 		if c.rank == a.root {
@@ -205,6 +214,7 @@ func (c *Comm) flatScatterv(ctx context.Context, a *call) error {
 			c.last.Received++
 		}
 		c.last.Rounds++
-		return nil
-	})
+		c.end(e)
+	}
+	return nil
 }
