@@ -321,8 +321,8 @@ func (c *Comm) flatBarrier(ctx context.Context, a *call) error {
 // into recv. One phase per step; slot reuse as the flat algorithms'.
 func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
-	if n := N * esz; a.coll == CollAllreduce && n < sampledReduceMin && n <= c.half {
-		return c.smallAllreduceStep(ctx, a)
+	if n := N * esz; n <= c.half && (n < sampledReduceMin || a.coll == CollReduce && n <= smallRootedBytes) {
+		return c.replicatedStep(ctx, a)
 	}
 	M := c.pipeElems(esz, N)
 	if a.coll == CollAllreduce && N*esz <= pipelineBytes && !c.ep.Oversubscribed() {
@@ -430,27 +430,41 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 	return nil
 }
 
-// smallAllreduceStep is replicatedAllreduce's one step of an allreduce
-// below sampledReduceMin bytes, without the segment loop, the advice and
-// the reduce's cases, which are a noticeable part of a call this small:
-// each rank copies its input into the counter's line (up to tinyBytes,
-// where it arrives with the counter and nothing is kept in flight) or
-// into its slot half, and reduces every rank's copy, its own input where
-// it is (see replicatedAllreduce), straight into recv.
-func (c *Comm) smallAllreduceStep(ctx context.Context, a *call) error {
+// replicatedStep is replicatedAllreduce's one step of a small vector (an
+// allreduce below sampledReduceMin bytes, a reduce up to
+// smallRootedBytes), without the segment loop and the advice's sampling,
+// which are a noticeable part of a call this small. Each rank copies its
+// input into the counter's line (up to tinyBytes, where it arrives with
+// the counter and nothing is kept in flight) or into its slot half, but a
+// reduce root that reads its input where it is; every rank of an
+// allreduce, and the root of a reduce, then reduces every rank's copy
+// (its own input where it is, see replicatedAllreduce) straight into recv.
+func (c *Comm) replicatedStep(ctx context.Context, a *call) error {
 	n, p := a.count*a.esz, c.size
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err
 	}
+	reduce := a.coll == CollReduce
 	in, tiny := a.input(), n <= tinyBytes
-	if tiny {
+	ownIn := (a.send != nil || c.rank == 0) && !c.ep.Oversubscribed()
+	switch {
+	case reduce && c.rank == a.root && a.send != nil:
+		ownIn = true // publishes nothing
+	case reduce:
+		c.adv.publish(c.stepBuf(c.rank, e, tiny), in)
+		ownIn = false
+	case tiny:
 		copy(c.tiny(c.rank, e), in)
-	} else {
+	default:
 		copy(c.slotHalf(c.rank, e), in)
 	}
 	c.post(e, 1)
-	ownIn := (a.send != nil || c.rank == 0) && !c.ep.Oversubscribed()
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1)})
+	if reduce && c.rank != a.root {
+		c.end(e)
+		return nil
+	}
 	srcs := c.sc.srcs
 	for q := range srcs {
 		if q == c.rank && ownIn {
@@ -463,16 +477,22 @@ func (c *Comm) smallAllreduceStep(ctx context.Context, a *call) error {
 		} else {
 			src = c.slotHalf(q, e)[:n]
 			touch = src
+			if reduce {
+				touch = oneLine(src)
+			}
 		}
 		if q != c.rank {
 			if err := c.waitData(ctx, q, e, 1, touch); err != nil {
 				return err
 			}
+			if n > prefetchMin && n <= prefetchMax {
+				simd.Prefetch(src)
+			}
 		}
 		srcs[q] = src
 	}
 	a.red.reduceK(a.recv, srcs)
-	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
+	c.last.add(Stats{Received: uint64(p - 1), Reduced: uint64(p - 1)})
 	c.full = true
 	c.end(e)
 	return nil
