@@ -124,19 +124,17 @@ func oneLine(data []byte) []byte {
 	return data
 }
 
-// smallFinish waits for every peer but skip (-1: none) to post step e
-// (finish's work: the step's descriptors are compared everywhere, and every
-// rank has begun the step).
-func (c *Comm) smallFinish(ctx context.Context, e uint64, skip int) error {
+// smallFinish waits for every peer to post step e (the barrier's wait:
+// the step's descriptors are compared everywhere, and every rank has begun
+// the step).
+func (c *Comm) smallFinish(ctx context.Context, e uint64) error {
 	for i := 1; i < c.size; i++ {
 		q := c.rank + i
 		if q >= c.size {
 			q -= c.size
 		}
-		if q != skip {
-			if err := c.smallWait(ctx, q, e, nil); err != nil {
-				return err
-			}
+		if err := c.smallWait(ctx, q, e, nil); err != nil {
+			return err
 		}
 	}
 	c.synced = e
@@ -151,7 +149,7 @@ func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	}
 	e := c.smallCall(CollBarrier, Flat, 0, 0, 0, nil, 0, 0, nil, nil)
 	c.post(e, 1)
-	return true, c.smallFinish(ctx, e, -1)
+	return true, c.smallFinish(ctx, e)
 }
 
 // smallAllreduce is replicatedAllreduce on the small-call path for a
@@ -232,7 +230,8 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 		c.adv.publish(c.stepBuf(c.rank, e, tiny), buf)
 		c.post(e, 1)
 		c.last.Sent = uint64(c.size - 1)
-		return true, c.smallFinish(ctx, e, -1)
+		c.leave(e) // the peers read the slot, not buf (early.go)
+		return true, nil
 	}
 	c.post(e, 1)
 	src := c.stepBuf(root, e, tiny)[:n]
@@ -244,7 +243,9 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 	}
 	simd.Copy(buf, src)
 	c.last.Received = 1
-	return true, c.smallFinish(ctx, e, root)
+	c.checked[root] = e
+	c.leave(e) // nobody reads this rank's data (early.go)
+	return true, nil
 }
 
 // smallReduce is replicatedAllreduce's reduce on the small-call path for
@@ -287,7 +288,8 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	}
 	c.post(e, 1)
 	if c.rank != root {
-		return true, c.smallFinish(ctx, e, -1)
+		c.leave(e) // the root reads the slot, not send (early.go)
+		return true, nil
 	}
 	srcs := c.sc.srcs
 	c.stepBufs(srcs, e, tiny, n)

@@ -131,7 +131,7 @@ func (c *Comm) runVector(ctx context.Context, f impl) error {
 	if err := f(c, ctx, &c.cur); err != nil {
 		return err
 	}
-	return c.finish(ctx)
+	return c.finish()
 }
 
 // segments is the number of steps that cut the largest of a's blocks into
