@@ -87,9 +87,10 @@ func (c *Comm) dispatch(ctx context.Context, a *call, bytes int) error {
 // every rank (a bcast, scatter, gather or reduce that did not wait for
 // everybody): the rank returns early, and settle, at its next use of the
 // communicator, waits until every rank has begun that step and compares
-// their descriptors (early.go). The algorithms read only the arena, and
-// direct (the Alloc buffers, read in place) ends by waiting for every
-// rank, so nobody reads this rank's buffers after it returns.
+// their descriptors (early.go). An algorithm whose peers read this rank's
+// own buffers in place (direct, on the Alloc buffers) ends by waiting for
+// every rank (endAll), so it never returns early; the others leave only
+// arena data behind.
 func (c *Comm) finish() error {
 	if !c.full {
 		c.leave(c.step)
