@@ -86,30 +86,21 @@ func (c *Comm) dispatch(ctx context.Context, a *call, bytes int) error {
 		return err
 	}
 	c.averaged(a)
-	return c.finish(ctx)
+	return c.finish()
 }
 
 // finish ends a call whose last step did not make this rank depend on
 // every rank (a bcast, scatter, gather or reduce that did not wait for
-// everybody): it waits until every rank has begun that step and compares
-// their descriptors, so that a mismatch fails the call on every rank, not
-// only on the ranks that read from a mismatched one. Every rank then has
-// begun the step, so the next step needs no check in begin.
-func (c *Comm) finish(ctx context.Context) error {
-	if c.full {
-		return nil
+// everybody): the rank returns early, and settle, at its next use of the
+// communicator, waits until every rank has begun that step and compares
+// their descriptors (early.go). An algorithm whose peers read this rank's
+// own buffers in place (direct, on the Alloc buffers) ends by waiting for
+// every rank (endAll), so it never returns early; the others leave only
+// arena data behind.
+func (c *Comm) finish() error {
+	if !c.full {
+		c.leave(c.step)
 	}
-	e := c.step
-	for i := 1; i < c.size; i++ {
-		q := c.next(i)
-		if c.checked[q] == e {
-			continue // waited for in the step, and its descriptor compared
-		}
-		if err := c.wait(ctx, q, e, 1); err != nil {
-			return err
-		}
-	}
-	c.synced = e
 	return nil
 }
 
@@ -376,6 +367,12 @@ func (c *Comm) irregular(a *call, counts []int) (int, error) {
 }
 
 // Bcast copies buf of rank root into buf of every rank.
+//
+// The root, and a rank that has its copy, may return before the other
+// ranks have made the call, as may the ranks of Reduce, Scatter, Gather
+// and Scan whose part is done: a mismatch between the ranks' calls then
+// fails the rank's next call on the communicator, or its Close, with the
+// error of the mismatched call.
 func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) error {
 	if err := c.await(ctx, CollBcast); err != nil {
 		return err

@@ -113,7 +113,7 @@ func (c *Comm) lean(ctx context.Context, a *call) (bool, error) {
 	if err := algorithms[a.coll][a.alg](c, ctx, a); err != nil || c.full {
 		return true, err
 	}
-	return true, c.finish(ctx)
+	return true, c.finish()
 }
 
 // kernel returns the cached kernel of the built-in op for t, nil if op is

@@ -130,7 +130,7 @@ func (c *Comm) runVector(ctx context.Context, a *call, f impl) error {
 	if err := c.run(ctx, a, f); err != nil {
 		return err
 	}
-	return c.finish(ctx)
+	return c.finish()
 }
 
 // segments is the number of steps that cut the largest of a's blocks into
