@@ -127,7 +127,7 @@ func (c *Comm) runVector(ctx context.Context, f impl) error {
 	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}
-	c.cur.alg = Flat
+	c.cur.alg, f = c.vectorAlgorithm(f)
 	if err := f(c, ctx, &c.cur); err != nil {
 		return err
 	}

@@ -1,0 +1,272 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/shmcoll/shmcoll/shm"
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// The Single algorithms: one copy for private buffers. Through the slots a
+// block is copied twice (into the owner's slot, out of it); by
+// cross-memory attach (shm's ReadPeer and WritePeer: process_vm_readv and
+// process_vm_writev between processes, a plain copy between goroutine
+// ranks) it is copied once, from the owner's buffer into the reader's. One
+// step per call:
+//
+//  1. every rank writes into its slot half a table of p ranges of its own
+//     memory, entry j the range that rank j reads (in gather(v): writes),
+//     and posts phase 1;
+//  2. every rank that moves data with a peer q waits for q's phase 1,
+//     checks the length of q's entry for it against its own buffer and
+//     copies: reads q's range into its buffer (allgather(v): q's block;
+//     bcast: the root's buffer; alltoall(v): q's send block for it;
+//     scatter(v): the root's send block for it), or writes its send into
+//     it (gather(v): its block of the root's recv); then posts phase 2;
+//  3. a rank whose ranges peers access returns only after every one of
+//     them posted phase 2 (allgather and alltoall: every rank, endAll;
+//     bcast, scatter and gather: the root), so the caller owns its buffers
+//     again when the call returns.
+//
+// A failed copy (the peer died: ErrPeerDead; the kernel refused) fails the
+// call and aborts the communicator, so that every rank's waits end with
+// the error; a dead rank is found by the waits' liveness check.
+//
+// The buffers must stay where they are while peers read them: a Go heap
+// object does not move, a goroutine stack does. Every buffer a collective
+// is given escapes to the heap already (the call keeps it in c.cur), and
+// selection takes Single only for calls of at least singleMin bytes.
+//
+// An alltoall in place does not take Single: each rank's recv blocks are
+// read by the peers while the rank overwrites them. Since the ranks must
+// all choose Single or all not, an alltoall in place on some ranks and not
+// on others fails with ErrMismatch at the sizes Single serves.
+
+func init() {
+	register(CollAllgather, Single, (*Comm).singleAllgather, true)
+	register(CollAllgatherv, Single, (*Comm).singleAllgather, true)
+	register(CollAlltoall, Single, (*Comm).singleAlltoall, true)
+	register(CollAlltoallv, Single, (*Comm).singleAlltoall, true)
+	register(CollScatter, Single, (*Comm).singleRooted, true)
+	register(CollGather, Single, (*Comm).singleRooted, true)
+	register(CollBcast, Single, (*Comm).singleRooted, true)
+}
+
+// singleMin is the smallest call (bytes, as selection counts them) that
+// takes Single without a pin where cross-memory attach is on, for p ranks,
+// oversubscribed or not. 0 means never: the slots are faster at every
+// size. Below these sizes a system call per block and the loss of the
+// copy into the slot (which leaves the block in the reader's cache for
+// the program) cost more than the second copy.
+func singleMin(coll Collective, p int, over bool) int {
+	switch coll {
+	case CollAllgather, CollAllgatherv:
+		return 256 << 10
+	case CollBcast:
+		return 256 << 10
+	case CollAlltoall, CollAlltoallv:
+		return 256 << 10
+	case CollGather, collGatherv:
+		return 256 << 10
+	case CollScatter, collScatterv:
+		return 256 << 10
+	}
+	return 0
+}
+
+// singleTakes reports whether a call of coll on bytes takes Single: it is
+// pinned, or nothing else is and the call has at least singleMin bytes.
+func singleTakes(coll Collective, bytes, p int, pin Algorithm, over bool) bool {
+	if pin == Single {
+		return true
+	}
+	m := singleMin(coll, p, over)
+	return pin == Auto && m > 0 && bytes >= m
+}
+
+// CrossMemory returns nil if the ranks of c can read each other's private
+// memory (cross-memory attach, agreed by every rank when the communicator
+// was made), and otherwise why not, the same on every rank: an error
+// wrapping shm.ErrNoCrossMemory. Without it no call takes [Single].
+func (c *Comm) CrossMemory() error { return c.ep.CrossMemory() }
+
+// singleReady reports whether this rank may take Single for the current
+// call: cross-memory attach is on, the slot half holds the table, and the
+// call is not an alltoall in place.
+func (c *Comm) singleReady() bool {
+	a := &c.cur
+	return algorithms[a.coll][Single] != nil && c.ep.CrossMemory() == nil && 16*c.size <= c.half &&
+		!(a.coll == CollAlltoall && a.send == nil)
+}
+
+// vectorAlgorithm returns the algorithm of a gatherv or scatterv (which
+// the selection table does not cover) and its implementation: Single
+// where it takes the call, else flat, f.
+func (c *Comm) vectorAlgorithm(f impl) (Algorithm, impl) {
+	a := &c.cur
+	if c.ep.CrossMemory() == nil && 16*c.size <= c.half &&
+		singleTakes(a.coll, a.count*a.esz, c.size, Auto, c.ep.Oversubscribed()) {
+		return Single, (*Comm).singleRooted
+	}
+	return Flat, f
+}
+
+// singleTable returns rank q's table of step e: for every rank j, the
+// address (in q's address space) and the length of the range j accesses.
+func (c *Comm) singleTable(q int, e uint64) []uint64 {
+	h := c.slotHalf(q, e)
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(h))), 2*c.size)
+}
+
+// offer writes b (empty: nothing) as this rank's entry for rank j in its
+// table of step e.
+func (c *Comm) offer(e uint64, j int, b []byte) {
+	t := c.singleTable(c.rank, e)
+	t[2*j], t[2*j+1] = 0, uint64(len(b))
+	if len(b) > 0 {
+		t[2*j] = uint64(shm.AddrOf(b))
+		if singleBadAddr {
+			t[2*j] = badAddr
+		}
+	}
+}
+
+// singleBadAddr makes this process offer badAddr, an address it does not
+// map, instead of its buffers: a test of the peers' failed copies.
+var singleBadAddr bool
+
+const badAddr = 1 << 12
+
+// offerAll offers b to every peer.
+func (c *Comm) offerAll(e uint64, b []byte) {
+	for j := range c.size {
+		if j != c.rank {
+			c.offer(e, j, b)
+		}
+	}
+}
+
+// access waits for q's phase 1 of step e and copies between local and the
+// range q offers this rank: q's bytes into local, or local into q's range
+// when write. The lengths must agree.
+func (c *Comm) access(ctx context.Context, q int, e uint64, local []byte, write bool) error {
+	if err := c.wait(ctx, q, e, 1); err != nil {
+		return err
+	}
+	t := c.singleTable(q, e)
+	addr, n := uintptr(t[2*c.rank]), t[2*c.rank+1]
+	if n != uint64(len(local)) {
+		return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, n, c.rank, len(local)))
+	}
+	if n == 0 {
+		return nil
+	}
+	var err error
+	if write {
+		err = c.ep.WritePeer(q, addr, local)
+	} else {
+		err = c.ep.ReadPeer(q, addr, local)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return nil
+}
+
+func (c *Comm) singleAllgather(ctx context.Context, a *call) error {
+	esz, p, r := a.esz, c.size, c.rank
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	// dispatch put the own block into recv; the peers read it there.
+	c.offerAll(e, span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r]))
+	c.post(e, 1)
+	for i := 1; i < p; i++ {
+		q := (r + i) % p
+		if err := c.access(ctx, q, e, span(a.recv, esz, a.displs[q], a.displs[q]+a.counts[q]), false); err != nil {
+			return err
+		}
+	}
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
+	return c.endAll(ctx, e, 2)
+}
+
+func (c *Comm) singleAlltoall(ctx context.Context, a *call) error {
+	esz, p, r := a.esz, c.size, c.rank
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	for j := range p {
+		if j != r {
+			c.offer(e, j, span(a.send, esz, a.displs[j], a.displs[j]+a.counts[j]))
+		}
+	}
+	c.post(e, 1)
+	simd.Copy(span(a.recv, esz, a.rdispls[r], a.rdispls[r]+a.rcounts[r]), span(a.send, esz, a.displs[r], a.displs[r]+a.counts[r]))
+	for i := 1; i < p; i++ {
+		q := (r + i) % p
+		if err := c.access(ctx, q, e, span(a.recv, esz, a.rdispls[q], a.rdispls[q]+a.rcounts[q]), false); err != nil {
+			return err
+		}
+	}
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
+	return c.endAll(ctx, e, 2)
+}
+
+// singleRooted runs bcast, scatter(v) and gather(v): the root offers
+// every other rank its range (bcast: the buffer; scatter: the rank's send
+// block; gather: the rank's recv block) and waits until each posted phase
+// 2; every other rank reads the root's range into its recv (writes its
+// send into it: gather) and posts phase 2.
+func (c *Comm) singleRooted(ctx context.Context, a *call) error {
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	if c.rank == a.root {
+		for j := range c.size {
+			if j != c.rank {
+				c.offer(e, j, c.rootBlock(a, j))
+			}
+		}
+		c.post(e, 1)
+		if err := c.waitAll(ctx, e, 2); err != nil {
+			return err
+		}
+		a.fully = true
+		c.last.Sent += uint64(c.size - 1)
+	} else {
+		c.post(e, 1)
+		local, write := a.recv, false
+		if a.coll == CollGather || a.coll == collGatherv {
+			local, write = a.send, true
+		}
+		if err := c.access(ctx, a.root, e, local, write); err != nil {
+			return err
+		}
+		c.post(e, 2)
+		c.last.Received++
+	}
+	c.last.Rounds++
+	c.end(e)
+	return nil
+}
+
+// rootBlock returns the root's range for rank j of a rooted call.
+func (c *Comm) rootBlock(a *call, j int) []byte {
+	switch a.coll {
+	case CollBcast:
+		return a.recv
+	case CollScatter:
+		return span(a.send, a.esz, j*a.count, (j+1)*a.count)
+	case CollGather:
+		return span(a.recv, a.esz, j*a.count, (j+1)*a.count)
+	case collScatterv:
+		return span(a.send, a.esz, a.displs[j], a.displs[j]+a.counts[j])
+	}
+	return span(a.recv, a.esz, a.displs[j], a.displs[j]+a.counts[j]) // gatherv
+}
