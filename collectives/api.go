@@ -70,7 +70,7 @@ func (c *Comm) dispatch(ctx context.Context, bytes int) error {
 		return c.fail(err)
 	}
 	c.cur.alg = a
-	if (c.cur.coll == CollAllgather || c.cur.coll == CollAllgatherv) && a != Flat && a != Direct {
+	if (c.cur.coll == CollAllgather || c.cur.coll == CollAllgatherv) && a != Flat && a != Direct && a != Single {
 		c.ownBlock()
 	}
 	if err := c.run(ctx); err != nil {

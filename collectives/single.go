@@ -148,21 +148,29 @@ func (c *Comm) offerAll(e uint64, b []byte) {
 	}
 }
 
+// waitOffer waits for q's phase 1 of step e and checks that q offers
+// this rank n bytes.
+func (c *Comm) waitOffer(ctx context.Context, q int, e uint64, n int) error {
+	if err := c.wait(ctx, q, e, 1); err != nil {
+		return err
+	}
+	if m := c.singleTable(q, e)[2*c.rank+1]; m != uint64(n) {
+		return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, m, c.rank, n))
+	}
+	return nil
+}
+
 // access waits for q's phase 1 of step e and copies between local and the
 // range q offers this rank: q's bytes into local, or local into q's range
 // when write. The lengths must agree.
 func (c *Comm) access(ctx context.Context, q int, e uint64, local []byte, write bool) error {
-	if err := c.wait(ctx, q, e, 1); err != nil {
+	if err := c.waitOffer(ctx, q, e, len(local)); err != nil {
 		return err
 	}
-	t := c.singleTable(q, e)
-	addr, n := uintptr(t[2*c.rank]), t[2*c.rank+1]
-	if n != uint64(len(local)) {
-		return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, n, c.rank, len(local)))
-	}
-	if n == 0 {
+	if len(local) == 0 {
 		return nil
 	}
+	addr := uintptr(c.singleTable(q, e)[2*c.rank])
 	var err error
 	if write {
 		err = c.ep.WritePeer(q, addr, local)
@@ -175,19 +183,47 @@ func (c *Comm) access(ctx context.Context, q int, e uint64, local []byte, write 
 	return nil
 }
 
+// singleChunk is the piece of its block that an allgather rank copies
+// into its own recv and then writes into every peer's while the piece is
+// in its cache: its block is read from memory once, not once by the rank
+// and again by every peer.
+const singleChunk = 256 << 10
+
+// singleAllgather: every rank offers each peer j the place of j's block
+// in its recv; each rank copies its block into its own recv piece by piece
+// and writes each piece into every peer's recv.
 func (c *Comm) singleAllgather(ctx context.Context, a *call) error {
 	esz, p, r := a.esz, c.size, c.rank
+	mine := span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r])
+	src := mine
+	if a.send != nil {
+		src = a.send
+	}
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err
 	}
-	// dispatch put the own block into recv; the peers read it there.
-	c.offerAll(e, span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r]))
+	for j := range p {
+		if j != r {
+			c.offer(e, j, span(a.recv, esz, a.displs[j], a.displs[j]+a.counts[j]))
+		}
+	}
 	c.post(e, 1)
 	for i := 1; i < p; i++ {
-		q := (r + i) % p
-		if err := c.access(ctx, q, e, span(a.recv, esz, a.displs[q], a.displs[q]+a.counts[q]), false); err != nil {
+		if err := c.waitOffer(ctx, (r+i)%p, e, len(mine)); err != nil {
 			return err
+		}
+	}
+	for lo := 0; lo < len(src); lo += singleChunk {
+		hi := min(lo+singleChunk, len(src))
+		if a.send != nil {
+			simd.Copy(mine[lo:hi], a.send[lo:hi])
+		}
+		for i := 1; i < p; i++ {
+			q := (r + i) % p
+			if err := c.ep.WritePeer(q, uintptr(c.singleTable(q, e)[2*r])+uintptr(lo), src[lo:hi]); err != nil {
+				return c.fail(err)
+			}
 		}
 	}
 	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
