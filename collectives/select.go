@@ -291,7 +291,7 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	why := map[reason]string{
 		byPin:       "pinned by SHMCOLL_ALGO_" + strings.ToUpper(call.Coll.String()),
 		byDirect:    "every buffer comes from Alloc and the call has at least " + formatTableSize(int64(directMin(call.Coll, call.Oversubscribed))),
-		bySingle:    "cross-memory attach is on and the call has at least " + formatTableSize(int64(singleMin(call.Coll, call.P, call.Oversubscribed))) + ": one copy, from the owner's buffer into the reader's",
+		bySingle:    "cross-memory attach is on and the call has at least " + formatTableSize(int64(singleMin(call.Coll, call.P, call.Oversubscribed))) + ": one copy between the ranks' own buffers by cross-memory attach",
 		byHeuristic: "no table entry for this p, oversubscription and size: the heuristic",
 	}[d.why]
 	if d.why == byPin && opt.Algorithms[call.Coll] != Auto {

@@ -13,18 +13,20 @@ import (
 // block is copied twice (into the owner's slot, out of it); by
 // cross-memory attach (shm's ReadPeer and WritePeer: process_vm_readv and
 // process_vm_writev between processes, a plain copy between goroutine
-// ranks) it is copied once, from the owner's buffer into the reader's. One
-// step per call:
+// ranks) it is copied once, between the ranks' own buffers. One step per
+// call:
 //
 //  1. every rank writes into its slot half a table of p ranges of its own
-//     memory, entry j the range that rank j reads (in gather(v): writes),
-//     and posts phase 1;
+//     memory, entry j the range that rank j accesses, and posts phase 1:
+//     what j reads (bcast: the root's buffer; alltoall(v): the rank's send
+//     block for j; scatter(v): the root's send block for j) or writes
+//     (allgather(v): the place of j's block in the rank's recv; gather(v):
+//     j's block of the root's recv);
 //  2. every rank that moves data with a peer q waits for q's phase 1,
 //     checks the length of q's entry for it against its own buffer and
-//     copies: reads q's range into its buffer (allgather(v): q's block;
-//     bcast: the root's buffer; alltoall(v): q's send block for it;
-//     scatter(v): the root's send block for it), or writes its send into
-//     it (gather(v): its block of the root's recv); then posts phase 2;
+//     copies (allgather: its own block into its recv and every peer's,
+//     piece by piece, so that each piece is read from memory once); then
+//     posts phase 2;
 //  3. a rank whose ranges peers access returns only after every one of
 //     them posted phase 2 (allgather and alltoall: every rank, endAll;
 //     bcast, scatter and gather: the root), so the caller owns its buffers
@@ -34,15 +36,16 @@ import (
 // call and aborts the communicator, so that every rank's waits end with
 // the error; a dead rank is found by the waits' liveness check.
 //
-// The buffers must stay where they are while peers read them: a Go heap
-// object does not move, a goroutine stack does. Every buffer a collective
-// is given escapes to the heap already (the call keeps it in c.cur), and
-// selection takes Single only for calls of at least singleMin bytes.
+// The buffers must stay where they are while peers access them: a Go
+// heap object does not move, a goroutine stack does. Every buffer a
+// collective is given escapes to the heap already (the call keeps it in
+// c.cur; TestSingleBuffersOnHeap checks it), so Single adds no allocation.
 //
 // An alltoall in place does not take Single: each rank's recv blocks are
 // read by the peers while the rank overwrites them. Since the ranks must
 // all choose Single or all not, an alltoall in place on some ranks and not
-// on others fails with ErrMismatch at the sizes Single serves.
+// on others fails with ErrMismatch at the sizes Single serves (MPI asks for
+// MPI_IN_PLACE on every rank or none).
 
 func init() {
 	register(CollAllgather, Single, (*Comm).singleAllgather, true)
@@ -56,22 +59,36 @@ func init() {
 
 // singleMin is the smallest call (bytes, as selection counts them) that
 // takes Single without a pin where cross-memory attach is on, for p ranks,
-// oversubscribed or not. 0 means never: the slots are faster at every
-// size. Below these sizes a system call per block and the loss of the
-// copy into the slot (which leaves the block in the reader's cache for
-// the program) cost more than the second copy.
+// oversubscribed or not; 0 means never. Below these sizes a system call
+// per block costs more than the second copy saves. Where ranks share CPUs
+// a reader waits for its turn on a CPU either way, and the slots, which
+// keep the pieces in the cache, stay ahead up to larger sizes. The sizes
+// come from shmbench run -algo single,flat at np = 2 and np = 4 on two
+// CPUs (docs/PERFORMANCE.md); fitting ranks of p > 2 use those of p = 2.
 func singleMin(coll Collective, p int, over bool) int {
 	switch coll {
 	case CollAllgather, CollAllgatherv:
-		return 256 << 10
+		if over {
+			return 4 << 20
+		}
+		return 16 << 10
 	case CollBcast:
-		return 256 << 10
+		if over {
+			return 4 << 20
+		}
+		// Ahead from 4 KiB, but the small-call path serves bcast up to
+		// 8 KiB.
+		return 8<<10 + 1
 	case CollAlltoall, CollAlltoallv:
-		return 256 << 10
-	case CollGather, collGatherv:
-		return 256 << 10
-	case CollScatter, collScatterv:
-		return 256 << 10
+		if over {
+			return 64 << 10
+		}
+		return 16 << 10
+	case CollGather, collGatherv, CollScatter, collScatterv:
+		if over {
+			return 64 << 10
+		}
+		return 8 << 10
 	}
 	return 0
 }

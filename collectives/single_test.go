@@ -41,7 +41,7 @@ func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
 	esz := simd.TypeOf[T]().Size()
 	alg := func(what string) error {
 		vector := strings.HasPrefix(what, "gatherv") || strings.HasPrefix(what, "scatterv")
-		if vector && sum(counts)*esz < singleMin(collGatherv, p, false) {
+		if vector && sum(counts)*esz < singleMin(collGatherv, p, c.Oversubscribed()) {
 			return nil // no pins for gatherv and scatterv
 		}
 		if want != Auto && c.LastAlgorithm() != want {
@@ -355,14 +355,14 @@ func TestSingleChild(t *testing.T) {
 	}
 	want := map[string]Algorithm{"pin": Single, "auto": Auto, "off": Auto}[mode]
 	for _, n := range singleSizes() {
-		if mode == "auto" && n < singleMin(CollBcast, c.Size(), false)/4 {
-			continue
-		}
 		if err := singleCalls[int32](c, n, want); err != nil {
 			t.Fatalf("n=%d: %v", n, err)
 		}
 		if mode == "off" && c.LastAlgorithm() == Single {
 			t.Fatalf("n=%d: single with cross-memory attach off", n)
+		}
+		if mode == "auto" && n == 300<<10 && c.LastAlgorithm() != Single {
+			t.Fatalf("n=%d: scatterv took %v, want single", n, c.LastAlgorithm())
 		}
 	}
 }
@@ -450,4 +450,123 @@ func sum(xs []int) int {
 		s += x
 	}
 	return s
+}
+
+// TestSingleDoesNotAllocate: the Single calls allocate nothing per call.
+func TestSingleDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const p, n = 2, 4096
+	cs := localComms(t, p, singleOptions(true, false))
+	counts := []int{n, n - 3}
+	type bufs struct{ in, out, all, all2 []int64 }
+	b := make([]bufs, p)
+	for r := range b {
+		b[r] = bufs{make([]int64, n), make([]int64, n), make([]int64, p*n), make([]int64, p*n)}
+		for i := range b[r].in {
+			b[r].in[i] = int64(10*r + i)
+		}
+	}
+	calls := func(c *Comm) error {
+		r := c.Rank()
+		x := b[r]
+		if err := Allgather(bg, c, x.in, x.all); err != nil {
+			return err
+		}
+		if err := Allgatherv(bg, c, x.in[:counts[r]], x.all, counts, nil); err != nil {
+			return err
+		}
+		if err := Bcast(bg, c, x.all, 1); err != nil {
+			return err
+		}
+		if err := Alltoall(bg, c, x.all, x.all2); err != nil {
+			return err
+		}
+		if err := Gather(bg, c, x.in, x.all, 0); err != nil {
+			return err
+		}
+		if err := Scatter(bg, c, x.all, x.out, 0); err != nil {
+			return err
+		}
+		if err := Gatherv(bg, c, x.in[:counts[r]], x.all, counts, nil, 1); err != nil {
+			return err
+		}
+		return Scatterv(bg, c, x.all, x.out[:counts[r]], counts, nil, 1)
+	}
+	const runs = 50
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for range runs + 1 + 2 {
+			if err = calls(cs[1]); err != nil {
+				break
+			}
+		}
+		done <- err
+	}()
+	for range 2 {
+		if err := calls(cs[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(runs, func() {
+		if err := calls(cs[0]); err != nil {
+			t.Fatal(err)
+		}
+		if c := cs[0]; c.LastAlgorithm() != Single {
+			t.Fatalf("scatterv took %v", c.LastAlgorithm())
+		}
+	})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if allocs != 0 {
+		t.Errorf("%v allocations per round of the Single calls", allocs)
+	}
+	// The last Scatterv gave each rank its block of the last Gatherv.
+	for r := range p {
+		for i := range counts[r] {
+			if got, want := b[r].out[i], int64(10*r+i); got != want {
+				t.Errorf("rank %d: out[%d] = %d, want %d", r, i, got, want)
+			}
+		}
+	}
+}
+
+// TestSingleBuffersOnHeap: Single publishes the addresses of the caller's
+// buffers, which must not move while peers copy, so they must not be on a
+// goroutine stack. The collectives keep their buffers in the Comm, which
+// makes every buffer passed to them escape: an array declared in the
+// caller moves to the heap (an allocation per call) instead of the stack.
+func TestSingleBuffersOnHeap(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	c := localComms(t, 1, Options{})[0]
+	calls := map[string]struct {
+		f    func()
+		bufs float64
+	}{
+		"allgather": {func() { var s, r [16]int32; _ = Allgather(bg, c, s[:], r[:]) }, 2},
+		"allgatherv": {func() {
+			var s, r [16]int32
+			_ = Allgatherv(bg, c, s[:], r[:], []int{16}, nil)
+		}, 2},
+		"bcast":    {func() { var b [16]int32; _ = Bcast(bg, c, b[:], 0) }, 1},
+		"alltoall": {func() { var s, r [16]int32; _ = Alltoall(bg, c, s[:], r[:]) }, 2},
+		"alltoallv": {func() {
+			var s, r [16]int32
+			_ = Alltoallv(bg, c, s[:], []int{16}, nil, r[:], []int{16}, nil)
+		}, 2},
+		"gather":   {func() { var s, r [16]int32; _ = Gather(bg, c, s[:], r[:], 0) }, 2},
+		"scatter":  {func() { var s, r [16]int32; _ = Scatter(bg, c, s[:], r[:], 0) }, 2},
+		"gatherv":  {func() { var s, r [16]int32; _ = Gatherv(bg, c, s[:], r[:], []int{16}, nil, 0) }, 2},
+		"scatterv": {func() { var s, r [16]int32; _ = Scatterv(bg, c, s[:], r[:], []int{16}, nil, 0) }, 2},
+	}
+	for name, call := range calls {
+		if a := testing.AllocsPerRun(10, call.f); a < call.bufs {
+			t.Errorf("%s: %v allocations per call, want at least %v: the buffers stay on the stack, where Single must not publish them", name, a, call.bufs)
+		}
+	}
 }
