@@ -39,7 +39,8 @@ import (
 // The buffers must stay where they are while peers access them: a Go
 // heap object does not move, a goroutine stack does. Every buffer a
 // collective is given escapes to the heap already (the call keeps it in
-// c.cur; TestSingleBuffersOnHeap checks it), so Single adds no allocation.
+// the Comm, c.args; TestSingleBuffersOnHeap checks it), so Single adds
+// no allocation.
 //
 // An alltoall in place does not take Single: each rank's recv blocks are
 // read by the peers while the rank overwrites them. Since the ranks must
@@ -112,8 +113,7 @@ func (c *Comm) CrossMemory() error { return c.ep.CrossMemory() }
 // singleReady reports whether this rank may take Single for the current
 // call: cross-memory attach is on, the slot half holds the table, and the
 // call is not an alltoall in place.
-func (c *Comm) singleReady() bool {
-	a := &c.cur
+func (c *Comm) singleReady(a *call) bool {
 	return algorithms[a.coll][Single] != nil && c.ep.CrossMemory() == nil && 16*c.size <= c.half &&
 		!(a.coll == CollAlltoall && a.send == nil)
 }
@@ -121,8 +121,7 @@ func (c *Comm) singleReady() bool {
 // vectorAlgorithm returns the algorithm of a gatherv or scatterv (which
 // the selection table does not cover) and its implementation: Single
 // where it takes the call, else flat, f.
-func (c *Comm) vectorAlgorithm(f impl) (Algorithm, impl) {
-	a := &c.cur
+func (c *Comm) vectorAlgorithm(a *call, f impl) (Algorithm, impl) {
 	if c.ep.CrossMemory() == nil && 16*c.size <= c.half &&
 		singleTakes(a.coll, a.count*a.esz, c.size, Auto, c.ep.Oversubscribed()) {
 		return Single, (*Comm).singleRooted
@@ -290,7 +289,7 @@ func (c *Comm) singleRooted(ctx context.Context, a *call) error {
 		if err := c.waitAll(ctx, e, 2); err != nil {
 			return err
 		}
-		a.fully = true
+		c.full = true
 		c.last.Sent += uint64(c.size - 1)
 	} else {
 		c.post(e, 1)
