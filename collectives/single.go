@@ -155,15 +155,6 @@ var singleBadAddr bool
 
 const badAddr = 1 << 12
 
-// offerAll offers b to every peer.
-func (c *Comm) offerAll(e uint64, b []byte) {
-	for j := range c.size {
-		if j != c.rank {
-			c.offer(e, j, b)
-		}
-	}
-}
-
 // waitOffer waits for q's phase 1 of step e and checks that q offers
 // this rank n bytes.
 func (c *Comm) waitOffer(ctx context.Context, q int, e uint64, n int) error {
