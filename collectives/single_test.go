@@ -570,3 +570,25 @@ func TestSingleBuffersOnHeap(t *testing.T) {
 		}
 	}
 }
+
+// TestSingleAlltoallvCountsDisagree: an alltoallv whose receive count on
+// one rank differs from its peer's send count fails with ErrMismatch on
+// every rank, naming the ranks.
+func TestSingleAlltoallvCountsDisagree(t *testing.T) {
+	const n = 1000
+	errs := make([]error, 2)
+	_ = Run(2, singleOptions(true, false), func(c *Comm) error {
+		r := c.Rank()
+		rc := []int{n, n}
+		if r == 1 {
+			rc[0] = n - 1 // rank 0 sends n
+		}
+		errs[r] = Alltoallv(bg, c, make([]int32, 2*n), []int{n, n}, nil, make([]int32, 2*n), rc, nil)
+		return nil
+	})
+	for r, err := range errs {
+		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "rank 0 offers 4000 bytes to rank 1, which expects 3996") {
+			t.Errorf("rank %d: %v, want ErrMismatch naming the counts", r, err)
+		}
+	}
+}
