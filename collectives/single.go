@@ -18,18 +18,20 @@ import (
 //
 //  1. every rank writes into its slot half a table of p ranges of its own
 //     memory, entry j the range that rank j accesses, and posts phase 1:
-//     what j reads (bcast: the root's buffer; alltoall(v): the rank's send
-//     block for j; scatter(v): the root's send block for j) or writes
-//     (allgather(v): the place of j's block in the rank's recv; gather(v):
-//     j's block of the root's recv);
-//  2. every rank that moves data with a peer q waits for q's phase 1,
-//     checks the length of q's entry for it against its own buffer and
-//     copies (allgather: its own block into its recv and every peer's,
-//     piece by piece, so that each piece is read from memory once); then
-//     posts phase 2;
+//     allgather(v): the place of j's block in its recv, which j writes;
+//     alltoall(v): its send block for j, which j reads; bcast, scatter(v)
+//     and gather(v): at the root j's block of its buffer, at j its recv
+//     (gather: its send), which the two copy between them;
+//  2. every rank waits for phase 1 of the peers it copies with, checks
+//     the length of their entries for it against its own buffer, copies,
+//     and posts phase 2: allgather writes its block into its own recv and
+//     every peer's piece by piece, so that each piece is read from memory
+//     once; alltoall reads its block from every peer; in the rooted calls
+//     the root copies 1/p of every block and each other rank the rest of
+//     its own, at once;
 //  3. a rank whose ranges peers access returns only after every one of
-//     them posted phase 2 (allgather and alltoall: every rank, endAll;
-//     bcast, scatter and gather: the root), so the caller owns its buffers
+//     them posted phase 2 (the rooted calls: the root waits for every
+//     rank, every other rank for the root), so the caller owns its buffers
 //     again when the call returns.
 //
 // A failed copy (the peer died: ErrPeerDead; the kernel refused) fails the
@@ -174,10 +176,17 @@ func (c *Comm) access(ctx context.Context, q int, e uint64, local []byte, write 
 	if err := c.waitOffer(ctx, q, e, len(local)); err != nil {
 		return err
 	}
+	return c.move(q, e, 0, local, write)
+}
+
+// move copies between local and bytes [off, off+len(local)) of the range
+// q offers this rank in step e (after waitOffer): q's bytes into local, or
+// local into q's range when write.
+func (c *Comm) move(q int, e uint64, off int, local []byte, write bool) error {
 	if len(local) == 0 {
 		return nil
 	}
-	addr := uintptr(c.singleTable(q, e)[2*c.rank])
+	addr := uintptr(c.singleTable(q, e)[2*c.rank]) + uintptr(off)
 	var err error
 	if write {
 		err = c.ep.WritePeer(q, addr, local)
@@ -228,8 +237,8 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) error {
 		}
 		for i := 1; i < p; i++ {
 			q := (r + i) % p
-			if err := c.ep.WritePeer(q, uintptr(c.singleTable(q, e)[2*r])+uintptr(lo), src[lo:hi]); err != nil {
-				return c.fail(err)
+			if err := c.move(q, e, lo, src[lo:hi], true); err != nil {
+				return err
 			}
 		}
 	}
@@ -260,12 +269,15 @@ func (c *Comm) singleAlltoall(ctx context.Context, a *call) error {
 	return c.endAll(ctx, e, 2)
 }
 
-// singleRooted runs bcast, scatter(v) and gather(v): the root offers
-// every other rank its range (bcast: the buffer; scatter: the rank's send
-// block; gather: the rank's recv block) and waits until each posted phase
-// 2; every other rank reads the root's range into its recv (writes its
-// send into it: gather) and posts phase 2.
+// singleRooted runs bcast, scatter(v) and gather(v). The root and each
+// other rank q offer each other their ranges for the pair (the root: q's
+// block of its buffer; q: its recv, or its send in gather) and share the
+// copy: the root copies the first rootShare bytes of each block (reads
+// them from q's send in gather, writes them into q's recv otherwise), q
+// the rest, at once. Each posts phase 2 when its copies are done and
+// returns once the other did: the root after every q, q after the root.
 func (c *Comm) singleRooted(ctx context.Context, a *call) error {
+	gather := a.coll == CollGather || a.coll == collGatherv
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err
@@ -277,27 +289,50 @@ func (c *Comm) singleRooted(ctx context.Context, a *call) error {
 			}
 		}
 		c.post(e, 1)
-		if err := c.waitAll(ctx, e, 2); err != nil {
+		for i := 1; i < c.size; i++ {
+			q := (c.rank + i) % c.size
+			b := c.rootBlock(a, q)
+			if err := c.waitOffer(ctx, q, e, len(b)); err != nil {
+				return err
+			}
+			if err := c.move(q, e, 0, b[:c.rootShare(len(b))], !gather); err != nil {
+				return err
+			}
+		}
+		if err := c.endAll(ctx, e, 2); err != nil {
 			return err
 		}
-		c.full = true
 		c.last.Sent += uint64(c.size - 1)
 	} else {
-		c.post(e, 1)
-		local, write := a.recv, false
-		if a.coll == CollGather || a.coll == collGatherv {
-			local, write = a.send, true
+		local := a.recv
+		if gather {
+			local = a.send
 		}
-		if err := c.access(ctx, a.root, e, local, write); err != nil {
+		c.offer(e, a.root, local)
+		c.post(e, 1)
+		if err := c.waitOffer(ctx, a.root, e, len(local)); err != nil {
+			return err
+		}
+		x := c.rootShare(len(local))
+		if err := c.move(a.root, e, x, local[x:], gather); err != nil {
 			return err
 		}
 		c.post(e, 2)
+		if err := c.wait(ctx, a.root, e, 2); err != nil {
+			return err
+		}
+		c.end(e)
 		c.last.Received++
 	}
 	c.last.Rounds++
-	c.end(e)
 	return nil
 }
+
+// rootShare is the part of an n-byte block that the root of a rooted call
+// copies: 1/p, so that the root, which copies its part of p-1 blocks, and
+// every other rank, which copies the rest of one, take about as long (in
+// whole cache lines).
+func (c *Comm) rootShare(n int) int { return n / c.size &^ (lineBytes - 1) }
 
 // rootBlock returns the root's range for rank j of a rooted call.
 func (c *Comm) rootBlock(a *call, j int) []byte {
