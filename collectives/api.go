@@ -79,7 +79,7 @@ func (c *Comm) dispatch(ctx context.Context, a *call, bytes int) error {
 		return c.fail(err)
 	}
 	a.alg = alg
-	if (a.coll == CollAllgather || a.coll == CollAllgatherv) && alg != Flat && alg != Direct {
+	if (a.coll == CollAllgather || a.coll == CollAllgatherv) && alg != Flat && alg != Direct && alg != Single {
 		ownBlock(c.rank, a)
 	}
 	if err := c.run(ctx, a, algorithms[a.coll][alg]); err != nil {

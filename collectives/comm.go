@@ -58,10 +58,14 @@ type Options struct {
 	// [StoreAdviceEnv], which turns it off too). Results are the same
 	// either way.
 	NoStoreAdvice bool
+	// NoCrossMemory turns cross-memory attach off for the communicator,
+	// on every rank if any rank sets it (as SHMCOLL_CMA=off does): no call
+	// takes [Single]. Results are the same either way.
+	NoCrossMemory bool
 }
 
 func (o Options) shm() shm.Options {
-	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor, Progress: o.Progress}
+	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor, Progress: o.Progress, NoCrossMemory: o.NoCrossMemory}
 }
 
 // Comm is a communicator: a group of ranks sharing one arena. The

@@ -126,7 +126,7 @@ func (c *Comm) runVector(ctx context.Context, a *call, f impl) error {
 	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}
-	a.alg = Flat
+	a.alg, f = c.vectorAlgorithm(a, f)
 	if err := c.run(ctx, a, f); err != nil {
 		return err
 	}
