@@ -778,8 +778,14 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	case over && !inProcess:
 		// A rank that does not spin waits for up to p-1 others' turns on
 		// the CPU; a futex sleep would add a wake-up, many times a
-		// handoff, to each of them.
-		e.yieldFor = time.Millisecond
+		// handoff, to each of them. But not for long: a sched_yield gives
+		// the rest of the yielder's slice to whatever else runs on its CPU
+		// (EEVDF moves its virtual runtime to its deadline), so ranks that
+		// go on yielding beside a task from outside the job hand that task
+		// most of the CPU, and a call then waits for its whole slices. A
+		// wait that outlasts several rounds of turns is for a rank that
+		// does not get the CPU, and sleeps.
+		e.yieldFor = 30 * time.Microsecond
 	case over:
 		e.yieldFor = 100 * time.Microsecond
 	default:
