@@ -341,6 +341,9 @@ func (c *Comm) rabSched(kind uint8, h, root int) *schedule {
 }
 
 func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
+	if c.size == 2 && a.coll == CollAllreduce && a.alg != RecDoubling {
+		return c.pairAllreduce(ctx, a)
+	}
 	M := c.half / a.esz / 2
 	if M < 1 {
 		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
@@ -405,6 +408,9 @@ func (c *Comm) schedVector(ctx context.Context, a *call, M int, mk func(m int) *
 }
 
 func (c *Comm) rabReduceScatter(ctx context.Context, a *call) error {
+	if c.size == 2 {
+		return c.pairReduceScatter(ctx, a)
+	}
 	return c.rabScatter(ctx, a, c.rabSched(rabKindReduceScatter, floorLog2(c.size), 0))
 }
 
@@ -565,6 +571,9 @@ func (c *Comm) rabOddSched(kind uint8) *schedule {
 }
 
 func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
+	if c.size == 2 {
+		return c.pairAllreduce(ctx, a)
+	}
 	M := c.half / a.esz / 2
 	if M < 1 {
 		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
@@ -574,5 +583,8 @@ func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
 }
 
 func (c *Comm) rabOddReduceScatter(ctx context.Context, a *call) error {
+	if c.size == 2 {
+		return c.pairReduceScatter(ctx, a)
+	}
 	return c.rabScatter(ctx, a, c.rabOddSched(rabKindReduceScatter))
 }
