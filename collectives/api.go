@@ -8,17 +8,20 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// start begins a call: checks the communicator and resets c.cur.
-func (c *Comm) start(coll Collective, t simd.Type) error {
+// start begins a call of coll on elements of type t: it checks the
+// communicator, counts the call and returns the call's arguments to fill,
+// the Comm's own storage (calls do not allocate).
+func (c *Comm) start(coll Collective, t simd.Type) (*call, error) {
 	if c.closed {
-		return &Error{Rank: c.rank, Coll: coll, Seq: c.seq, Err: ErrClosed}
+		return nil, &Error{Rank: c.rank, Coll: coll, Seq: c.seq, Err: ErrClosed}
 	}
-	c.countCall(Stats{Calls: 1})
-	c.cur = call{coll: coll, typ: t, esz: t.Size()}
+	c.countCall(coll, t, Stats{Calls: 1})
+	a := &c.args
+	*a = call{coll: coll, typ: t, esz: t.Size()}
 	if err := c.ep.Err(); err != nil {
-		return c.fail(err)
+		return nil, c.fail(err)
 	}
-	return nil
+	return a, nil
 }
 
 // checkRoot fails the current call if root is not a rank.
@@ -34,28 +37,28 @@ func (c *Comm) bad(format string, args ...any) error {
 	return c.fail(fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...)))
 }
 
-// bindOp sets the reducer of the current call.
-func (c *Comm) bindOp(op Op) error {
-	r, err := op.bind(c.cur.typ)
+// bindOp sets the reducer of a.
+func (c *Comm) bindOp(a *call, op Op) error {
+	r, err := op.bind(a.typ)
 	if err != nil {
 		return c.fail(err)
 	}
-	c.cur.red = r
-	c.cur.opID = op.hash
+	a.red = r
+	a.opID = op.hash
 	return nil
 }
 
-// pick chooses the algorithm for the current call of bytes and runs it
+// pick chooses the algorithm for the call a of bytes and runs it
 // (dispatch); with one rank it does nothing: the caller did what one rank
 // does. It inlines, so a one-rank call makes no call for it.
-func (c *Comm) pick(ctx context.Context, bytes int) error {
+func (c *Comm) pick(ctx context.Context, a *call, bytes int) error {
 	if c.size == 1 {
 		return nil
 	}
-	return c.dispatch(ctx, bytes)
+	return c.dispatch(ctx, a, bytes)
 }
 
-func (c *Comm) dispatch(ctx context.Context, bytes int) error {
+func (c *Comm) dispatch(ctx context.Context, a *call, bytes int) error {
 	// ctx.Err(), an atomic load in the standard library's cancelable
 	// contexts, not a select on ctx.Done(), which calls the runtime's
 	// channel receive and reads the channel's line: where ranks share
@@ -65,18 +68,18 @@ func (c *Comm) dispatch(ctx context.Context, bytes int) error {
 	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}
-	a, err := c.choose(bytes)
+	alg, err := c.choose(a, bytes)
 	if err != nil {
 		return c.fail(err)
 	}
-	c.cur.alg = a
-	if (c.cur.coll == CollAllgather || c.cur.coll == CollAllgatherv) && a != Flat && a != Direct {
-		c.ownBlock()
+	a.alg = alg
+	if (a.coll == CollAllgather || a.coll == CollAllgatherv) && alg != Flat && alg != Direct {
+		ownBlock(c.rank, a)
 	}
-	if err := c.run(ctx); err != nil {
+	if err := c.run(ctx, a, algorithms[a.coll][alg]); err != nil {
 		return err
 	}
-	c.averaged()
+	c.averaged(a)
 	return c.finish(ctx)
 }
 
@@ -87,7 +90,7 @@ func (c *Comm) dispatch(ctx context.Context, bytes int) error {
 // only on the ranks that read from a mismatched one. Every rank then has
 // begun the step, so the next step needs no check in begin.
 func (c *Comm) finish(ctx context.Context) error {
-	if c.cur.fully {
+	if c.full {
 		return nil
 	}
 	e := c.step
@@ -190,10 +193,11 @@ func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv
 	if ok, err := c.smallReduceScatter(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), op); ok {
 		return err
 	}
-	if err := c.start(CollReduceScatterBlock, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(CollReduceScatterBlock, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
-	if err := c.bindOp(op); err != nil {
+	if err := c.bindOp(a, op); err != nil {
 		return err
 	}
 	s, r := bytesOf(send), simd.AsBytes(recv)
@@ -204,18 +208,18 @@ func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv
 		}
 		n /= c.size
 		s = r
-		r = r[c.rank*n*c.cur.esz : (c.rank+1)*n*c.cur.esz]
+		r = r[c.rank*n*a.esz : (c.rank+1)*n*a.esz]
 	} else if len(send) != n*c.size {
 		return c.bad("len(send) = %d, want %d ranks × len(recv) %d", len(send), c.size, n)
 	} else if overlaps(s, r) {
 		return c.bad("send and receive buffers overlap")
 	}
-	c.cur.send, c.cur.recv, c.cur.count = s, r, n
-	c.regular(n)
+	a.send, a.recv, a.count = s, r, n
+	c.regular(a, n)
 	if c.size == 1 {
 		simd.Copy(r, s)
 	}
-	return c.pick(ctx, len(s))
+	return c.pick(ctx, a, len(s))
 }
 
 // ReduceScatter combines the vectors send of all ranks element-wise with op;
@@ -230,13 +234,14 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 	if ok, err := c.smallReduceScatterV(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), counts, op); ok {
 		return err
 	}
-	if err := c.start(CollReduceScatter, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(CollReduceScatter, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
-	if err := c.bindOp(op); err != nil {
+	if err := c.bindOp(a, op); err != nil {
 		return err
 	}
-	total, err := c.irregular(counts)
+	total, err := c.irregular(a, counts)
 	if err != nil {
 		return err
 	}
@@ -245,19 +250,19 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 		if len(recv) < total {
 			return c.bad("in place: len(recv) = %d, counts sum to %d", len(recv), total)
 		}
-		s = r[:total*c.cur.esz]
-		d := c.cur.displs[c.rank]
-		r = r[d*c.cur.esz : (d+counts[c.rank])*c.cur.esz]
+		s = r[:total*a.esz]
+		d := a.displs[c.rank]
+		r = r[d*a.esz : (d+counts[c.rank])*a.esz]
 	} else if len(send) != total || len(recv) != counts[c.rank] {
 		return c.bad("len(send) = %d, len(recv) = %d; counts sum to %d, counts[%d] = %d", len(send), len(recv), total, c.rank, counts[c.rank])
 	} else if overlaps(s, r) {
 		return c.bad("send and receive buffers overlap")
 	}
-	c.cur.send, c.cur.recv, c.cur.count = s, r, total
+	a.send, a.recv, a.count = s, r, total
 	if c.size == 1 {
 		simd.Copy(r, s)
 	}
-	return c.pick(ctx, len(s))
+	return c.pick(ctx, a, len(s))
 }
 
 // Allgather gathers the blocks send (n elements) of all ranks into recv (p
@@ -267,7 +272,8 @@ func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) err
 	if err := c.await(ctx, CollAllgather); err != nil {
 		return err
 	}
-	if err := c.start(CollAllgather, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(CollAllgather, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
 	s, r := bytesOf(send), simd.AsBytes(recv)
@@ -278,17 +284,17 @@ func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) err
 	if s != nil && len(send) != n {
 		return c.bad("len(send) = %d, want len(recv)/p = %d", len(send), n)
 	}
-	if s != nil && same(s, r[c.rank*n*c.cur.esz:(c.rank+1)*n*c.cur.esz]) {
+	if s != nil && same(s, r[c.rank*n*a.esz:(c.rank+1)*n*a.esz]) {
 		s = nil
 	} else if overlaps(s, r) {
 		return c.bad("send and receive buffers overlap")
 	}
-	c.cur.send, c.cur.recv, c.cur.count = s, r, n
-	c.regular(n)
+	a.send, a.recv, a.count = s, r, n
+	c.regular(a, n)
 	if c.size == 1 {
-		c.ownBlock()
+		ownBlock(c.rank, a)
 	}
-	return c.pick(ctx, c.size*n*c.cur.esz)
+	return c.pick(ctx, a, c.size*n*a.esz)
 }
 
 // Allgatherv gathers send (counts[r] elements on rank r) of all ranks into
@@ -299,10 +305,11 @@ func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, co
 	if err := c.await(ctx, CollAllgatherv); err != nil {
 		return err
 	}
-	if err := c.start(CollAllgatherv, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(CollAllgatherv, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
-	total, err := c.irregular(counts)
+	total, err := c.irregular(a, counts)
 	if err != nil {
 		return err
 	}
@@ -314,13 +321,13 @@ func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, co
 			if d < 0 || d > len(recv) || counts[j] > len(recv)-d {
 				return c.bad("block %d at %d of %d elements exceeds len(recv) = %d", j, d, counts[j], len(recv))
 			}
-			c.cur.displs[j] = d
+			a.displs[j] = d
 		}
 	} else if len(recv) < total {
 		return c.bad("len(recv) = %d, counts sum to %d", len(recv), total)
 	}
 	s, r := bytesOf(send), simd.AsBytes(recv)
-	me := r[c.cur.displs[c.rank]*c.cur.esz : (c.cur.displs[c.rank]+counts[c.rank])*c.cur.esz]
+	me := r[a.displs[c.rank]*a.esz : (a.displs[c.rank]+counts[c.rank])*a.esz]
 	if s != nil && len(send) != counts[c.rank] {
 		return c.bad("len(send) = %d, counts[%d] = %d", len(send), c.rank, counts[c.rank])
 	}
@@ -329,40 +336,38 @@ func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, co
 	} else if overlaps(s, r) {
 		return c.bad("send and receive buffers overlap")
 	}
-	c.cur.send, c.cur.recv, c.cur.count = s, r, total
+	a.send, a.recv, a.count = s, r, total
 	if c.size == 1 {
-		c.ownBlock()
+		ownBlock(c.rank, a)
 	}
-	return c.pick(ctx, total*c.cur.esz)
+	return c.pick(ctx, a, total*a.esz)
 }
 
 // ownBlock copies the own block of an allgather(v) from send into recv
 // (nothing in place). Every algorithm but flat finds it there when it
 // starts (pick); flat copies it piece by piece after publishing the
 // piece, while the piece is in cache.
-func (c *Comm) ownBlock() {
-	a := &c.cur
+func ownBlock(rank int, a *call) {
 	if a.send != nil {
-		d := a.displs[c.rank] * a.esz
-		simd.Copy(a.recv[d:d+a.counts[c.rank]*a.esz], a.send)
+		d := a.displs[rank] * a.esz
+		simd.Copy(a.recv[d:d+a.counts[rank]*a.esz], a.send)
 	}
 }
 
-// regular fills the block counts and displacements of p blocks of n.
-func (c *Comm) regular(n int) {
-	a := &c.cur
+// regular fills a's block counts and displacements: p blocks of n.
+func (c *Comm) regular(a *call, n int) {
 	a.counts, a.displs = c.sc.counts, c.sc.displs
 	for j := range c.size {
 		a.counts[j], a.displs[j] = n, j*n
 	}
 }
 
-// irregular checks counts and fills the packed displacements.
-func (c *Comm) irregular(counts []int) (int, error) {
+// irregular checks counts and fills a's counts, packed displacements
+// and count hash.
+func (c *Comm) irregular(a *call, counts []int) (int, error) {
 	if len(counts) != c.size {
 		return 0, c.bad("len(counts) = %d for %d ranks", len(counts), c.size)
 	}
-	a := &c.cur
 	a.counts, a.displs = c.sc.counts, c.sc.displs
 	total := 0
 	for j, n := range counts {
@@ -384,14 +389,15 @@ func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) erro
 	if ok, err := c.smallBcast(ctx, simd.TypeOf[T](), bytesOf(buf), root); ok {
 		return err
 	}
-	if err := c.start(CollBcast, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(CollBcast, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
-	c.cur.recv, c.cur.count, c.cur.root = simd.AsBytes(buf), len(buf), root
-	return c.pick(ctx, len(c.cur.recv))
+	a.recv, a.count, a.root = simd.AsBytes(buf), len(buf), root
+	return c.pick(ctx, a, len(a.recv))
 }
 
 // Reduce combines the vectors send of all ranks element-wise with op into
@@ -405,10 +411,11 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 	if ok, err := c.smallReduce(ctx, simd.TypeOf[T](), bytesOf(send), bytesOf(recv), op, root); ok {
 		return err
 	}
-	if err := c.start(CollReduce, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(CollReduce, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
-	if err := c.bindOp(op); err != nil {
+	if err := c.bindOp(a, op); err != nil {
 		return err
 	}
 	if err := c.checkRoot(root); err != nil {
@@ -431,11 +438,11 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 		}
 		r = nil
 	}
-	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
+	a.send, a.recv, a.count, a.root = s, r, n, root
 	if c.size == 1 && s != nil {
 		simd.Copy(r, s)
 	}
-	return c.pick(ctx, n*c.cur.esz)
+	return c.pick(ctx, a, n*a.esz)
 }
 
 // Scatter sends block j (len(recv) elements) of send on rank root to recv
@@ -445,7 +452,8 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 	if err := c.await(ctx, CollScatter); err != nil {
 		return err
 	}
-	if err := c.start(CollScatter, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(CollScatter, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
 	if err := c.checkRoot(root); err != nil {
@@ -465,13 +473,13 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 			return c.bad("send and receive buffers overlap")
 		}
 		if r != nil {
-			simd.Copy(r, s[root*n*c.cur.esz:(root+1)*n*c.cur.esz])
+			simd.Copy(r, s[root*n*a.esz:(root+1)*n*a.esz])
 		}
 	} else {
 		s = nil
 	}
-	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
-	return c.pick(ctx, n*c.size*c.cur.esz)
+	a.send, a.recv, a.count, a.root = s, r, n, root
+	return c.pick(ctx, a, n*c.size*a.esz)
 }
 
 // Gather collects send (n elements) of every rank into recv (p blocks of n)
@@ -481,7 +489,8 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 	if err := c.await(ctx, CollGather); err != nil {
 		return err
 	}
-	if err := c.start(CollGather, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(CollGather, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
 	if err := c.checkRoot(root); err != nil {
@@ -497,11 +506,11 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 		if s != nil && len(send) != n {
 			return c.bad("len(send) = %d, want %d", len(send), n)
 		}
-		if overlaps(s, r) && !same(s, r[root*n*c.cur.esz:(root+1)*n*c.cur.esz]) {
+		if overlaps(s, r) && !same(s, r[root*n*a.esz:(root+1)*n*a.esz]) {
 			return c.bad("send and receive buffers overlap")
 		}
 		if s != nil {
-			simd.Copy(r[root*n*c.cur.esz:], s)
+			simd.Copy(r[root*n*a.esz:], s)
 		}
 	} else {
 		if s == nil {
@@ -509,8 +518,8 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 		}
 		r = nil
 	}
-	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, n, root
-	return c.pick(ctx, n*c.size*c.cur.esz)
+	a.send, a.recv, a.count, a.root = s, r, n, root
+	return c.pick(ctx, a, n*c.size*a.esz)
 }
 
 // Scan computes the inclusive prefix reduction: recv on rank r = send_0 op
@@ -534,25 +543,26 @@ func elementwise[T simd.Element](ctx context.Context, c *Comm, coll Collective, 
 	if err := c.await(ctx, coll); err != nil {
 		return err
 	}
-	if err := c.start(coll, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(coll, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
-	if err := c.bindOp(op); err != nil {
+	if err := c.bindOp(a, op); err != nil {
 		return err
 	}
 	s, r := bytesOf(send), simd.AsBytes(recv)
 	if s != nil && len(s) != len(r) {
 		return c.bad("len(send) = %d, len(recv) = %d", len(send), len(recv))
 	}
-	s, err := c.inPlace(s, r)
+	s, err = c.inPlace(s, r)
 	if err != nil {
 		return err
 	}
-	c.cur.send, c.cur.recv, c.cur.count = s, r, len(recv)
+	a.send, a.recv, a.count = s, r, len(recv)
 	if c.size == 1 && s != nil && coll != CollExscan {
 		simd.Copy(r, s)
 	}
-	return c.pick(ctx, len(r))
+	return c.pick(ctx, a, len(r))
 }
 
 // Barrier returns on every rank only after every rank has called it.
@@ -563,10 +573,11 @@ func Barrier(ctx context.Context, c *Comm) error {
 	if ok, err := c.smallBarrier(ctx); ok {
 		return err
 	}
-	if err := c.start(CollBarrier, 0); err != nil {
+	a, err := c.start(CollBarrier, 0)
+	if err != nil {
 		return err
 	}
-	return c.pick(ctx, 0)
+	return c.pick(ctx, a, 0)
 }
 
 // Alltoall sends block j (len(send)/p elements) of send to rank j, which
@@ -579,7 +590,8 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 	if ok, err := c.smallAlltoall(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv)); ok {
 		return err
 	}
-	if err := c.start(CollAlltoall, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(CollAlltoall, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
 	s, r := bytesOf(send), simd.AsBytes(recv)
@@ -589,19 +601,18 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 	if s != nil && len(s) != len(r) {
 		return c.bad("len(send) = %d, len(recv) = %d", len(send), len(recv))
 	}
-	s, err := c.inPlace(s, r)
+	s, err = c.inPlace(s, r)
 	if err != nil {
 		return err
 	}
 	n := len(recv) / c.size
-	c.cur.send, c.cur.recv, c.cur.count = s, r, n
-	c.regular(n)
-	a := &c.cur
+	a.send, a.recv, a.count = s, r, n
+	c.regular(a, n)
 	a.rcounts, a.rdispls = a.counts, a.displs
 	if c.size == 1 && s != nil {
 		simd.Copy(r, s)
 	}
-	return c.pick(ctx, len(r))
+	return c.pick(ctx, a, len(r))
 }
 
 // Alltoallv sends send[sdispls[j]:][:scounts[j]] to rank j, which stores it
@@ -611,10 +622,10 @@ func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, 
 	if err := c.await(ctx, CollAlltoallv); err != nil {
 		return err
 	}
-	if err := c.start(CollAlltoallv, simd.TypeOf[T]()); err != nil {
+	a, err := c.start(CollAlltoallv, simd.TypeOf[T]())
+	if err != nil {
 		return err
 	}
-	a := &c.cur
 	a.counts, a.displs, a.rcounts, a.rdispls = c.sc.counts, c.sc.displs, c.sc.rcounts, c.sc.rdispls
 	if err := c.vlayout("send", len(send), scounts, sdispls, a.counts, a.displs); err != nil {
 		return err
@@ -634,7 +645,7 @@ func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, 
 		simd.Copy(r[a.rdispls[0]*a.esz:(a.rdispls[0]+a.rcounts[0])*a.esz], s[a.displs[0]*a.esz:])
 		return nil
 	}
-	return c.pick(ctx, len(r))
+	return c.pick(ctx, a, len(r))
 }
 
 func (c *Comm) vlayout(what string, n int, counts, displs []int, cs, ds []int) error {

@@ -52,16 +52,15 @@ func errAvgType(t simd.Type) error {
 	return fmt.Errorf("%w: operator avg is for floating types, not %v (use sum and divide)", ErrInvalidArgument, t)
 }
 
-// averaged divides the result of the call that just ran by the number of
-// its operands, if its operator is Avg.
-func (c *Comm) averaged() {
-	if c.cur.opID == avgHash {
-		c.divideResult()
+// averaged divides the result of the call a that just ran by the number
+// of its operands, if its operator is Avg.
+func (c *Comm) averaged(a *call) {
+	if a.opID == avgHash {
+		c.divideResult(a)
 	}
 }
 
-func (c *Comm) divideResult() {
-	a := &c.cur
+func (c *Comm) divideResult(a *call) {
 	k := c.size
 	switch a.coll {
 	case CollScan:

@@ -83,7 +83,7 @@ func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 		}
 		a.red.reduceK(span(h, esz, M, M+pre[r+1]-pre[r]), c.sc.srcs)
 		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
-		a.fully = true
+		c.full = true
 		if err := c.runSchedule(ctx, a, s, e, nil, M, schedOut{}); err != nil {
 			return err
 		}

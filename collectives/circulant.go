@@ -96,7 +96,7 @@ func (c *Comm) rounds(ctx context.Context, a *call, pl *circulant.Plan, e uint64
 					c.adv.probeRead(peer(0, rhi-rlo))
 				}
 				c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
-					c.reduceResult(span(out, esz, user, user+n), span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
+					a.red.reduceResult(span(out, esz, user, user+n), span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
 				})
 				break
 			}
@@ -148,8 +148,7 @@ func finalFirst(pl *circulant.Plan) bool {
 // The placement probe (probeRead) gives the store advice (the copy-in's
 // non-temporal stores), not the reduction's time, which at large sizes
 // runs at memory speed at either placement.
-func (c *Comm) reduceResult(dst, slot, in, peer []byte) {
-	r := &c.cur.red
+func (r *reducer) reduceResult(dst, slot, in, peer []byte) {
 	for lo := 0; lo < len(dst); lo += resultChunk {
 		hi := min(lo+resultChunk, len(dst))
 		r.reduce3(dst[lo:hi], in[lo:hi], peer[lo:hi])
@@ -162,18 +161,17 @@ func (c *Comm) reduceResult(dst, slot, in, peer []byte) {
 // multiple of every element size.
 const resultChunk = 16 << 10
 
-// copyIn copies R[i..i2) of the calling rank from the user buffer u,
+// copyIn copies R[i..i2) of the calling rank from the user buffer u
+// (elements of esz bytes),
 // for the peers to read (publish: non-temporally when they ask for it).
-func (c *Comm) copyIn(h, u []byte, i, i2 int) {
-	esz := c.cur.esz
+func (c *Comm) copyIn(esz int, h, u []byte, i, i2 int) {
 	c.eachRun(i, i2, func(rot, user, n int) {
 		c.adv.publish(span(h, esz, rot, rot+n), span(u, esz, user, user+n))
 	})
 }
 
 // copyOut copies R[i..i2) of the calling rank to the user buffer u.
-func (c *Comm) copyOut(u, h []byte, i, i2 int) {
-	esz := c.cur.esz
+func (c *Comm) copyOut(esz int, u, h []byte, i, i2 int) {
 	c.eachRun(i, i2, func(rot, user, n int) {
 		simd.Copy(span(u, esz, user, user+n), span(h, esz, rot, rot+n))
 	})
@@ -205,7 +203,7 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 			c.sc.uoff[j] = base + c.sc.pre[j]
 		}
 		h := c.slotHalf(c.rank, e)
-		c.copyIn(h, in, first, p)
+		c.copyIn(a.esz, h, in, first, p)
 		c.post(e, 1)
 		if err := c.rounds(ctx, a, pl, e, h, in, a.recv); err != nil {
 			return err
@@ -214,9 +212,9 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 		if finalFirst(pl) {
 			done = pl.Rounds[0].Recv.Hi
 		}
-		c.copyOut(a.recv, h, done, lastRecv.Lo)
-		c.copyOut(a.recv, h, lastRecv.Hi, p)
-		a.fully = true
+		c.copyOut(a.esz, a.recv, h, done, lastRecv.Lo)
+		c.copyOut(a.esz, a.recv, h, lastRecv.Hi, p)
+		c.full = true
 		c.end(e)
 	}
 	return nil
@@ -240,14 +238,14 @@ func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 		}
 		c.pieces(k, S, a.counts, a.displs)
 		h := c.slotHalf(c.rank, e)
-		c.copyIn(h, a.send, first, p)
+		c.copyIn(a.esz, h, a.send, first, p)
 		c.post(e, 1)
 		lo := pieceLo(k, S, a.counts[c.rank])
 		out := span(a.recv, esz, lo, lo+c.sc.pre[c.rank+1]-c.sc.pre[c.rank])
 		if err := c.rounds(ctx, a, pl, e, h, a.send, out); err != nil {
 			return err
 		}
-		a.fully = true
+		c.full = true
 		c.end(e)
 	}
 	return nil
@@ -271,14 +269,14 @@ func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 		}
 		c.pieces(k, S, a.counts, a.displs)
 		h := c.slotHalf(c.rank, e)
-		c.copyIn(h, a.recv, 0, 1)
+		c.copyIn(a.esz, h, a.recv, 0, 1)
 		c.post(e, 1)
 		if err := c.rounds(ctx, a, pl, e, h, nil, a.recv); err != nil {
 			return err
 		}
-		c.copyOut(a.recv, h, 1, lastRecv.Lo)
-		c.copyOut(a.recv, h, lastRecv.Hi, p)
-		a.fully = true
+		c.copyOut(a.esz, a.recv, h, 1, lastRecv.Lo)
+		c.copyOut(a.esz, a.recv, h, lastRecv.Hi, p)
+		c.full = true
 		c.end(e)
 	}
 	return nil
@@ -304,7 +302,7 @@ func (c *Comm) circBarrier(ctx context.Context, a *call) error {
 		}
 		c.last.Rounds++
 	}
-	c.cur.fully = true
+	c.full = true
 	c.end(e)
 	return nil
 }
@@ -422,7 +420,7 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 			c.post(e, 2)
 			c.last.Sent++
 		} else {
-			a.fully = true
+			c.full = true
 		}
 		c.end(e)
 	}
@@ -516,7 +514,7 @@ func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 			src := (c.rank - j + p) % p
 			simd.Copy(span(a.recv, esz, src*n+lo, src*n+hi), buf(c.rank, c.where[j], j))
 		}
-		a.fully = true
+		c.full = true
 		c.end(e)
 	}
 	return nil

@@ -75,13 +75,13 @@ type Comm struct {
 	ep      *shm.Endpoint
 	rank    int
 	size    int
-	seq     uint64 // calls made
-	smalls  uint64 // calls that took the small-call path
-	step    uint64 // steps begun; a step is one use of a slot half
-	synced  uint64 // every rank has begun step synced
-	hashed  uint64 // the step whose descriptor hash is in the counter's line
-	dhash   uint64 // hash of the descriptor without the step, for call hashSeq
-	hashSeq uint64
+	seq     uint64                   // calls made
+	smalls  uint64                   // calls that took the small-call path
+	step    uint64                   // steps begun; a step is one use of a slot half
+	synced  uint64                   // every rank has begun step synced
+	hashed  uint64                   // the step whose descriptor hash is in the counter's line
+	full    bool                     // the current step made this rank depend on every rank's data of it (end)
+	desc    callDesc                 // the descriptor of call seq, which its steps publish
 	prog    atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
 	closed  bool
 	pinned  [numColls]Algorithm
@@ -89,7 +89,7 @@ type Comm struct {
 	small   [numSmall]smallMemo
 	last    Stats // counts of the current or last call
 	total   Stats
-	cur     call    // the current call, passed to its algorithm (kept here: calls do not allocate)
+	args    call    // storage of the call in progress, which start hands to the entry point (calls do not allocate)
 	sc      scratch // memory the calls reuse
 	chosen  [numColls]choice
 	checked []uint64 // checked[q] == step: q's descriptor for this step was compared

@@ -78,18 +78,18 @@ func (c *Comm) peerBuf(q int, e uint64, i, n int) ([]byte, error) {
 	return h[off : int(off)+n], nil
 }
 
-// reduceDirect reduces srcs (srcs[c.rank] this rank's own) into dst in
+// reduceDirect reduces (with a's operator) srcs (srcs[c.rank] this rank's own) into dst in
 // rank order. dst may be srcs[c.rank] exactly (in place), which the k-way
 // kernel allows only for the first source: for a rank other than 0 each
 // chunk of its own source is then first copied into tmp.
-func (c *Comm) reduceDirect(dst []byte, srcs [][]byte, tmp []byte) {
-	r, red := c.rank, &c.cur.red
+func (c *Comm) reduceDirect(a *call, dst []byte, srcs [][]byte, tmp []byte) {
+	r, red := c.rank, &a.red
 	own := srcs[r]
 	if r == 0 || len(dst) == 0 || unsafePtr(dst) != unsafePtr(own) {
 		red.reduceK(dst, srcs)
 		return
 	}
-	step := min(len(tmp), directChunk) / c.cur.esz * c.cur.esz
+	step := min(len(tmp), directChunk) / a.esz * a.esz
 	cs := c.sc.chunk
 	for lo := 0; lo < len(dst); lo += step {
 		hi := min(lo+step, len(dst))
@@ -140,7 +140,7 @@ func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 		return err
 	}
 	t0 := c.adv.readStart(hi - lo)
-	c.reduceDirect(a.recv[lo:hi], c.sc.srcs, c.slotHalf(r, e))
+	c.reduceDirect(a, a.recv[lo:hi], c.sc.srcs, c.slotHalf(r, e))
 	c.adv.reduceDone(hi-lo, t0)
 	c.post(e, 2)
 	// Where the reads of lines another core wrote crawl (the ranks asked
@@ -190,7 +190,7 @@ func (c *Comm) directReduceScatter(ctx context.Context, a *call) error {
 	if err := c.directSources(ctx, e, a.send, lo, hi); err != nil {
 		return err
 	}
-	c.reduceDirect(a.recv, c.sc.srcs, c.slotHalf(r, e))
+	c.reduceDirect(a, a.recv, c.sc.srcs, c.slotHalf(r, e))
 	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
 	return c.endAll(ctx, e, 2)
 }
@@ -238,7 +238,7 @@ func (c *Comm) directBcast(ctx context.Context, a *call) error {
 			return err
 		}
 		c.last.Sent += uint64(c.size - 1)
-		a.fully = true
+		c.full = true
 	} else {
 		c.post(e, 1)
 		if err := c.wait(ctx, a.root, e, 1); err != nil {

@@ -259,7 +259,7 @@ func runDirect[T simd.Element](c *Comm, dc directCase, it int, alloc func(n int)
 			return nil
 		}
 	}
-	alg := c.cur.alg
+	alg := c.desc.alg()
 	if err == nil {
 		err = check()
 	}
@@ -410,8 +410,8 @@ func TestDirectBitwise(t *testing.T) {
 				if err := Allreduce(bg, c, send, recv, Sum); err != nil {
 					return err
 				}
-				if c.cur.alg != Direct {
-					return fmt.Errorf("took %v", c.cur.alg)
+				if c.desc.alg() != Direct {
+					return fmt.Errorf("took %v", c.desc.alg())
 				}
 				want := uint64(p - 1)
 				if solo && p == 2 {

@@ -31,8 +31,8 @@ type kindNum interface {
 func kindFamilies[T kindNum](c *Comm, n int, want simd.Type) error {
 	p, r := c.Size(), c.Rank()
 	typ := func(what string) error {
-		if c.cur.typ != want {
-			return fmt.Errorf("%s of %T ran as %v, want %v", what, T(0), c.cur.typ, want)
+		if c.desc.typ() != want {
+			return fmt.Errorf("%s of %T ran as %v, want %v", what, T(0), c.desc.typ(), want)
 		}
 		return nil
 	}
@@ -160,29 +160,29 @@ func TestHalfNotUint16(t *testing.T) {
 		if err := Allreduce(bg, c, nil, b, Sum); err != nil {
 			return err
 		}
-		if b[0].Float32() != 4.5 || c.cur.typ != simd.BFloat16T {
-			return fmt.Errorf("bfloat16: %v as %v", b[0].Float32(), c.cur.typ)
+		if b[0].Float32() != 4.5 || c.desc.typ() != simd.BFloat16T {
+			return fmt.Errorf("bfloat16: %v as %v", b[0].Float32(), c.desc.typ())
 		}
 		f := []simd.Float16{fp}
 		if err := Allreduce(bg, c, nil, f, Sum); err != nil {
 			return err
 		}
-		if f[0].Float32() != 4.5 || c.cur.typ != simd.Float16T {
-			return fmt.Errorf("float16: %v as %v", f[0].Float32(), c.cur.typ)
+		if f[0].Float32() != 4.5 || c.desc.typ() != simd.Float16T {
+			return fmt.Errorf("float16: %v as %v", f[0].Float32(), c.desc.typ())
 		}
 		u := []uint16{uint16(bf)}
 		if err := Allreduce(bg, c, nil, u, Sum); err != nil {
 			return err
 		}
-		if u[0] != uint16(p*uint16(bf)) || c.cur.typ != simd.Uint16 {
-			return fmt.Errorf("uint16: %#x as %v", u[0], c.cur.typ)
+		if u[0] != uint16(p*uint16(bf)) || c.desc.typ() != simd.Uint16 {
+			return fmt.Errorf("uint16: %#x as %v", u[0], c.desc.typ())
 		}
 		h := []halfAlias{halfAlias(bf)}
 		if err := Allreduce(bg, c, nil, h, Sum); err != nil {
 			return err
 		}
-		if uint16(h[0]) != uint16(p*uint16(bf)) || c.cur.typ != simd.Uint16 {
-			return fmt.Errorf("halfAlias: %#x as %v", uint16(h[0]), c.cur.typ)
+		if uint16(h[0]) != uint16(p*uint16(bf)) || c.desc.typ() != simd.Uint16 {
+			return fmt.Errorf("halfAlias: %#x as %v", uint16(h[0]), c.desc.typ())
 		}
 		// A user operator made for bfloat16 does not apply to uint16.
 		op := NewOp("bfmax", func(dst, src []simd.BFloat16) {}, true)

@@ -55,10 +55,10 @@ func init() {
 // alignUp rounds n up to a cache line.
 func alignUp(n int) int { return (n + lineBytes - 1) &^ (lineBytes - 1) }
 
-// flatSegElems is the largest segment m with m elements and a result area of
+// flatSegElems is the largest segment m with m elements of esz bytes and a result area of
 // ceil(m/p) elements (line-aligned) in one slot half.
-func (c *Comm) flatSegElems() (int, error) {
-	esz, p := c.cur.esz, c.size
+func (c *Comm) flatSegElems(esz int) (int, error) {
+	p := c.size
 	m := (c.half - lineBytes) / esz * p / (p + 1)
 	for m > 0 && alignUp(m*esz)+(m+p-1)/p*esz > c.half {
 		m--
@@ -79,7 +79,7 @@ func (a *call) input() []byte {
 
 func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
-	M, err := c.flatSegElems()
+	M, err := c.flatSegElems(esz)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -121,7 +121,7 @@ func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 				simd.Copy(span(a.recv, esz, base+pre[q], base+pre[q]+n), c.slotHalf(q, e)[res:res+n*esz])
 			}
 			c.last.Received += uint64(p - 1)
-			a.fully = true
+			c.full = true
 		}
 		c.end(e)
 	}
@@ -157,7 +157,7 @@ func (c *Comm) flatReduceScatter(ctx context.Context, a *call) error {
 		n := pre[c.rank+1] - pre[c.rank]
 		a.red.reduceK(span(a.recv, esz, lo, lo+n), c.sc.srcs)
 		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
-		a.fully = true
+		c.full = true
 		c.end(e)
 	}
 	return nil
@@ -215,7 +215,7 @@ func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 			c.adv.copyPeer(span(a.recv, esz, d+lo, d+hi), src)
 		}
 		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
-		a.fully = true
+		c.full = true
 		c.end(e)
 	}
 	return nil
@@ -223,7 +223,7 @@ func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 
 func (c *Comm) flatBcast(ctx context.Context, a *call) error {
 	esz, N := a.esz, a.count
-	M := c.pipeElems(N)
+	M := c.pipeElems(esz, N)
 	tiny := N*esz <= tinyBytes
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)
@@ -254,12 +254,12 @@ func (c *Comm) flatBcast(ctx context.Context, a *call) error {
 // flatGather and flatScatter run flatGatherv and flatScatterv with the
 // regular blocks (n elements each, in rank order) in the Comm's scratch.
 func (c *Comm) flatGather(ctx context.Context, a *call) error {
-	c.regular(a.count)
+	c.regular(a, a.count)
 	return c.flatGatherv(ctx, a)
 }
 
 func (c *Comm) flatScatter(ctx context.Context, a *call) error {
-	c.regular(a.count)
+	c.regular(a, a.count)
 	return c.flatScatterv(ctx, a)
 }
 
@@ -294,7 +294,7 @@ func (c *Comm) flatScan(ctx context.Context, a *call) error {
 			c.last.add(Stats{Received: uint64(last), Reduced: uint64(max(0, last))})
 		}
 		c.last.Rounds++
-		a.fully = c.rank == c.size-1 && a.coll == CollScan
+		c.full = c.rank == c.size-1 && a.coll == CollScan
 		c.end(e)
 	}
 	return nil
@@ -315,7 +315,7 @@ func (c *Comm) flatBarrier(ctx context.Context, a *call) error {
 // into recv. One phase per step; slot reuse as the flat algorithms'.
 func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
-	M := c.pipeElems(N)
+	M := c.pipeElems(esz, N)
 	if a.coll == CollAllreduce && N*esz <= pipelineBytes && !c.ep.Oversubscribed() {
 		// Whole: every rank writes and reads, so the quarters of
 		// pipeElems overlap nothing; since the reduction reads the own
@@ -402,7 +402,7 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 				c.adv.reduceDone(m*esz, t0)
 			}
 			c.last.add(Stats{Received: uint64(p - 1), Reduced: uint64(p - 1)})
-			a.fully = true
+			c.full = true
 		}
 		c.end(e)
 	}
@@ -438,7 +438,7 @@ const (
 )
 
 // pipeElems is the segment length in elements for a vector of N elements
-// of the current call that one rank publishes and the others read: a
+// of esz bytes that one rank publishes and the others read: a
 // quarter of the vector, from 64 KiB to pipelineBytes, above
 // pipelineBytes/2. Where the ranks have CPUs of their own, vectors from
 // pipeFitBytes are cut in quarters too (segments from pipeFitBytes/4):
@@ -448,8 +448,7 @@ const (
 // replicatedAllreduce). Ranks that share CPUs keep whole vectors up to
 // pipelineBytes/2: each segment is a step, and a step is turns of the run
 // queue.
-func (c *Comm) pipeElems(N int) int {
-	esz := c.cur.esz
+func (c *Comm) pipeElems(esz, N int) int {
 	M := c.half / esz
 	from, least := pipelineBytes/2, pipelineBytes/4
 	if !c.ep.Oversubscribed() {
@@ -585,7 +584,7 @@ func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
 			simd.Copy(span(a.recv, esz, a.rdispls[q]+lo, a.rdispls[q]+hi), src)
 		}
 		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
-		a.fully = true
+		c.full = true
 		c.end(e)
 	}
 	return nil

@@ -120,15 +120,15 @@ func mstAdd(b *schedBuilder, levels [][]mstUnit, kind uint8) {
 	}
 }
 
-func (c *Comm) mstSched(kind uint8) *schedule {
-	p, root := c.size, c.cur.root
+func (c *Comm) mstSched(root int, kind uint8) *schedule {
+	p := c.size
 	return cachedSchedule(schedKey{alg: MST, kind: kind, p: p, a: root}, func() *schedule {
 		return mstSchedule(p, root, kind)
 	})
 }
 
 func (c *Comm) mstBcast(ctx context.Context, a *call) error {
-	return c.schedBcast(ctx, a, c.mstSched(mstKindBcast))
+	return c.schedBcast(ctx, a, c.mstSched(a.root, mstKindBcast))
 }
 
 func (c *Comm) mstReduce(ctx context.Context, a *call) error {
@@ -136,18 +136,18 @@ func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 	if a.red.user != nil && !a.red.comm {
 		M /= 2 // buffer X is the scratch of peer-op-own reductions
 	}
-	s := c.mstSched(mstKindReduce)
+	s := c.mstSched(a.root, mstKindReduce)
 	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
 func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 	esz, r := a.esz, c.rank
-	c.regular(a.count)
+	c.regular(a, a.count)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
 	}
-	s := c.mstSched(mstKindScatter)
+	s := c.mstSched(a.root, mstKindScatter)
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {
@@ -174,12 +174,12 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 
 func (c *Comm) mstGather(ctx context.Context, a *call) error {
 	esz, r := a.esz, c.rank
-	c.regular(a.count)
+	c.regular(a, a.count)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
 	}
-	s := c.mstSched(mstKindGather)
+	s := c.mstSched(a.root, mstKindGather)
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {
@@ -201,7 +201,7 @@ func (c *Comm) mstGather(ctx context.Context, a *call) error {
 			return err
 		}
 		if r == a.root {
-			c.copyResult(s, h, pre, 0, out, r)
+			c.copyResult(a.esz, s, h, pre, 0, out, r)
 		}
 		c.end(e)
 	}

@@ -337,7 +337,7 @@ func (c *Comm) nblockReduce(ctx context.Context, a *call) error {
 					simd.Copy(block(acc, b), block(x, b))
 				}
 			}
-			a.fully = true
+			c.full = true
 		}
 		c.end(e)
 	}
@@ -416,7 +416,7 @@ func (c *Comm) nblockAllgatherv(ctx context.Context, a *call) error {
 		}
 		// Every root with data in the segment reached this rank, so every
 		// rank began the step unless one had nothing to send.
-		a.fully = others == p-1
+		c.full = others == p-1
 		c.end(e)
 	}
 	return nil
@@ -502,7 +502,7 @@ func (c *Comm) nblockReduceScatter(ctx context.Context, a *call) error {
 			}
 		}
 		// This rank's block gathered every rank's contribution.
-		a.fully = L > 0
+		c.full = L > 0
 		c.end(e)
 	}
 	return nil

@@ -98,7 +98,7 @@ func (c *Comm) pairAllreduce(ctx context.Context, a *call) error {
 			if i == 0 && probe && on*esz >= pipelineBytes/8 {
 				c.adv.probeRead(src)
 			}
-			c.pairResult(span(out, esz, base+lo, base+hi), span(h, esz, lo, hi), span(in, esz, base+lo, base+hi), src)
+			c.pairResult(&a.red, span(out, esz, base+lo, base+hi), span(h, esz, lo, hi), span(in, esz, base+lo, base+hi), src)
 			c.post(e, 1+K+i)
 		}
 		// 3. The peer's half of the result.
@@ -110,7 +110,7 @@ func (c *Comm) pairAllreduce(ctx context.Context, a *call) error {
 			simd.Copy(span(out, esz, base+lo, base+hi), span(ph, esz, lo, hi))
 		}
 		c.last.add(Stats{Rounds: 2, Sent: 2, Received: 2, Reduced: 1})
-		a.fully = true
+		c.full = true
 		c.end(e)
 	}
 	return nil
@@ -120,8 +120,7 @@ func (c *Comm) pairAllreduce(ctx context.Context, a *call) error {
 // (rank 0's operand on the left), into the user's buffer dst and a copy
 // into the slot, resultChunk bytes at a time, so that the copy reads what
 // the reduction just wrote from L1. dst may be in.
-func (c *Comm) pairResult(dst, slot, in, peer []byte) {
-	r := &c.cur.red
+func (c *Comm) pairResult(r *reducer, dst, slot, in, peer []byte) {
 	left, right := in, peer
 	if c.rank == 1 {
 		left, right = peer, in
@@ -177,7 +176,7 @@ func (c *Comm) pairReduceScatter(ctx context.Context, a *call) error {
 			}
 		}
 		c.last.add(Stats{Rounds: 1, Sent: 1, Received: 1, Reduced: 1})
-		a.fully = true
+		c.full = true
 		c.end(e)
 	}
 	return nil

@@ -331,9 +331,9 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 	return b.done(nil)
 }
 
-// rabSched returns the cached schedule of the call's algorithm.
-func (c *Comm) rabSched(kind uint8, h, root int) *schedule {
-	alg, p := c.cur.alg, c.size
+// rabSched returns the cached schedule of algorithm alg.
+func (c *Comm) rabSched(alg Algorithm, kind uint8, h, root int) *schedule {
+	p := c.size
 	elim21 := alg == Rabenseifner21
 	return cachedSchedule(schedKey{alg: alg, kind: kind, p: p, a: h, b: root}, func() *schedule {
 		return rabSchedule(p, elim21, h, kind, root)
@@ -358,7 +358,7 @@ func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 		if a.alg != RecDoubling {
 			h = rabHalvings(m*a.esz, L)
 		}
-		return c.rabSched(kind, h, root)
+		return c.rabSched(a.alg, kind, h, root)
 	})
 }
 
@@ -400,7 +400,7 @@ func (c *Comm) schedVector(ctx context.Context, a *call, M int, mk func(m int) *
 			return err
 		}
 		if a.recv != nil {
-			c.copyResult(s, h, off, M, out, -1)
+			c.copyResult(a.esz, s, h, off, M, out, -1)
 		}
 		c.end(e)
 	}
@@ -411,7 +411,7 @@ func (c *Comm) rabReduceScatter(ctx context.Context, a *call) error {
 	if c.size == 2 {
 		return c.pairReduceScatter(ctx, a)
 	}
-	return c.rabScatter(ctx, a, c.rabSched(rabKindReduceScatter, floorLog2(c.size), 0))
+	return c.rabScatter(ctx, a, c.rabSched(a.alg, rabKindReduceScatter, floorLog2(c.size), 0))
 }
 
 // rabScatter runs a reduce-scatter whose positions hold the blocks

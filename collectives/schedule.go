@@ -451,13 +451,14 @@ func (c *Comm) schedOff(s *schedule, off []int, x, i int) int {
 	return off[i]
 }
 
-// schedSpan returns positions [lo, hi) of buffer buf of rank x's half h.
-func (c *Comm) schedSpan(s *schedule, h []byte, off []int, xoff, x int, buf uint8, lo, hi int) []byte {
+// schedSpan returns positions [lo, hi) of buffer buf of rank x's half h,
+// elements of esz bytes.
+func (c *Comm) schedSpan(esz int, s *schedule, h []byte, off []int, xoff, x int, buf uint8, lo, hi int) []byte {
 	base := 0
 	if buf == bufX {
 		base = xoff
 	}
-	return span(h, c.cur.esz, base+c.schedOff(s, off, x, lo), base+c.schedOff(s, off, x, hi))
+	return span(h, esz, base+c.schedOff(s, off, x, lo), base+c.schedOff(s, off, x, hi))
 }
 
 // runSchedule runs the calling rank's rounds of s in step e. The driver has
@@ -466,7 +467,7 @@ func (c *Comm) schedSpan(s *schedule, h []byte, off []int, xoff, x int, buf uint
 // offset of buffer X.
 func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, off []int, xoff int, out schedOut) error {
 	rs := &s.ranks[c.rank]
-	commutes := a.red.user == nil || a.red.comm
+	esz, commutes := a.esz, a.red.user == nil || a.red.comm
 	h := c.slotHalf(c.rank, e)
 	for t := range rs.rounds {
 		if t > 0 {
@@ -485,12 +486,12 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 				}
 			}
 			n := int(x.phi - x.plo)
-			src := c.schedSpan(s, c.slotHalf(from, e), off, xoff, from, x.pbuf, int(x.plo), int(x.phi))
+			src := c.schedSpan(esz, s, c.slotHalf(from, e), off, xoff, from, x.pbuf, int(x.plo), int(x.phi))
 			if x.direct && out.buf != nil {
-				c.copyDirect(out, off, src, int(x.dlo), int(x.dlo)+n)
+				c.copyDirect(esz, out, off, src, int(x.dlo), int(x.dlo)+n)
 				continue
 			}
-			dst := c.schedSpan(s, h, off, xoff, c.rank, x.dbuf, int(x.dlo), int(x.dlo)+n)
+			dst := c.schedSpan(esz, s, h, off, xoff, c.rank, x.dbuf, int(x.dlo), int(x.dlo)+n)
 			if x.op == xCopy {
 				simd.Copy(dst, src)
 				continue
@@ -515,7 +516,7 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 				own = span(out.in, a.esz, out.base+off[x.olo], out.base+off[int(x.olo)+n])
 				inPlace = false
 			} else if !inPlace {
-				own = c.schedSpan(s, h, off, xoff, c.rank, x.obuf, int(x.olo), int(x.olo)+n)
+				own = c.schedSpan(esz, s, h, off, xoff, c.rank, x.obuf, int(x.olo), int(x.olo)+n)
 			}
 			switch {
 			case x.op == xReduce || commutes:
@@ -536,7 +537,7 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 			case inPlace:
 				// own = peer op own: through the same positions of the
 				// other buffer, which no generator uses at that point.
-				tmp := c.schedSpan(s, h, off, xoff, c.rank, otherBuf(x.dbuf), int(x.dlo), int(x.dlo)+n)
+				tmp := c.schedSpan(esz, s, h, off, xoff, c.rank, otherBuf(x.dbuf), int(x.dlo), int(x.dlo)+n)
 				a.red.reduce3(tmp, src, own)
 				simd.Copy(dst, tmp)
 			default:
@@ -548,15 +549,14 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 	st := &rs.stats
 	c.last.add(Stats{Rounds: st.Rounds, Sent: st.Sent, Received: st.Received, Reduced: st.Reduced})
 	if rs.fully {
-		a.fully = true
+		c.full = true
 	}
 	return nil
 }
 
 // copyDirect copies positions [lo, hi) of a natural layout, src, to the
-// user's buffer.
-func (c *Comm) copyDirect(out schedOut, off []int, src []byte, lo, hi int) {
-	esz := c.cur.esz
+// user's buffer (elements of esz bytes).
+func (c *Comm) copyDirect(esz int, out schedOut, off []int, src []byte, lo, hi int) {
 	if !out.blocks {
 		simd.Copy(span(out.buf, esz, out.base+off[lo], out.base+off[hi]), src)
 		return
@@ -571,17 +571,17 @@ func (c *Comm) copyDirect(out schedOut, off []int, src []byte, lo, hi int) {
 // copyResult copies the positions of the rank's result that were not
 // written directly from its slot half h to the user's buffer; skip, if
 // not negative, is a block not to copy (the rank's own).
-func (c *Comm) copyResult(s *schedule, h []byte, off []int, xoff int, out schedOut, skip int) {
+func (c *Comm) copyResult(esz int, s *schedule, h []byte, off []int, xoff int, out schedOut, skip int) {
 	rs := &s.ranks[c.rank]
 	for _, rg := range rs.slotOut {
 		lo, hi := int(rg[0]), int(rg[1])
 		if !out.blocks {
-			c.copyDirect(out, off, c.schedSpan(s, h, off, xoff, c.rank, rs.out, lo, hi), lo, hi)
+			c.copyDirect(esz, out, off, c.schedSpan(esz, s, h, off, xoff, c.rank, rs.out, lo, hi), lo, hi)
 			continue
 		}
 		for j := lo; j < hi; j++ {
 			if j != skip {
-				c.copyDirect(out, off, c.schedSpan(s, h, off, xoff, c.rank, rs.out, j, j+1), j, j+1)
+				c.copyDirect(esz, out, off, c.schedSpan(esz, s, h, off, xoff, c.rank, rs.out, j, j+1), j, j+1)
 			}
 		}
 	}
@@ -645,7 +645,7 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(r, e)
 		if s.rotated {
-			c.copyIn(h, a.recv, 0, 1)
+			c.copyIn(a.esz, h, a.recv, 0, 1)
 		} else {
 			simd.Copy(span(h, esz, pre[r], pre[r+1]), span(a.recv, esz, uoff[r], uoff[r]+pre[r+1]-pre[r]))
 		}
@@ -654,13 +654,13 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 			if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
 				return err
 			}
-			c.copyOut(a.recv, h, 1, p)
+			c.copyOut(a.esz, a.recv, h, 1, p)
 		} else {
 			out := schedOut{buf: a.recv, blocks: true}
 			if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
 				return err
 			}
-			c.copyResult(s, h, pre, 0, out, r)
+			c.copyResult(a.esz, s, h, pre, 0, out, r)
 		}
 		c.end(e)
 	}
@@ -694,7 +694,7 @@ func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
 			return err
 		}
 		if out.buf != nil {
-			c.copyResult(s, h, off, 0, out, -1)
+			c.copyResult(a.esz, s, h, off, 0, out, -1)
 		}
 		c.end(e)
 	}

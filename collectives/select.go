@@ -104,11 +104,10 @@ func directMin(coll Collective, over bool) int {
 	return 1 << 20
 }
 
-// choose decides the algorithm of the current call on bytes, remembering
+// choose decides the algorithm of call a on bytes, remembering
 // the last decision per collective: the same inputs (and pin: tests change
 // it) decide the same.
-func (c *Comm) choose(bytes int) (Algorithm, error) {
-	a := &c.cur
+func (c *Comm) choose(a *call, bytes int) (Algorithm, error) {
 	in := selectInput{coll: a.coll, bytes: bytes, commutative: a.red.user == nil || a.red.comm}
 	if directTakes(a.coll, bytes, c.pinned[a.coll], c.ep.Oversubscribed()) {
 		in.arena = c.heapOrEmpty(a.send) && c.heapOrEmpty(a.recv)
@@ -152,7 +151,7 @@ func (s selector) smallUpTo(coll Collective, alg Algorithm, lo, hi int) int {
 
 // LastAlgorithm returns the algorithm of the current or last call (Auto
 // before the first): what auto chose, or the pinned one.
-func (c *Comm) LastAlgorithm() Algorithm { return c.cur.alg }
+func (c *Comm) LastAlgorithm() Algorithm { return c.desc.alg() }
 
 // Oversubscribed reports whether the ranks are processes that outnumber
 // the machine's online CPUs (the same on every rank); selection table

@@ -95,15 +95,15 @@ func TestAlgorithmOverride(t *testing.T) {
 				if err := Allreduce(bg, c, make([]float64, n), make([]float64, n), Sum); err != nil {
 					return err
 				}
-				if c.cur.alg != want {
-					t.Errorf("n=%d: allreduce ran %v, want %v", n, c.cur.alg, want)
+				if c.desc.alg() != want {
+					t.Errorf("n=%d: allreduce ran %v, want %v", n, c.desc.alg(), want)
 				}
 			}
 			if err := ReduceScatterBlock(bg, c, make([]float64, 3<<16), make([]float64, 1<<16), Sum); err != nil {
 				return err
 			}
-			if c.cur.alg != Circulant {
-				t.Errorf("reduce_scatter_block ran %v, want circulant", c.cur.alg)
+			if c.desc.alg() != Circulant {
+				t.Errorf("reduce_scatter_block ran %v, want circulant", c.desc.alg())
 			}
 			return nil
 		})

@@ -94,12 +94,10 @@ var smallPaths = [numSmall]struct {
 // and the step (countCall), sets the fields the descriptor covers and
 // opens step e (open) without begin's check, which smallOK made.
 func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, root int, k *simd.Kernel, opID, aux uint64, send, recv []byte) uint64 {
-	c.countCall(Stats{Calls: 1, Steps: 1, Rounds: 1})
+	c.countCall(coll, t, Stats{Calls: 1, Steps: 1, Rounds: 1})
 	c.smalls++
-	a := &c.cur
-	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.opID, a.aux = coll, alg, t, t.Size(), count, root, opID, aux
-	a.red, a.send, a.recv = reducer{k: k, comm: k != nil}, send, recv
-	a.fully = true
+	c.setDesc(coll, alg, t, root, count, opID, aux)
+	c.full = true
 	e := c.step + 1
 	c.open(e)
 	return e

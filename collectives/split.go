@@ -20,10 +20,11 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if err := c.await(ctx, collSplit); err != nil {
 		return nil, err
 	}
-	if err := c.start(collSplit, 0); err != nil {
+	a, err := c.start(collSplit, 0)
+	if err != nil {
 		return nil, err
 	}
-	c.cur.count = 0
+	c.describe(a)
 	e, err := c.begin(ctx)
 	if err != nil {
 		return nil, err
@@ -52,7 +53,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		}
 	}
 	c.last.Rounds++
-	c.cur.fully = true
+	c.full = true
 	c.end(e)
 	if color < 0 {
 		return nil, nil

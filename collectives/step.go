@@ -41,15 +41,14 @@ const lineBytes = 64
 
 func stepVal(e uint64, phase int) uint64 { return e<<16 | uint64(phase) }
 
-// call holds the arguments of the collective being run, as raw bytes.
+// call holds the arguments of the collective being run, as raw bytes. The
+// entry points fill it (Comm.start hands out the Comm's own, so that calls
+// do not allocate) and pass it to the algorithm and its helpers; the step
+// protocol reads only the descriptor made of it (describe).
 type call struct {
-	// The fields the small-call path writes come first (two cache lines).
-	coll Collective
-	alg  Algorithm
-	typ  simd.Type
-	// fully is set by an algorithm whose step made this rank depend on
-	// every rank's data of the step.
-	fully bool
+	coll  Collective
+	alg   Algorithm
+	typ   simd.Type
 	esz   int
 	count int // elements: per rank (allreduce, bcast, reduce, scan) or per block (the others)
 	root  int
@@ -61,6 +60,40 @@ type call struct {
 	// irregular counts and displacements, in elements
 	counts, displs   []int
 	rcounts, rdispls []int
+}
+
+// callDesc is the descriptor of the call in progress, as every step of it
+// publishes it: four words of the call's fields and their hash with the
+// call's number (describe).
+type callDesc struct {
+	w    [4]uint64
+	hash uint64
+}
+
+func (d *callDesc) coll() Collective { return Collective(d.w[0]) }
+func (d *callDesc) alg() Algorithm   { return Algorithm(d.w[0] >> 8) }
+func (d *callDesc) typ() simd.Type   { return simd.Type(d.w[0] >> 16) }
+
+// describe makes a the call in progress, the one whose descriptor the
+// following steps publish. The hash (four independent multiplies and one
+// mix with the call number) covers everything but the step, which the
+// counter's value carries: a peer whose counter reached step e on this
+// counter is at step e (it cannot begin e+2 before this rank begins e+1).
+func (c *Comm) describe(a *call) {
+	c.setDesc(a.coll, a.alg, a.typ, a.root, a.count, a.opID, a.aux)
+}
+
+// setDesc is describe from the fields (the small-call path has no call).
+func (c *Comm) setDesc(coll Collective, alg Algorithm, t simd.Type, root, count int, opID, aux uint64) {
+	d := &c.desc
+	d.w = [4]uint64{
+		uint64(coll) | uint64(alg)<<8 | uint64(t)<<16 | uint64(uint32(int32(root)))<<32,
+		uint64(count), opID, aux,
+	}
+	h := d.w[0]*0x9e3779b97f4a7c15 + d.w[1]*0xc2b2ae3d27d4eb4f + d.w[2]*0x165667b19e3779f9 + d.w[3]*0xd6e8feb86659fd93
+	h = (h ^ c.seq) * 0xff51afd7ed558ccd
+	h ^= h >> 29
+	d.hash = h | 1 // never 0: a zeroed line is no call
 }
 
 // scratch is per-Comm memory reused by every call, so that calls do not
@@ -112,47 +145,31 @@ const (
 )
 
 // open makes e the current step, the one step-opening of begin and the
-// small-call path: it writes the descriptor of step e into this rank's
-// descriptor area for e (fullDescOff + (e&1)*lineBytes), read only to name
-// a mismatch, and asks for the counter's line, owned ahead of the post
-// (see post). The call's hash (four independent multiplies and one mix
-// with the call number) is computed once per call.
+// small-call path: it writes the call's descriptor (describe) for step e
+// into this rank's descriptor area for e (fullDescOff + (e&1)*lineBytes),
+// read only to name a mismatch, and asks for the counter's line, owned
+// ahead of the post (see post).
 func (c *Comm) open(e uint64) {
 	c.step = e
-	a := &c.cur
-	// Words built from the fields, not read back from the area (a load of
-	// bytes just stored piecewise waits for the stores).
-	w := [4]uint64{
-		uint64(a.coll) | uint64(a.alg)<<8 | uint64(a.typ)<<16 | uint64(uint32(int32(a.root)))<<32,
-		uint64(a.count), a.opID, a.aux,
-	}
-	if c.hashSeq != c.seq {
-		// The hash covers everything but the step, which the counter's
-		// value carries: a peer whose counter reached step e on this
-		// counter is at step e (it cannot begin e+2 before this rank
-		// begins e+1).
-		h := w[0]*0x9e3779b97f4a7c15 + w[1]*0xc2b2ae3d27d4eb4f + w[2]*0x165667b19e3779f9 + w[3]*0xd6e8feb86659fd93
-		h = (h ^ c.seq) * 0xff51afd7ed558ccd
-		h ^= h >> 29
-		c.hashSeq, c.dhash = c.seq, h|1 // never 0: a zeroed line is no call
-	}
 	o := fullDescOff + int(e&1)*lineBytes
 	d := (*[descBytes]byte)(c.ep.Descriptor(c.rank)[o : o+descBytes])
 	le := binary.LittleEndian
 	le.PutUint64(d[dSeq:], c.seq)
 	le.PutUint64(d[dStep:], e)
-	le.PutUint64(d[dColl:], w[0])
-	le.PutUint64(d[dCount:], w[1])
-	le.PutUint64(d[dOp:], w[2])
-	le.PutUint64(d[dAux:], w[3])
+	le.PutUint64(d[dColl:], c.desc.w[0])
+	le.PutUint64(d[dCount:], c.desc.w[1])
+	le.PutUint64(d[dOp:], c.desc.w[2])
+	le.PutUint64(d[dAux:], c.desc.w[3])
 	c.ep.Prepare(ctr(e))
 }
 
-// countCall counts a new call, whose counts start at s.
-func (c *Comm) countCall(s Stats) {
+// countCall counts a new call of coll on type t, whose counts start at s;
+// its descriptor names only coll and t until describe.
+func (c *Comm) countCall(coll Collective, t simd.Type, s Stats) {
 	c.seq++
 	c.total.add(c.last)
 	c.last = s
+	c.desc = callDesc{w: [4]uint64{uint64(coll) | uint64(t)<<16}}
 }
 
 // begin starts the next step of the current call: it waits until every
@@ -173,7 +190,7 @@ func (c *Comm) begin(ctx context.Context) (uint64, error) {
 		c.synced = e - 1
 	}
 	c.open(e)
-	c.cur.fully = false
+	c.full = false
 	return e, nil
 }
 
@@ -209,10 +226,11 @@ func (c *Comm) tiny(q int, e uint64) []byte {
 }
 
 // end closes step e: if the algorithm made this rank depend on every
-// rank's step-e data, every rank has begun step e. It counts the step.
+// rank's step-e data (it set c.full), every rank has begun step e. It
+// counts the step.
 func (c *Comm) end(e uint64) {
 	c.last.Steps++
-	if c.cur.fully {
+	if c.full {
 		c.synced = e
 	}
 }
@@ -225,7 +243,7 @@ func (c *Comm) endAll(ctx context.Context, e uint64, phase int) error {
 	if err := c.waitAll(ctx, e, phase); err != nil {
 		return err
 	}
-	c.cur.fully = true
+	c.full = true
 	c.end(e)
 	return nil
 }
@@ -249,7 +267,7 @@ func (c *Comm) waitAll(ctx context.Context, e uint64, phase int) error {
 // for the line instead (Endpoint.Prepare), which orders nothing.
 func (c *Comm) post(e uint64, phase int) {
 	if c.hashed != e {
-		binary.LittleEndian.PutUint64(c.ep.Inline(c.rank, ctr(e)), c.dhash)
+		binary.LittleEndian.PutUint64(c.ep.Inline(c.rank, ctr(e)), c.desc.hash)
 		c.hashed = e
 	}
 	c.ep.Post(ctr(e), stepVal(e, phase))
@@ -289,46 +307,50 @@ func (c *Comm) waitChecked(ctx context.Context, q int, e uint64, phase int, data
 	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, phase), data); err != nil {
 		return c.fail(err)
 	}
-	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) != c.dhash {
+	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) != c.desc.hash {
 		return c.checkDesc(q, e)
 	}
 	return nil
 }
 
-// checkDesc compares q's descriptor of step e with ours.
+// checkDesc compares q's descriptor of step e with this rank's.
 func (c *Comm) checkDesc(q int, e uint64) error {
-	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) == c.dhash {
+	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) == c.desc.hash {
 		return nil
 	}
-	pd := c.ep.Descriptor(q)[fullDescOff+int(e&1)*lineBytes:][:descBytes]
+	o := fullDescOff + int(e&1)*lineBytes
+	md, pd := c.ep.Descriptor(c.rank)[o:][:descBytes], c.ep.Descriptor(q)[o:][:descBytes]
 	le := binary.LittleEndian
+	u64 := func(d []byte, i int) uint64 { return le.Uint64(d[i:]) }
+	root := func(d []byte) int32 { return int32(le.Uint32(d[dRoot:])) }
+	coll, alg := Collective(md[dColl]), Algorithm(md[dAlg])
 	var what string
 	switch {
-	case le.Uint64(pd[dSeq:]) != c.seq:
+	case u64(pd, dSeq) != c.seq:
 		what = fmt.Sprintf("rank %d is at call %d (%v), rank %d at call %d (%v): the ranks made different numbers of calls or steps",
-			c.rank, c.seq, c.cur.coll, q, le.Uint64(pd[dSeq:]), Collective(pd[dColl]))
-	case pd[dColl] != byte(c.cur.coll):
-		what = fmt.Sprintf("rank %d called %v, rank %d called %v", c.rank, c.cur.coll, q, Collective(pd[dColl]))
-	case pd[dType] != byte(c.cur.typ):
-		what = fmt.Sprintf("rank %d passed %v, rank %d passed %v", c.rank, c.cur.typ, q, simd.Type(pd[dType]))
-	case le.Uint64(pd[dOp:]) != c.cur.opID:
+			c.rank, c.seq, coll, q, u64(pd, dSeq), Collective(pd[dColl]))
+	case pd[dColl] != md[dColl]:
+		what = fmt.Sprintf("rank %d called %v, rank %d called %v", c.rank, coll, q, Collective(pd[dColl]))
+	case pd[dType] != md[dType]:
+		what = fmt.Sprintf("rank %d passed %v, rank %d passed %v", c.rank, simd.Type(md[dType]), q, simd.Type(pd[dType]))
+	case u64(pd, dOp) != u64(md, dOp):
 		what = fmt.Sprintf("ranks %d and %d passed different operators", c.rank, q)
-	case le.Uint64(pd[dCount:]) != uint64(c.cur.count):
-		what = fmt.Sprintf("rank %d passed count %d, rank %d count %d", c.rank, c.cur.count, q, le.Uint64(pd[dCount:]))
-	case int32(le.Uint32(pd[dRoot:])) != int32(c.cur.root):
-		what = fmt.Sprintf("rank %d passed root %d, rank %d root %d", c.rank, c.cur.root, q, int32(le.Uint32(pd[dRoot:])))
-	case pd[dAlg] != byte(c.cur.alg) && (pd[dAlg] == byte(Direct) || c.cur.alg == Direct):
+	case u64(pd, dCount) != u64(md, dCount):
+		what = fmt.Sprintf("rank %d passed count %d, rank %d count %d", c.rank, u64(md, dCount), q, u64(pd, dCount))
+	case root(pd) != root(md):
+		what = fmt.Sprintf("rank %d passed root %d, rank %d root %d", c.rank, root(md), q, root(pd))
+	case pd[dAlg] != md[dAlg] && (pd[dAlg] == byte(Direct) || alg == Direct):
 		in, out := c.rank, q
-		if c.cur.alg != Direct {
+		if alg != Direct {
 			in, out = q, c.rank
 		}
 		what = fmt.Sprintf("rank %d passed buffers from Alloc and rank %d did not (rank %d chose algorithm %v, rank %d %v): a call takes arena buffers on every rank or on none",
-			in, out, c.rank, c.cur.alg, q, Algorithm(pd[dAlg]))
-	case pd[dAlg] != byte(c.cur.alg):
-		what = fmt.Sprintf("rank %d chose algorithm %v, rank %d %v", c.rank, c.cur.alg, q, Algorithm(pd[dAlg]))
-	case le.Uint64(pd[dAux:]) != c.cur.aux:
+			in, out, c.rank, alg, q, Algorithm(pd[dAlg]))
+	case pd[dAlg] != md[dAlg]:
+		what = fmt.Sprintf("rank %d chose algorithm %v, rank %d %v", c.rank, alg, q, Algorithm(pd[dAlg]))
+	case u64(pd, dAux) != u64(md, dAux):
 		what = fmt.Sprintf("ranks %d and %d passed different count vectors", c.rank, q)
-	case le.Uint64(pd[dStep:]) != e:
+	case u64(pd, dStep) != e:
 		what = fmt.Sprintf("ranks %d and %d are at different steps", c.rank, q)
 	default:
 		what = fmt.Sprintf("rank %d's call descriptor does not match its hash (the arena was written by someone else)", q)
@@ -338,7 +360,7 @@ func (c *Comm) checkDesc(q int, e uint64) error {
 
 // mismatch aborts the communicator with a descriptor-mismatch cause.
 func (c *Comm) mismatch(what string) error {
-	c.ep.Abort(fmt.Errorf("%w: %v call %d: %s", ErrMismatch, c.cur.coll, c.seq, what))
+	c.ep.Abort(fmt.Errorf("%w: %v call %d: %s", ErrMismatch, c.desc.coll(), c.seq, what))
 	return c.fail(c.ep.Err())
 }
 
@@ -349,12 +371,12 @@ func (c *Comm) fail(err error) error {
 		err = ErrAborted
 	}
 	if !errors.Is(err, shm.ErrAborted) && !errors.Is(err, ErrClosed) {
-		c.ep.Abort(fmt.Errorf("rank %d: %v call %d: %w", c.rank, c.cur.coll, c.seq, err))
+		c.ep.Abort(fmt.Errorf("rank %d: %v call %d: %w", c.rank, c.desc.coll(), c.seq, err))
 		if ae := c.ep.Err(); ae != nil {
 			err = fmt.Errorf("%w (%w)", err, ae)
 		}
 	}
-	return &Error{Rank: c.rank, Coll: c.cur.coll, Seq: c.seq, Err: err}
+	return &Error{Rank: c.rank, Coll: c.desc.coll(), Seq: c.seq, Err: err}
 }
 
 // slotHalf returns the half of rank q's slot that step e uses.
@@ -364,15 +386,16 @@ func (c *Comm) slotHalf(q int, e uint64) []byte {
 	return s[o : o+c.half : o+c.half]
 }
 
-// run validates nothing more and runs the call in c.cur with its
-// algorithm, recovering a panic of a user operator into an abort.
-func (c *Comm) run(ctx context.Context) (err error) {
-	if c.cur.red.user != nil {
+// run runs the call a with the algorithm f, recovering a panic of a user
+// operator into an abort.
+func (c *Comm) run(ctx context.Context, a *call, f impl) (err error) {
+	if a.red.user != nil {
 		defer func() {
 			if r := recover(); r != nil {
 				err = c.fail(fmt.Errorf("user operator panicked: %v", r))
 			}
 		}()
 	}
-	return algorithms[c.cur.coll][c.cur.alg](c, ctx, &c.cur)
+	c.describe(a)
+	return f(c, ctx, a)
 }

@@ -155,10 +155,11 @@ func (k treeKind) delay(n, d int) int {
 	return d
 }
 
-// treeSeg is one segment of a tree algorithm: m elements cut into n
-// blocks, run in step e.
+// treeSeg is one segment of a tree algorithm's call a: m elements cut
+// into n blocks, run in step e.
 type treeSeg struct {
 	c    *Comm
+	a    *call
 	ctx  context.Context
 	e    uint64
 	m, n int
@@ -167,7 +168,7 @@ type treeSeg struct {
 // blk is block b of a segment-sized buffer.
 func (s *treeSeg) blk(buf []byte, b int) []byte {
 	lo, hi := blockSpan(0, s.m, s.n, b)
-	return span(buf, s.c.cur.esz, lo, hi)
+	return span(buf, s.a.esz, lo, hi)
 }
 
 // peer returns block b of the area at byte offset off of rank q's slot
@@ -178,14 +179,14 @@ func (s *treeSeg) peer(q, phase, off, b int) ([]byte, error) {
 		return nil, err
 	}
 	c.last.add(Stats{Rounds: 1, Received: 1})
-	return s.blk(c.slotHalf(q, s.e)[off:off+s.m*c.cur.esz], b), nil
+	return s.blk(c.slotHalf(q, s.e)[off:off+s.m*s.a.esz], b), nil
 }
 
 // up computes partial block t of nd's subtree into dst, (first child's)
 // op (second child's) op own input block x — rank order — from the
 // children's partial areas (offset 0, phase 2t+2).
 func (s *treeSeg) up(nd treeNode, t int, dst, x []byte) error {
-	red := &s.c.cur.red
+	red := &s.a.red
 	switch {
 	case nd.c0 < 0:
 		simd.Copy(dst, x)
@@ -230,7 +231,7 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 		if err != nil {
 			return err
 		}
-		s := treeSeg{c: c, ctx: ctx, e: e, m: m, n: n}
+		s := treeSeg{c: c, a: a, ctx: ctx, e: e, m: m, n: n}
 		h := c.slotHalf(c.rank, e)
 		part, res := h[:m*esz], h[area:area+m*esz]
 		acc := part // where partial results go
@@ -286,7 +287,7 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 				c.post(e, 2*t+3)
 			}
 		}
-		a.fully = true
+		c.full = true
 		c.end(e)
 	}
 	return nil
@@ -358,7 +359,7 @@ func (c *Comm) treeReduce(ctx context.Context, a *call) error {
 		if err != nil {
 			return err
 		}
-		s := treeSeg{c: c, ctx: ctx, e: e, m: m, n: n}
+		s := treeSeg{c: c, a: a, ctx: ctx, e: e, m: m, n: n}
 		x := span(in, esz, base, base+m)
 		acc := c.slotHalf(c.rank, e)[:m*esz] // partial results
 		var out []byte
@@ -394,7 +395,7 @@ func (c *Comm) treeReduce(ctx context.Context, a *call) error {
 			}
 		}
 		// Rank p-1's result, and so the root's, needed every rank's data.
-		a.fully = isRoot || c.rank == top
+		c.full = isRoot || c.rank == top
 		c.end(e)
 	}
 	return nil
@@ -418,7 +419,7 @@ func (c *Comm) treeBcast(ctx context.Context, a *call) error {
 		if err != nil {
 			return err
 		}
-		s := treeSeg{c: c, ctx: ctx, e: e, m: m, n: n}
+		s := treeSeg{c: c, a: a, ctx: ctx, e: e, m: m, n: n}
 		seg := span(a.recv, esz, base, base+m)
 		h := c.slotHalf(c.rank, e)[:m*esz]
 		if isRoot {

@@ -26,7 +26,7 @@ const (
 // elsewhere). send nil at the root means in place: its block is already in
 // recv.
 func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
-	total, err := c.vectorStart(ctx, collGatherv, simd.TypeOf[T](), counts, displs, root, "recv", len(recv))
+	a, total, err := c.vectorStart(ctx, collGatherv, simd.TypeOf[T](), counts, displs, root, "recv", len(recv))
 	if err != nil {
 		return err
 	}
@@ -34,9 +34,9 @@ func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, count
 	if (s != nil || c.rank != root) && len(send) != counts[c.rank] {
 		return c.bad("len(send) = %d, counts[%d] = %d", len(send), c.rank, counts[c.rank])
 	}
-	esz := c.cur.esz
+	esz := a.esz
 	if c.rank == root {
-		d, n := c.cur.displs[root], counts[root]
+		d, n := a.displs[root], counts[root]
 		if s != nil && same(s, r[d*esz:(d+n)*esz]) {
 			s = nil
 		} else if overlaps(s, r) {
@@ -48,8 +48,8 @@ func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, count
 	} else {
 		r = nil
 	}
-	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, total, root
-	return c.runVector(ctx, (*Comm).flatGatherv)
+	a.send, a.recv, a.count, a.root = s, r, total, root
+	return c.runVector(ctx, a, (*Comm).flatGatherv)
 }
 
 // Scatterv sends send[displs[j]:][:counts[j]] of rank root to recv on rank
@@ -58,7 +58,7 @@ func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, count
 // may be nil elsewhere). recv nil at the root means in place: the root's
 // block stays in send.
 func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
-	total, err := c.vectorStart(ctx, collScatterv, simd.TypeOf[T](), counts, displs, root, "send", len(send))
+	a, total, err := c.vectorStart(ctx, collScatterv, simd.TypeOf[T](), counts, displs, root, "send", len(send))
 	if err != nil {
 		return err
 	}
@@ -66,9 +66,9 @@ func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, coun
 	if (r != nil || c.rank != root) && len(recv) != counts[c.rank] {
 		return c.bad("len(recv) = %d, counts[%d] = %d", len(recv), c.rank, counts[c.rank])
 	}
-	esz := c.cur.esz
+	esz := a.esz
 	if c.rank == root {
-		d, n := c.cur.displs[root], counts[root]
+		d, n := a.displs[root], counts[root]
 		if overlaps(s, r) {
 			return c.bad("send and receive buffers overlap")
 		}
@@ -78,57 +78,59 @@ func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, coun
 	} else {
 		s = nil
 	}
-	c.cur.send, c.cur.recv, c.cur.count, c.cur.root = s, r, total, root
-	return c.runVector(ctx, (*Comm).flatScatterv)
+	a.send, a.recv, a.count, a.root = s, r, total, root
+	return c.runVector(ctx, a, (*Comm).flatScatterv)
 }
 
 // vectorStart starts a gatherv or scatterv: it checks root and counts
-// (irregular puts them and packed displacements in c.cur) and, at the root,
-// the root's buffer (what, of n elements) against counts and displs, which
-// it puts into c.cur.displs. It returns the sum of the counts.
-func (c *Comm) vectorStart(ctx context.Context, coll Collective, t simd.Type, counts, displs []int, root int, what string, n int) (int, error) {
+// (irregular puts them and packed displacements in the call) and, at the
+// root, the root's buffer (what, of n elements) against counts and
+// displs, which it puts into the call's displs. It returns the call and
+// the sum of the counts.
+func (c *Comm) vectorStart(ctx context.Context, coll Collective, t simd.Type, counts, displs []int, root int, what string, n int) (*call, int, error) {
 	if err := c.await(ctx, coll); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	if err := c.start(coll, t); err != nil {
-		return 0, err
+	a, err := c.start(coll, t)
+	if err != nil {
+		return nil, 0, err
 	}
 	if err := c.checkRoot(root); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	total, err := c.irregular(counts)
+	total, err := c.irregular(a, counts)
 	if err != nil || c.rank != root {
-		return total, err
+		return a, total, err
 	}
 	if displs == nil {
 		if n < total {
-			return 0, c.bad("len(%s) = %d at the root, counts sum to %d", what, n, total)
+			return nil, 0, c.bad("len(%s) = %d at the root, counts sum to %d", what, n, total)
 		}
-		return total, nil
+		return a, total, nil
 	}
 	if len(displs) != c.size {
-		return 0, c.bad("len(displs) = %d for %d ranks", len(displs), c.size)
+		return nil, 0, c.bad("len(displs) = %d for %d ranks", len(displs), c.size)
 	}
 	for j, d := range displs {
 		if d < 0 || d > n || counts[j] > n-d {
-			return 0, c.bad("block %d at %d of %d elements exceeds len(%s) = %d at the root", j, d, counts[j], what, n)
+			return nil, 0, c.bad("block %d at %d of %d elements exceeds len(%s) = %d at the root", j, d, counts[j], what, n)
 		}
-		c.cur.displs[j] = d
+		a.displs[j] = d
 	}
-	return total, nil
+	return a, total, nil
 }
 
-// runVector runs a gatherv or scatterv whose arguments are in c.cur with
-// the flat algorithm f, as pick runs the others.
-func (c *Comm) runVector(ctx context.Context, f impl) error {
+// runVector runs the gatherv or scatterv a with the flat algorithm f, as
+// pick runs the others.
+func (c *Comm) runVector(ctx context.Context, a *call, f impl) error {
 	if c.size == 1 {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}
-	c.cur.alg = Flat
-	if err := f(c, ctx, &c.cur); err != nil {
+	a.alg = Flat
+	if err := c.run(ctx, a, f); err != nil {
 		return err
 	}
 	return c.finish(ctx)
@@ -175,7 +177,7 @@ func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 				simd.Copy(span(a.recv, esz, d+lo, d+hi), c.slotHalf(q, e)[:(hi-lo)*esz])
 			}
 			c.last.Received += uint64(p - 1)
-			a.fully = true
+			c.full = true
 		}
 		c.last.Rounds++
 		c.end(e)
