@@ -44,8 +44,8 @@ import (
 // copy-in and its result), never rewritten; across steps see step.go.
 // Both loops make a rank depend on the peer's data of every step.
 
-// pairSegBytes is the largest allreduce segment: the result half and the
-// copy-in of one step stay in L2 while the peer reads them.
+// pairSegBytes is the largest allreduce segment and reduce-scatter piece:
+// what a step writes into the slot stays in L2 while the peer reads it.
 const pairSegBytes = 1 << 20
 
 // pairChunkBytes is about the size of one chunk of the pair loop: large
@@ -137,8 +137,9 @@ func (c *Comm) pairResult(r *reducer, dst, slot, in, peer []byte) {
 func (c *Comm) pairReduceScatter(ctx context.Context, a *call) error {
 	esz := a.esz
 	me, peer := c.rank, 1-c.rank
-	capElems := max(1, c.half/esz)
-	// S steps, each with a piece of at most capElems of every block.
+	// S steps, each with a piece of at most capElems of every block: the
+	// slot holds as much of a step as an allreduce segment.
+	capElems := max(1, min(c.half, pairSegBytes)/esz)
 	S := max(1, (max(a.counts[0], a.counts[1])+capElems-1)/capElems)
 	for k := range S {
 		// K chunks per piece, from the larger piece: the same on both ranks.
