@@ -16,8 +16,8 @@ import (
 // with an empty one.
 
 // pairOpts pins alg for the reductions with 1 MiB slots: a 512 KiB slot
-// half, so an allreduce segment has 8 chunks and a reduce-scatter piece
-// up to 8.
+// half, so that allreduce halves and reduce-scatter pieces have several
+// chunks each.
 func pairOpts(alg Algorithm) Options {
 	o := pinAll(alg)
 	o.SlotBytes = 1 << 20

@@ -42,6 +42,10 @@ import (
 // vector to rank 2i, which reduces it (own op peer) and goes on alone; the
 // eliminated ranks read the result at the end.
 //
+// At p = 2 the allreduce and the reduce-scatter run the pair loop
+// instead (pair.go): the same operands in the same order, in one loop of
+// chunks.
+//
 // Reduce-scatter: the butterfly without the allgather; position i holds
 // the blocks of the survivor that ends with it and of the ranks it keeps,
 // and every eliminated rank reads its position from its keeper. Reduce:
