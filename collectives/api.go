@@ -298,18 +298,8 @@ func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, co
 	if err != nil {
 		return err
 	}
-	if displs != nil {
-		if len(displs) != c.size {
-			return c.bad("len(displs) = %d for %d ranks", len(displs), c.size)
-		}
-		for j, d := range displs {
-			if d < 0 || d > len(recv) || counts[j] > len(recv)-d {
-				return c.bad("block %d at %d of %d elements exceeds len(recv) = %d", j, d, counts[j], len(recv))
-			}
-			a.displs[j] = d
-		}
-	} else if len(recv) < total {
-		return c.bad("len(recv) = %d, counts sum to %d", len(recv), total)
+	if err := c.vlayout("recv", len(recv), counts, displs, a.counts, a.displs); err != nil {
+		return err
 	}
 	s, r := bytesOf(send), simd.AsBytes(recv)
 	me := r[a.displs[c.rank]*a.esz : (a.displs[c.rank]+counts[c.rank])*a.esz]
@@ -623,6 +613,8 @@ func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, 
 	return c.pick(ctx, a, len(r))
 }
 
+// vlayout checks that the blocks of counts at displs (nil: packed in rank
+// order) lie in a buffer (what) of n elements, and copies them to cs, ds.
 func (c *Comm) vlayout(what string, n int, counts, displs []int, cs, ds []int) error {
 	if len(counts) != c.size || (displs != nil && len(displs) != c.size) {
 		return c.bad("%s: %d counts and %d displacements for %d ranks", what, len(counts), len(displs), c.size)
