@@ -89,14 +89,10 @@ func (c *Comm) dispatch(ctx context.Context, a *call, bytes int) error {
 	return c.finish()
 }
 
-// finish ends a call whose last step did not make this rank depend on
-// every rank (a bcast, scatter, gather or reduce that did not wait for
-// everybody): the rank returns early, and settle, at its next use of the
-// communicator, waits until every rank has begun that step and compares
-// their descriptors (early.go). An algorithm whose peers read this rank's
-// own buffers in place (direct, on the Alloc buffers) ends by waiting for
-// every rank (endAll), so it never returns early; the others leave only
-// arena data behind.
+// finish ends a call: a rank whose last step did not make it depend on
+// every rank returns early, and settle makes the final check later
+// (early.go). An algorithm whose peers read the rank's own buffers in
+// place (Direct) ends by waiting for every rank (endAll) instead.
 func (c *Comm) finish() error {
 	if !c.full {
 		c.leave(c.step)

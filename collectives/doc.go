@@ -96,26 +96,19 @@
 // For a fixed p, algorithm, skip sequence and input, results are bitwise the
 // same on every rank and in every run, because every element is combined
 // by exactly one rank in a fixed order and then copied:
-//   - flat, replicated: x_0 op x_1 op ... op x_{p-1}, left to right in
-//     rank order (the k-way kernel combines up to 8 operands per pass;
-//     bfloat16 and float16 are rounded once per pass). Correct for
-//     non-commutative operators.
+//   - flat, replicated, scan, exscan, the trees and MST reduce: x_0 op ...
+//     op x_{p-1} in rank order (bracketed by the tree; the k-way kernel
+//     combines up to 8 operands per pass, bfloat16 and float16 rounded
+//     once per pass). Correct for non-commutative operators.
 //   - circulant reduce-scatter and allreduce: block b is the expression
-//     circulant.ReduceScatterExpr(p, b, skips) prints, with the local
-//     partial result always the left operand. Needs a commutative operator.
-//   - circulant reduce: at each node of the tree, own input op child
-//     results in the reverse order of the broadcast rounds.
-//   - trees (DualRoot, Tree, ReduceBcast) and MST reduce: x_0 op ... op
-//     x_{p-1} in rank order, bracketed by the tree. Correct for
-//     non-commutative operators.
-//   - nblock reduce, reduce-scatter and allreduce: the local partial
-//     result on the left, in schedule order. Needs a commutative operator.
-//   - scan, exscan: flat, in rank order.
+//     circulant.ReduceScatterExpr(p, b, skips) prints; circulant reduce:
+//     own input op child results in the reverse order of the broadcast
+//     rounds; nblock: the local partial result on the left, in schedule
+//     order. These need a commutative operator.
 //
 // Pin an algorithm (Options.Algorithms) to keep results fixed when the
-// selection table changes; a non-commutative operator runs only on
-// algorithms that keep rank order (auto never chooses otherwise; pinning
-// circulant for one is [ErrNotCommutative]).
+// selection table changes. Auto never gives a non-commutative operator an
+// algorithm that reorders; a pin that does is [ErrNotCommutative].
 //
 // # Failures
 //
