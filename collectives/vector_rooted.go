@@ -27,7 +27,7 @@ const (
 // elsewhere). send nil at the root means in place: its block is already in
 // recv.
 func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
-	a, total, err := c.vectorStart(ctx, collGatherv, simd.TypeOf[T](), counts, displs, root, "recv", len(recv))
+	a, total, err := c.vectorStart(ctx, collGatherv, simd.TypeOf[T](), counts, displs, root, "recv at the root", len(recv))
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, count
 // may be nil elsewhere). recv nil at the root means in place: the root's
 // block stays in send.
 func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
-	a, total, err := c.vectorStart(ctx, collScatterv, simd.TypeOf[T](), counts, displs, root, "send", len(send))
+	a, total, err := c.vectorStart(ctx, collScatterv, simd.TypeOf[T](), counts, displs, root, "send at the root", len(send))
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (c *Comm) vectorStart(ctx context.Context, coll Collective, t simd.Type, co
 	}
 	total, err := c.irregular(a, counts)
 	if err == nil && c.rank == root {
-		err = c.vlayout(what+" at the root", n, counts, displs, a.counts, a.displs)
+		err = c.vlayout(what, n, counts, displs, a.counts, a.displs)
 	}
 	return a, total, err
 }
