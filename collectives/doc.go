@@ -72,9 +72,11 @@
 // synchronizations; Circulant, Nblock, the trees (Tree, DualRoot,
 // ReduceBcast), the Rabenseifner family, Ring, MST, BDE and Bruck are the
 // round-based algorithms of the literature; Direct reads buffers from
-// [Alloc] in place. Auto selection decides per call, from inputs equal on
-// every rank: a pin (Options.Algorithms over SHMCOLL_ALGO_<COLL>, e.g.
-// SHMCOLL_ALGO_ALLREDUCE=flat), Direct for arena buffers, the selection
+// [Alloc] in place; Single copies between the ranks' private buffers once,
+// by cross-memory attach. Auto selection decides per call, from inputs
+// equal on every rank: a pin (Options.Algorithms over
+// SHMCOLL_ALGO_<COLL>, e.g. SHMCOLL_ALGO_ALLREDUCE=flat), Direct for arena
+// buffers, Single where cross-memory attach is on ([Comm.CrossMemory]), the selection
 // [Table] measured by shmbench tune (built in as [DefaultTable], or the
 // file SHMCOLL_TUNE_FILE names, or Options.Table), else a heuristic. The
 // ranks compare the table's hash when they join (a difference is
@@ -98,6 +100,7 @@
 //   - Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd: rabenseifner.go
 //   - Ring: ring.go; MST: mst.go; BDE: bde.go; Bruck: bruck.go
 //   - Direct: direct.go
+//   - Single: single.go
 //
 // Machinery: selection in select.go (decide) and table.go ([Table];
 // tune/default.txt as shmbench tune wrote it, tune/overrides.txt the
