@@ -76,9 +76,10 @@
 // by cross-memory attach. Auto selection decides per call, from inputs
 // equal on every rank: a pin (Options.Algorithms over
 // SHMCOLL_ALGO_<COLL>, e.g. SHMCOLL_ALGO_ALLREDUCE=flat), Direct for arena
-// buffers, Single where cross-memory attach is on ([Comm.CrossMemory]), the selection
-// [Table] measured by shmbench tune (built in as [DefaultTable], or the
-// file SHMCOLL_TUNE_FILE names, or Options.Table), else a heuristic. The
+// buffers, Single where cross-memory attach is on ([Comm.CrossMemory]),
+// the selection [Table] measured by shmbench tune (built in as
+// [DefaultTable], or the file SHMCOLL_TUNE_FILE names, or Options.Table),
+// else a heuristic. The
 // ranks compare the table's hash when they join (a difference is
 // [ErrTableMismatch] on every rank), and the choice is part of the call
 // descriptor ([Comm.LastAlgorithm] reports it; [Select] and shmbench
