@@ -31,11 +31,18 @@
 // FUTEX_PRIVATE_FLAG); a goroutine rank in the Go scheduler, on a channel
 // per counter that the next post closes (no OS thread blocks). Each
 // counter's line holds a count of sleepers, so a Post wakes (FUTEX_WAKE, or
-// a channel close) only when someone sleeps.
+// a channel close) only when someone sleeps. A process with GOMAXPROCS 1
+// sleeps in a raw system call, at most 1ms at a time with a
+// runtime.Gosched between sleeps: in a system call the Go scheduler sees,
+// sysmon would take the only P and wake another thread to look for work,
+// and those threads run in the turns of the ranks that share the CPU. The
+// wake is a raw system call everywhere, since it does not block.
 //
 // Processes that outnumber the machine's online CPUs do not spin at all:
-// they yield at once (Open MPI's mpi_yield_when_idle), for 1ms, before
-// they sleep. Otherwise the spin budget is [Options.SpinFor] at most (50µs
+// they yield at once (Open MPI's mpi_yield_when_idle), for 30µs, before
+// they sleep: a sched_yield gives the rest of the rank's time slice to the
+// CPU's other tasks, and ranks that keep yielding beside a task from
+// outside the job hand it the CPU. Otherwise the spin budget is [Options.SpinFor] at most (50µs
 // by default, 2µs for goroutine ranks that outnumber GOMAXPROCS) and adapts
 // below it: it halves after each wait that outlasts it, since then the
 // poster is not running and spinning only keeps it off the CPU, down to 5µs

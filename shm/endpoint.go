@@ -89,6 +89,7 @@ const (
 	checkGrace  = 50 * time.Microsecond // a wait checks the peer's liveness from this age
 	minSpin     = 5000                  // ns
 	minSpinOver = 500                   // ns, ranks outnumber CPUs
+	rawSleep    = time.Millisecond      // bound of one futex sleep of a process with one P
 )
 
 func (o Options) timeout() time.Duration {
@@ -138,7 +139,7 @@ type Endpoint struct {
 	posts             [NumCounters]uint32 // posts per counter (checkPosts)
 	checkEvery        time.Duration
 	yield             func()
-	gosched           bool     // a process with one P: runtime.Gosched every 16th yield too
+	oneP              bool     // a process with one P: runtime.Gosched every 16th yield, raw futex sleeps
 	progress          func()   // Options.Progress
 	peers             *peerSet // process liveness; nil in process mode before rendezvous and in-process
 
@@ -517,7 +518,7 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 				return e.doneErr()
 			}
 			if i&15 == 15 {
-				if e.gosched {
+				if e.oneP {
 					runtime.Gosched()
 				}
 				if e.progress != nil {
@@ -557,14 +558,17 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 			// The first sleep is short: a post whose plain store was on its
 			// way when this rank registered may not have seen it (see Post).
 			if first && plainPosts && e.sleepFor > storeLag {
-				futexWait(fw, uint32(cur), storeLag)
-			} else if futexWait(fw, uint32(cur), e.sleepFor) {
+				futexWait(fw, uint32(cur), storeLag, e.oneP)
+			} else if futexWait(fw, uint32(cur), e.sleepFor, e.oneP) {
 				e.sleepTimeouts.Add(1)
 			}
 		}
 		sl.Add(^uint32(0))
 		if w.Load() >= v {
 			return e.doneErr()
+		}
+		if e.oneP {
+			runtime.Gosched() // the turn of the goroutines the raw sleep kept waiting
 		}
 		if e.progress != nil {
 			e.progress()
@@ -737,7 +741,12 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 		// not every time, since a Gosched before each sched_yield is a
 		// cost on the path of every wait.
 		e.yield = osYield
-		e.gosched = runtime.GOMAXPROCS(0) == 1
+		e.oneP = runtime.GOMAXPROCS(0) == 1
+		if e.oneP && opt.sleepFor == 0 {
+			// Its sleeps hold the P (see futexWait): short ones, so that
+			// the process's other goroutines, if any, run between them.
+			e.sleepFor = min(e.sleepFor, rawSleep)
+		}
 	}
 	over := lay.ranks > cpus
 	e.oversub = over && !inProcess
@@ -769,8 +778,14 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	case over && !inProcess:
 		// A rank that does not spin waits for up to p-1 others' turns on
 		// the CPU; a futex sleep would add a wake-up, many times a
-		// handoff, to each of them.
-		e.yieldFor = time.Millisecond
+		// handoff, to each of them. But not for long: a sched_yield gives
+		// the rest of the yielder's slice to whatever else runs on its CPU
+		// (EEVDF moves its virtual runtime to its deadline), so ranks that
+		// go on yielding beside a task from outside the job hand that task
+		// most of the CPU, and a call then waits for its whole slices. A
+		// wait that outlasts several rounds of turns is for a rank that
+		// does not get the CPU, and sleeps.
+		e.yieldFor = 30 * time.Microsecond
 	case over:
 		e.yieldFor = 100 * time.Microsecond
 	default:

@@ -8,7 +8,7 @@ import (
 )
 
 // Without futexes a sleeping waiter polls: it sleeps briefly and rechecks.
-func futexWait(addr *uint32, val uint32, d time.Duration) bool {
+func futexWait(addr *uint32, val uint32, d time.Duration, raw bool) bool {
 	time.Sleep(min(d, 100*time.Microsecond))
 	return false
 }

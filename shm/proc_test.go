@@ -95,7 +95,7 @@ func childMain(role string) int {
 	case "pong", "ringhop":
 		err = benchChild(role, e)
 		if os.Getenv("SHMCOLL_TEST_SLEEP") != "" {
-			fmt.Printf("timeouts=%d\n", e.sleepTimeouts.Load())
+			fmt.Printf("oneP=%v\ntimeouts=%d\n", e.oneP, e.sleepTimeouts.Load())
 		}
 	case "ring":
 		err = ringExchange(e, envInt("SHMCOLL_TEST_ROUNDS"), envInt("SHMCOLL_TEST_WORDS"))
@@ -224,44 +224,58 @@ func TestProcessStress(t *testing.T) {
 
 // TestNoLostWakeup: a futex-only ping-pong across processes whose sleeps
 // are bounded by 10s never has a sleep time out: every post that found a
-// sleeper woke it.
+// sleeper woke it. The peer runs with GOMAXPROCS 1, whose sleeps are raw
+// system calls, and with GOMAXPROCS 2.
 func TestNoLostWakeup(t *testing.T) {
 	rounds := 3000
 	if testing.Short() {
 		rounds = 300
 	}
-	name := testName()
-	ps := startRanks(t, "pong", name, 1, EnvRank+"=1", EnvSize+"=2", "SHMCOLL_TEST_SLOT=4096",
-		"SHMCOLL_TEST_SPIN=-1s", "SHMCOLL_TEST_YIELD=-1s", "SHMCOLL_TEST_SLEEP=10s")
-	e, err := Join(context.Background(), name, 0, 2, Options{SlotBytes: 4096, SpinFor: -1, YieldFor: -1, sleepFor: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	ctx := context.Background()
-	for k := uint64(1); k <= uint64(rounds); k++ {
-		e.Post(0, k)
-		if err := e.Wait(ctx, 1, 0, k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.Post(0, stopValue)
-	if err := ps[0].cmd.Wait(); err != nil {
-		t.Fatalf("%v: %s", err, ps[0].out)
-	}
-	if n := e.sleepTimeouts.Load(); n != 0 || !strings.Contains(ps[0].out.String(), "timeouts=0\n") {
-		t.Errorf("futex sleeps timed out: rank 0 %d, rank 1 %s", n, ps[0].out)
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprint("procs=", procs), func(t *testing.T) {
+			name := testName()
+			ps := startRanks(t, "pong", name, 1, EnvRank+"=1", EnvSize+"=2", "SHMCOLL_TEST_SLOT=4096",
+				"SHMCOLL_TEST_SPIN=-1s", "SHMCOLL_TEST_YIELD=-1s", "SHMCOLL_TEST_SLEEP=10s", fmt.Sprint("GOMAXPROCS=", procs))
+			e, err := Join(context.Background(), name, 0, 2, Options{SlotBytes: 4096, SpinFor: -1, YieldFor: -1, sleepFor: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ctx := context.Background()
+			for k := uint64(1); k <= uint64(rounds); k++ {
+				e.Post(0, k)
+				if err := e.Wait(ctx, 1, 0, k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.Post(0, stopValue)
+			if err := ps[0].cmd.Wait(); err != nil {
+				t.Fatalf("%v: %s", err, ps[0].out)
+			}
+			out := ps[0].out.String()
+			if n := e.sleepTimeouts.Load(); n != 0 || !strings.Contains(out, "timeouts=0\n") {
+				t.Errorf("futex sleeps timed out: rank 0 %d, rank 1 %s", n, out)
+			}
+			if want := fmt.Sprintf("oneP=%v\n", procs == 1); !strings.Contains(out, want) {
+				t.Errorf("rank 1 printed %q, want %q", out, want)
+			}
+		})
 	}
 }
 
 func TestKillDuringWait(t *testing.T) {
-	// The survivors are in each phase of waiting when the victim dies.
-	for _, mode := range []struct{ name, spin, yield string }{
-		{"futex", "0s", "0s"}, {"spin", "1h", "0s"}, {"yield", "-1s", "1h"},
+	// The survivors are in each phase of waiting when the victim dies;
+	// with GOMAXPROCS 1 their futex sleeps are raw system calls.
+	for _, mode := range []struct{ name, spin, yield, procs string }{
+		{"futex", "0s", "0s", ""}, {"rawfutex", "-1s", "-1s", "1"}, {"spin", "1h", "0s", ""}, {"yield", "-1s", "1h", ""},
 	} {
 		t.Run("wait="+mode.name, func(t *testing.T) {
-			killDuringWait(t, "SHMCOLL_TEST_SPIN="+mode.spin, "SHMCOLL_TEST_YIELD="+mode.yield,
-				fmt.Sprint("SHMCOLL_TEST_FIXED=", mode.name == "spin"))
+			env := []string{"SHMCOLL_TEST_SPIN=" + mode.spin, "SHMCOLL_TEST_YIELD=" + mode.yield,
+				fmt.Sprint("SHMCOLL_TEST_FIXED=", mode.name == "spin")}
+			if mode.procs != "" {
+				env = append(env, "GOMAXPROCS="+mode.procs)
+			}
+			killDuringWait(t, env...)
 		})
 	}
 }

@@ -1,0 +1,63 @@
+#!/bin/sh
+# oversub_compare.sh: oversub_floor beside shmbench's allreduce, bcast and
+# barrier of 8 bytes on 8 processes on CPUs 0 and 1, interleaved, so that
+# both see the same load. Each round runs, per placement, the floor with the
+# yield and futex policies and then each shmbench build, all with the same
+# number of timed iterations; pinned is the floor's "spread" and shmbench's
+# -bind core (rank r on CPU r % 2), free is "free" and -bind none. Every line
+# gives the median and p99 of the iteration times in microseconds: the
+# slowest rank's time from leaving the previous barrier to leaving this call.
+#
+#   sh docs/floors/oversub_compare.sh [-r rounds] [-n iterations] shmbench [shmbench ...]
+#
+# e.g. go build -o /tmp/shmbench ./cmd/shmbench &&
+#      sh docs/floors/oversub_compare.sh -r 3 /tmp/shmbench /work/bin/shmbench-main
+set -eu
+rounds=3
+iters=20000
+while getopts r:n: o; do
+	case $o in
+	r) rounds=$OPTARG ;;
+	n) iters=$OPTARG ;;
+	*) exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+if [ $# -eq 0 ]; then
+	echo "usage: oversub_compare.sh [-r rounds] [-n iterations] shmbench [shmbench ...]" >&2
+	exit 2
+fi
+dir=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+gcc -O2 -Wall -Werror -pthread -o "$tmp/oversub_floor" "$dir/oversub_floor.c"
+
+printf '%-5s %-6s %-44s %-10s %10s %10s %8s\n' round place what call median_us p99_us p99/med
+line() { # round place what call median p99
+	awk -v r="$1" -v pl="$2" -v w="$3" -v c="$4" -v m="$5" -v p="$6" \
+		'BEGIN { printf "%-5s %-6s %-44s %-10s %10.2f %10.2f %8.1f\n", r, pl, w, c, m, p, p / m }'
+}
+r=1
+while [ "$r" -le "$rounds" ]; do
+	for place in pinned free; do
+		if [ "$place" = pinned ]; then fp=spread bind=core; else fp=free bind=none; fi
+		for pol in yield futex; do
+			# The floor warms up over 200 iterations of its own.
+			out=$("$tmp/oversub_floor" "$pol" "$fp" $((iters + 200)))
+			m=$(echo "$out" | sed -n 's/.*median *\([0-9.]*\) us.*/\1/p')
+			p=$(echo "$out" | sed -n 's/.*p99 *\([0-9.]*\) us.*/\1/p')
+			line "$r" "$place" "floor $pol" barrier "$m" "$p"
+		done
+		for b in "$@"; do
+			if ! "$b" run -np 8 -bind "$bind" -coll allreduce,bcast,barrier -sizes 8 -iters "$iters" -format csv >"$tmp/csv" 2>"$tmp/err"; then
+				cat "$tmp/err" >&2
+				exit 1
+			fi
+			# coll,algo,np,dtype,op,bytes,iters,min_us,median_us,mean_us,max_us,p99_us,...
+			grep -v '^#' "$tmp/csv" | tail -n +2 | while IFS=, read -r coll _ _ _ _ _ _ _ med _ _ p99 _; do
+				line "$r" "$place" "$b" "$coll" "$med" "$p99"
+			done
+		done
+	done
+	r=$((r + 1))
+done
