@@ -41,7 +41,7 @@ func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
 	esz := simd.TypeOf[T]().Size()
 	alg := func(what string) error {
 		vector := strings.HasPrefix(what, "gatherv") || strings.HasPrefix(what, "scatterv")
-		if vector && sum(counts)*esz < singleMin(collGatherv, p, c.Oversubscribed()) {
+		if vector && sum(counts)*esz < singleMin(collGatherv, c.Oversubscribed()) {
 			return nil // no pins for gatherv and scatterv
 		}
 		if want != Auto && c.LastAlgorithm() != want {
@@ -287,7 +287,7 @@ func TestSinglePinNeedsCrossMemory(t *testing.T) {
 // otherwise.
 func TestSingleSelection(t *testing.T) {
 	for _, coll := range []Collective{CollAllgather, CollAllgatherv, CollBcast, CollAlltoall, CollAlltoallv, CollGather, CollScatter} {
-		m := singleMin(coll, 2, false)
+		m := singleMin(coll, false)
 		if m <= 0 {
 			continue
 		}
