@@ -592,3 +592,44 @@ func TestSingleAlltoallvCountsDisagree(t *testing.T) {
 		}
 	}
 }
+
+// TestSingleNonblocking: the nonblocking forms run Single on the progress
+// goroutine, the caller's buffers copied once while it does other work.
+func TestSingleNonblocking(t *testing.T) {
+	const n = 50000
+	err := Run(3, singleOptions(false, false), func(c *Comm) error {
+		p, r := c.Size(), c.Rank()
+		send := make([]int32, n)
+		for i := range send {
+			send[i] = singleVal[int32](r, 0, i)
+		}
+		recv := make([]int32, p*n)
+		buf := make([]int32, n)
+		if r == 1 {
+			copy(buf, send)
+		}
+		reqs := []*Request{IAllgather(bg, c, send, recv), IBcast(bg, c, buf, 1)}
+		for _, req := range reqs {
+			if err := req.Wait(); err != nil {
+				return err
+			}
+		}
+		if c.LastAlgorithm() != Single {
+			return fmt.Errorf("bcast took %v", c.LastAlgorithm())
+		}
+		for i, v := range recv {
+			if w := singleVal[int32](i/n, 0, i%n); v != w {
+				return fmt.Errorf("rank %d: allgather element %d = %d, want %d", r, i, v, w)
+			}
+		}
+		for i, v := range buf {
+			if w := singleVal[int32](1, 0, i); v != w {
+				return fmt.Errorf("rank %d: bcast element %d = %d, want %d", r, i, v, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
