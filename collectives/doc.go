@@ -48,10 +48,11 @@
 // Each [Algorithm] constant documents its family. Auto selection decides
 // per call, from inputs equal on every rank: a pin (Options.Algorithms over
 // SHMCOLL_ALGO_<COLL>, e.g. SHMCOLL_ALGO_ALLREDUCE=flat), [Direct] for
-// arena buffers, [Single] with cross-memory attach, the selection [Table]
-// ([DefaultTable], the file SHMCOLL_TUNE_FILE names, or Options.Table),
-// else [HeuristicAlgorithm]. The choice is part of the call descriptor;
-// [Comm.LastAlgorithm] reports it, [Select] and shmbench select explain it.
+// arena buffers, [Single] where cross-memory attach is on
+// ([Comm.CrossMemory]), the selection [Table] ([DefaultTable], the file
+// SHMCOLL_TUNE_FILE names, or Options.Table), else [HeuristicAlgorithm].
+// The choice is part of the call descriptor; [Comm.LastAlgorithm] reports
+// it, [Select] and shmbench select explain it.
 // docs/TUNING.md describes the table and how it is measured.
 //
 // # Where things are

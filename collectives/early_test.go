@@ -195,10 +195,11 @@ func TestEarlyLateMismatch(t *testing.T) {
 		}
 		odd := p - 1
 		what := fmt.Sprintf("iteration %d: %s, %d elements, p=%d, reported at %s", it, tc.name, n, p, follow)
-		checks := make([]error, p)
+		checks := make([]func(bool) error, p)
+		wholes := make([]bool, p)
 		errs := runAll(t, p, lateOptions, func(c *Comm) error {
 			check, err := tc.call(c, n, odd, follow == "own wait")
-			whole := err == nil
+			checks[c.Rank()], wholes[c.Rank()] = check, err == nil
 			if err == nil {
 				switch follow {
 				case "next call", "own wait":
@@ -209,12 +210,12 @@ func TestEarlyLateMismatch(t *testing.T) {
 					err = IBarrier(bg, c).Wait()
 				}
 			}
-			checks[c.Rank()] = check(whole)
 			return err
 		})
 		sameAbort(t, what, errs, ErrMismatch)
-		for r, err := range checks {
-			if err != nil {
+		// The outputs, once every rank has returned.
+		for r, check := range checks {
+			if err := check(wholes[r]); err != nil {
 				t.Errorf("%s: rank %d: %v", what, r, err)
 			}
 		}

@@ -65,7 +65,7 @@ func (s selector) decide(in selectInput) (decision, error) {
 		}
 	case pin == Direct && algorithms[coll][Direct] != nil:
 		return d, fmt.Errorf("%w: algorithm direct needs every buffer of the call from Alloc", ErrInvalidArgument)
-	case in.single && singleTakes(coll, in.bytes, s.p, pin, s.over):
+	case in.single && singleTakes(coll, in.bytes, pin, s.over):
 		d = decision{Single, bySingle}
 		if pin == Single {
 			d.why = byPin
@@ -290,7 +290,7 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	why := map[reason]string{
 		byPin:       "pinned by SHMCOLL_ALGO_" + strings.ToUpper(call.Coll.String()),
 		byDirect:    "every buffer comes from Alloc and the call has at least " + formatTableSize(int64(directMin(call.Coll, call.Oversubscribed))),
-		bySingle:    "cross-memory attach is on and the call has at least " + formatTableSize(int64(singleMin(call.Coll, call.P, call.Oversubscribed))) + ": one copy between the ranks' own buffers by cross-memory attach",
+		bySingle:    "cross-memory attach is on and the call has at least " + formatTableSize(int64(singleMin(call.Coll, call.Oversubscribed))) + ": one copy between the ranks' own buffers by cross-memory attach",
 		byHeuristic: "no table entry for this p, oversubscription and size: the heuristic",
 	}[d.why]
 	if d.why == byPin && opt.Algorithms[call.Coll] != Auto {

@@ -61,14 +61,14 @@ func init() {
 }
 
 // singleMin is the smallest call (bytes, as selection counts them) that
-// takes Single without a pin where cross-memory attach is on, for p ranks,
-// oversubscribed or not; 0 means never. Below these sizes a system call
+// takes Single without a pin where cross-memory attach is on, for ranks
+// that fit the CPUs or outnumber them; 0 means never. Below these sizes a system call
 // per block costs more than the second copy saves. Where ranks share CPUs
 // a reader waits for its turn on a CPU either way, and the slots, which
 // keep the pieces in the cache, stay ahead up to larger sizes. The sizes
 // come from shmbench run -algo single,flat at np = 2 and np = 4 on two
 // CPUs (docs/PERFORMANCE.md); fitting ranks of p > 2 use those of p = 2.
-func singleMin(coll Collective, p int, over bool) int {
+func singleMin(coll Collective, over bool) int {
 	switch coll {
 	case CollAllgather, CollAllgatherv:
 		if over {
@@ -98,11 +98,11 @@ func singleMin(coll Collective, p int, over bool) int {
 
 // singleTakes reports whether a call of coll on bytes takes Single: it is
 // pinned, or nothing else is and the call has at least singleMin bytes.
-func singleTakes(coll Collective, bytes, p int, pin Algorithm, over bool) bool {
+func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
 	if pin == Single {
 		return true
 	}
-	m := singleMin(coll, p, over)
+	m := singleMin(coll, over)
 	return pin == Auto && m > 0 && bytes >= m
 }
 
@@ -112,20 +112,22 @@ func singleTakes(coll Collective, bytes, p int, pin Algorithm, over bool) bool {
 // wrapping shm.ErrNoCrossMemory. Without it no call takes [Single].
 func (c *Comm) CrossMemory() error { return c.ep.CrossMemory() }
 
-// singleReady reports whether this rank may take Single for the current
-// call: cross-memory attach is on, the slot half holds the table, and the
-// call is not an alltoall in place.
+// singleOn reports whether the communicator can run Single: cross-memory
+// attach is on and a slot half holds the table.
+func (c *Comm) singleOn() bool { return c.ep.CrossMemory() == nil && 16*c.size <= c.half }
+
+// singleReady reports whether this rank may take Single for call a: the
+// communicator can, Single serves the collective, and a is not an
+// alltoall in place.
 func (c *Comm) singleReady(a *call) bool {
-	return algorithms[a.coll][Single] != nil && c.ep.CrossMemory() == nil && 16*c.size <= c.half &&
-		!(a.coll == CollAlltoall && a.send == nil)
+	return c.singleOn() && algorithms[a.coll][Single] != nil && !(a.coll == CollAlltoall && a.send == nil)
 }
 
 // vectorAlgorithm returns the algorithm of a gatherv or scatterv (which
 // the selection table does not cover) and its implementation: Single
 // where it takes the call, else flat, f.
 func (c *Comm) vectorAlgorithm(a *call, f impl) (Algorithm, impl) {
-	if c.ep.CrossMemory() == nil && 16*c.size <= c.half &&
-		singleTakes(a.coll, a.count*a.esz, c.size, Auto, c.ep.Oversubscribed()) {
+	if c.singleOn() && singleTakes(a.coll, a.count*a.esz, Auto, c.ep.Oversubscribed()) {
 		return Single, (*Comm).singleRooted
 	}
 	return Flat, f
@@ -167,16 +169,6 @@ func (c *Comm) waitOffer(ctx context.Context, q int, e uint64, n int) error {
 		return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, m, c.rank, n))
 	}
 	return nil
-}
-
-// access waits for q's phase 1 of step e and copies between local and the
-// range q offers this rank: q's bytes into local, or local into q's range
-// when write. The lengths must agree.
-func (c *Comm) access(ctx context.Context, q int, e uint64, local []byte, write bool) error {
-	if err := c.waitOffer(ctx, q, e, len(local)); err != nil {
-		return err
-	}
-	return c.move(q, e, 0, local, write)
 }
 
 // move copies between local and bytes [off, off+len(local)) of the range
@@ -261,7 +253,11 @@ func (c *Comm) singleAlltoall(ctx context.Context, a *call) error {
 	simd.Copy(span(a.recv, esz, a.rdispls[r], a.rdispls[r]+a.rcounts[r]), span(a.send, esz, a.displs[r], a.displs[r]+a.counts[r]))
 	for i := 1; i < p; i++ {
 		q := (r + i) % p
-		if err := c.access(ctx, q, e, span(a.recv, esz, a.rdispls[q], a.rdispls[q]+a.rcounts[q]), false); err != nil {
+		b := span(a.recv, esz, a.rdispls[q], a.rdispls[q]+a.rcounts[q])
+		if err := c.waitOffer(ctx, q, e, len(b)); err != nil {
+			return err
+		}
+		if err := c.move(q, e, 0, b, false); err != nil {
 			return err
 		}
 	}

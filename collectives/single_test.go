@@ -41,7 +41,7 @@ func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
 	esz := simd.TypeOf[T]().Size()
 	alg := func(what string) error {
 		vector := strings.HasPrefix(what, "gatherv") || strings.HasPrefix(what, "scatterv")
-		if vector && sum(counts)*esz < singleMin(collGatherv, p, c.Oversubscribed()) {
+		if vector && sum(counts)*esz < singleMin(collGatherv, c.Oversubscribed()) {
 			return nil // no pins for gatherv and scatterv
 		}
 		if want != Auto && c.LastAlgorithm() != want {
@@ -287,7 +287,7 @@ func TestSinglePinNeedsCrossMemory(t *testing.T) {
 // otherwise.
 func TestSingleSelection(t *testing.T) {
 	for _, coll := range []Collective{CollAllgather, CollAllgatherv, CollBcast, CollAlltoall, CollAlltoallv, CollGather, CollScatter} {
-		m := singleMin(coll, 2, false)
+		m := singleMin(coll, false)
 		if m <= 0 {
 			continue
 		}
@@ -590,5 +590,46 @@ func TestSingleAlltoallvCountsDisagree(t *testing.T) {
 		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "rank 0 offers 4000 bytes to rank 1, which expects 3996") {
 			t.Errorf("rank %d: %v, want ErrMismatch naming the counts", r, err)
 		}
+	}
+}
+
+// TestSingleNonblocking: the nonblocking forms run Single on the progress
+// goroutine, the caller's buffers copied once while it does other work.
+func TestSingleNonblocking(t *testing.T) {
+	const n = 50000
+	err := Run(3, singleOptions(false, false), func(c *Comm) error {
+		p, r := c.Size(), c.Rank()
+		send := make([]int32, n)
+		for i := range send {
+			send[i] = singleVal[int32](r, 0, i)
+		}
+		recv := make([]int32, p*n)
+		buf := make([]int32, n)
+		if r == 1 {
+			copy(buf, send)
+		}
+		reqs := []*Request{IAllgather(bg, c, send, recv), IBcast(bg, c, buf, 1)}
+		for _, req := range reqs {
+			if err := req.Wait(); err != nil {
+				return err
+			}
+		}
+		if c.LastAlgorithm() != Single {
+			return fmt.Errorf("bcast took %v", c.LastAlgorithm())
+		}
+		for i, v := range recv {
+			if w := singleVal[int32](i/n, 0, i%n); v != w {
+				return fmt.Errorf("rank %d: allgather element %d = %d, want %d", r, i, v, w)
+			}
+		}
+		for i, v := range buf {
+			if w := singleVal[int32](1, 0, i); v != w {
+				return fmt.Errorf("rank %d: bcast element %d = %d, want %d", r, i, v, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
