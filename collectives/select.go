@@ -54,21 +54,18 @@ type selector struct {
 
 // decide returns the algorithm of a call (see the rules above).
 func (s selector) decide(in selectInput) (decision, error) {
-	coll := in.coll
-	pin := s.pins[coll]
-	d := decision{pin, byPin}
+	coll, pin := in.coll, s.pins[in.coll]
+	d := decision{pin, byPin} // a pin of Direct or Single that takes the call stays byPin
 	switch {
 	case in.arena && directTakes(coll, in.bytes, pin, s.over):
-		d = decision{Direct, byDirect}
-		if pin == Direct {
-			d.why = byPin
+		if pin != Direct {
+			d = decision{Direct, byDirect}
 		}
 	case pin == Direct && algorithms[coll][Direct] != nil:
 		return d, fmt.Errorf("%w: algorithm direct needs every buffer of the call from Alloc", ErrInvalidArgument)
 	case in.single && singleTakes(coll, in.bytes, pin, s.over):
-		d = decision{Single, bySingle}
-		if pin == Single {
-			d.why = byPin
+		if pin != Single {
+			d = decision{Single, bySingle}
 		}
 	case pin == Single && algorithms[coll][Single] != nil:
 		return d, fmt.Errorf("%w: algorithm single needs cross-memory attach (see Comm.CrossMemory) and, for alltoall, a call not in place", ErrInvalidArgument)

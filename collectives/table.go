@@ -410,13 +410,10 @@ func (t *Table) Hash() uint64 {
 // Merge returns a table with the entries of t for the values of p that u
 // does not have, and all of u's; the header is u's.
 func (t *Table) Merge(u *Table) *Table {
-	has := map[int]bool{}
-	for _, e := range u.Entries {
-		has[e.P] = true
-	}
+	ps := u.Ps()
 	m := &Table{Header: slices.Clone(u.Header)}
 	for _, e := range t.Entries {
-		if !has[e.P] {
+		if !slices.Contains(ps, e.P) {
 			m.Entries = append(m.Entries, e)
 		}
 	}
