@@ -401,7 +401,6 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 		if s != nil && len(send) != len(recv) {
 			return c.bad("len(send) = %d, len(recv) = %d at the root", len(send), len(recv))
 		}
-		var err error
 		if s, err = c.inPlace(s, r); err != nil {
 			return err
 		}

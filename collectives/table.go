@@ -261,9 +261,6 @@ func formatTableSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// legend starts the comment line that names the columns.
-const legend = "collective         "
-
 // tableKey is what a communicator looks an entry up by, besides the size.
 type tableKey struct {
 	coll Collective
@@ -352,7 +349,7 @@ func (t *Table) MarshalText() ([]byte, error) {
 	if len(t.Header) > 0 {
 		b.WriteString("#\n")
 	}
-	fmt.Fprintf(&b, "# %s  p  cpus  from    to      algorithm        ordered\n", legend)
+	b.WriteString("# collective           p  cpus  from    to      algorithm        ordered\n") // the column legend
 	t.writeEntries(&b, true)
 	return b.Bytes(), nil
 }
