@@ -78,11 +78,11 @@
 // Machinery: selection in select.go (decide) and table.go ([Table];
 // tune/default.txt as shmbench tune wrote it, tune/overrides.txt the
 // hand-made entries with their reasons); the step protocol in step.go and
-// the early return of rooted calls in early.go; the small-call path, its
-// lean mode, in small.go; the read-schedule engine of Ring, MST, BDE,
-// Bruck and the Rabenseifner family in schedule.go; cutting vectors into
-// segments in segment.go; the store advice (non-temporal stores by
-// placement) in advice.go.
+// the early return of rooted calls and its later check (settle) in
+// early.go; the small-call path, its lean mode, in small.go; the
+// read-schedule engine of Ring, MST, BDE, Bruck and the Rabenseifner
+// family in schedule.go; cutting vectors into segments in segment.go; the
+// store advice (non-temporal stores by placement) in advice.go.
 //
 // # Buffers in the arena
 //
