@@ -8,10 +8,14 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// start begins a call of coll on elements of type t: it checks the
-// communicator, counts the call and returns the call's arguments to fill,
-// the Comm's own storage (calls do not allocate).
-func (c *Comm) start(coll Collective, t simd.Type) (*call, error) {
+// start begins a call of coll on elements of type t: it waits for the
+// rank's nonblocking calls (await), checks the communicator, counts the
+// call and returns the call's arguments to fill, the Comm's own storage
+// (calls do not allocate).
+func (c *Comm) start(ctx context.Context, coll Collective, t simd.Type) (*call, error) {
+	if err := c.await(ctx, coll); err != nil {
+		return nil, err
+	}
 	if c.closed {
 		return nil, &Error{Rank: c.rank, Coll: coll, Seq: c.seq, Err: ErrClosed}
 	}
@@ -37,15 +41,17 @@ func (c *Comm) bad(format string, args ...any) error {
 	return c.fail(fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...)))
 }
 
-// bindOp sets the reducer of a.
-func (c *Comm) bindOp(a *call, op Op) error {
-	r, err := op.bind(a.typ)
+// startOp is start for a reduction with operator op, which it binds to t.
+func (c *Comm) startOp(ctx context.Context, coll Collective, t simd.Type, op Op) (*call, error) {
+	a, err := c.start(ctx, coll, t)
 	if err != nil {
-		return c.fail(err)
+		return nil, err
 	}
-	a.red = r
+	if a.red, err = op.bind(t); err != nil {
+		return nil, c.fail(err)
+	}
 	a.opID = op.hash
-	return nil
+	return a, nil
 }
 
 // pick chooses the algorithm for the call a of bytes and runs it
@@ -73,37 +79,28 @@ func (c *Comm) dispatch(ctx context.Context, a *call, bytes int) error {
 		return c.fail(err)
 	}
 	a.alg = alg
-	if (a.coll == CollAllgather || a.coll == CollAllgatherv) && alg != Flat && alg != Direct {
+	if (a.coll == CollAllgather || a.coll == CollAllgatherv) && alg != Flat && alg != Direct && alg != Single {
 		ownBlock(c.rank, a)
 	}
 	if err := c.run(ctx, a, algorithms[a.coll][alg]); err != nil {
 		return err
 	}
 	c.averaged(a)
-	return c.finish(ctx)
+	return c.finish()
 }
 
 // finish ends a call whose last step did not make this rank depend on
 // every rank (a bcast, scatter, gather or reduce that did not wait for
-// everybody): it waits until every rank has begun that step and compares
-// their descriptors, so that a mismatch fails the call on every rank, not
-// only on the ranks that read from a mismatched one. Every rank then has
-// begun the step, so the next step needs no check in begin.
-func (c *Comm) finish(ctx context.Context) error {
-	if c.full {
-		return nil
+// everybody): the rank returns early, and settle, at its next use of the
+// communicator, waits until every rank has begun that step and compares
+// their descriptors (early.go). An algorithm whose peers read this rank's
+// own buffers in place (direct, on the Alloc buffers) ends by waiting for
+// every rank (endAll), so it never returns early; the others leave only
+// arena data behind.
+func (c *Comm) finish() error {
+	if !c.full {
+		c.leave(c.step)
 	}
-	e := c.step
-	for i := 1; i < c.size; i++ {
-		q := (c.rank + i) % c.size
-		if c.checked[q] == e {
-			continue // waited for in the step, and its descriptor compared
-		}
-		if err := c.wait(ctx, q, e, 1); err != nil {
-			return err
-		}
-	}
-	c.synced = e
 	return nil
 }
 
@@ -193,11 +190,8 @@ func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv
 	if ok, err := c.smallReduceScatter(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), op); ok {
 		return err
 	}
-	a, err := c.start(CollReduceScatterBlock, simd.TypeOf[T]())
+	a, err := c.startOp(ctx, CollReduceScatterBlock, simd.TypeOf[T](), op)
 	if err != nil {
-		return err
-	}
-	if err := c.bindOp(a, op); err != nil {
 		return err
 	}
 	s, r := bytesOf(send), simd.AsBytes(recv)
@@ -234,11 +228,8 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 	if ok, err := c.smallReduceScatterV(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), counts, op); ok {
 		return err
 	}
-	a, err := c.start(CollReduceScatter, simd.TypeOf[T]())
+	a, err := c.startOp(ctx, CollReduceScatter, simd.TypeOf[T](), op)
 	if err != nil {
-		return err
-	}
-	if err := c.bindOp(a, op); err != nil {
 		return err
 	}
 	total, err := c.irregular(a, counts)
@@ -269,10 +260,7 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 // blocks of n) on every rank, block j from rank j. send nil means in place:
 // block r of recv holds the rank's contribution.
 func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) error {
-	if err := c.await(ctx, CollAllgather); err != nil {
-		return err
-	}
-	a, err := c.start(CollAllgather, simd.TypeOf[T]())
+	a, err := c.start(ctx, CollAllgather, simd.TypeOf[T]())
 	if err != nil {
 		return err
 	}
@@ -302,10 +290,7 @@ func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) err
 // in rank order. counts are the same on every rank, displs may differ.
 // send nil means in place.
 func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int) error {
-	if err := c.await(ctx, CollAllgatherv); err != nil {
-		return err
-	}
-	a, err := c.start(CollAllgatherv, simd.TypeOf[T]())
+	a, err := c.start(ctx, CollAllgatherv, simd.TypeOf[T]())
 	if err != nil {
 		return err
 	}
@@ -382,6 +367,12 @@ func (c *Comm) irregular(a *call, counts []int) (int, error) {
 }
 
 // Bcast copies buf of rank root into buf of every rank.
+//
+// The root, and a rank that has its copy, may return before the other
+// ranks have made the call, as may the ranks of Reduce, Scatter, Gather
+// and Scan whose part is done: a mismatch between the ranks' calls then
+// fails the rank's next call on the communicator, or its Close, with the
+// error of the mismatched call.
 func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) error {
 	if err := c.await(ctx, CollBcast); err != nil {
 		return err
@@ -389,7 +380,7 @@ func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) erro
 	if ok, err := c.smallBcast(ctx, simd.TypeOf[T](), bytesOf(buf), root); ok {
 		return err
 	}
-	a, err := c.start(CollBcast, simd.TypeOf[T]())
+	a, err := c.start(ctx, CollBcast, simd.TypeOf[T]())
 	if err != nil {
 		return err
 	}
@@ -411,11 +402,8 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 	if ok, err := c.smallReduce(ctx, simd.TypeOf[T](), bytesOf(send), bytesOf(recv), op, root); ok {
 		return err
 	}
-	a, err := c.start(CollReduce, simd.TypeOf[T]())
+	a, err := c.startOp(ctx, CollReduce, simd.TypeOf[T](), op)
 	if err != nil {
-		return err
-	}
-	if err := c.bindOp(a, op); err != nil {
 		return err
 	}
 	if err := c.checkRoot(root); err != nil {
@@ -449,10 +437,7 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 // on rank j. send is used only at the root (p blocks). recv nil at the root
 // means in place: the root's own block stays in send.
 func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
-	if err := c.await(ctx, CollScatter); err != nil {
-		return err
-	}
-	a, err := c.start(CollScatter, simd.TypeOf[T]())
+	a, err := c.start(ctx, CollScatter, simd.TypeOf[T]())
 	if err != nil {
 		return err
 	}
@@ -479,6 +464,7 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 		s = nil
 	}
 	a.send, a.recv, a.count, a.root = s, r, n, root
+	c.regular(a, n)
 	return c.pick(ctx, a, n*c.size*a.esz)
 }
 
@@ -486,10 +472,7 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 // on rank root, block j from rank j. recv is used only at the root. send
 // nil at the root means in place (its block is already in recv).
 func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
-	if err := c.await(ctx, CollGather); err != nil {
-		return err
-	}
-	a, err := c.start(CollGather, simd.TypeOf[T]())
+	a, err := c.start(ctx, CollGather, simd.TypeOf[T]())
 	if err != nil {
 		return err
 	}
@@ -519,6 +502,7 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 		r = nil
 	}
 	a.send, a.recv, a.count, a.root = s, r, n, root
+	c.regular(a, n)
 	return c.pick(ctx, a, n*c.size*a.esz)
 }
 
@@ -540,14 +524,8 @@ func Exscan[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op)
 // every rank: allreduce, scan and exscan. With one rank the result is the
 // input (allreduce, scan) or recv left unchanged (exscan).
 func elementwise[T simd.Element](ctx context.Context, c *Comm, coll Collective, send, recv []T, op Op) error {
-	if err := c.await(ctx, coll); err != nil {
-		return err
-	}
-	a, err := c.start(coll, simd.TypeOf[T]())
+	a, err := c.startOp(ctx, coll, simd.TypeOf[T](), op)
 	if err != nil {
-		return err
-	}
-	if err := c.bindOp(a, op); err != nil {
 		return err
 	}
 	s, r := bytesOf(send), simd.AsBytes(recv)
@@ -573,7 +551,7 @@ func Barrier(ctx context.Context, c *Comm) error {
 	if ok, err := c.smallBarrier(ctx); ok {
 		return err
 	}
-	a, err := c.start(CollBarrier, 0)
+	a, err := c.start(ctx, CollBarrier, 0)
 	if err != nil {
 		return err
 	}
@@ -590,7 +568,7 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 	if ok, err := c.smallAlltoall(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv)); ok {
 		return err
 	}
-	a, err := c.start(CollAlltoall, simd.TypeOf[T]())
+	a, err := c.start(ctx, CollAlltoall, simd.TypeOf[T]())
 	if err != nil {
 		return err
 	}
@@ -619,10 +597,7 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 // at recv[rdispls[r]:][:rcounts[r]]; scounts[j] on rank r must equal
 // rcounts[r] on rank j. nil displacements mean packed in rank order.
 func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
-	if err := c.await(ctx, CollAlltoallv); err != nil {
-		return err
-	}
-	a, err := c.start(CollAlltoallv, simd.TypeOf[T]())
+	a, err := c.start(ctx, CollAlltoallv, simd.TypeOf[T]())
 	if err != nil {
 		return err
 	}

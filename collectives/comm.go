@@ -58,10 +58,14 @@ type Options struct {
 	// [StoreAdviceEnv], which turns it off too). Results are the same
 	// either way.
 	NoStoreAdvice bool
+	// NoCrossMemory turns cross-memory attach off for the communicator,
+	// on every rank if any rank sets it (as SHMCOLL_CMA=off does): no call
+	// takes [Single]. Results are the same either way.
+	NoCrossMemory bool
 }
 
 func (o Options) shm() shm.Options {
-	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor, Progress: o.Progress}
+	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor, Progress: o.Progress, NoCrossMemory: o.NoCrossMemory}
 }
 
 // Comm is a communicator: a group of ranks sharing one arena. The
@@ -79,6 +83,7 @@ type Comm struct {
 	smalls  uint64                   // calls that took the small-call path
 	step    uint64                   // steps begun; a step is one use of a slot half
 	synced  uint64                   // every rank has begun step synced
+	late    uint64                   // the step a call returned early from, whose check settle makes (0: none)
 	hashed  uint64                   // the step whose descriptor hash is in the counter's line
 	full    bool                     // the current step made this rank depend on every rank's data of it (end)
 	desc    callDesc                 // the descriptor of call seq, which its steps publish
@@ -166,10 +171,12 @@ func NewLocal(p int, opt Options) ([]*Comm, error) {
 	return cs, nil
 }
 
-// Run runs f on p goroutine ranks of a new in-process communicator, waits
-// for all of them, closes the communicator and returns the errors of the
-// ranks joined (nil if all returned nil). A rank whose f fails or panics
-// aborts the communicator, so that the others do not wait for it.
+// Run runs f on p goroutine ranks of a new in-process communicator, each
+// closing its Comm when its f returns, waits for all of them and returns
+// the errors of the ranks joined (nil if all returned nil): f's, else
+// Close's (the mismatch of a last call that returned early). A rank whose
+// f fails or panics aborts the communicator, so that the others do not
+// wait for it.
 func Run(p int, opt Options, f func(c *Comm) error) error {
 	cs, err := NewLocal(p, opt)
 	if err != nil {
@@ -184,6 +191,9 @@ func Run(p int, opt Options, f func(c *Comm) error) error {
 					errs[i] = fmt.Errorf("rank %d panicked: %v", i, r)
 					c.Abort(errs[i])
 				}
+				if err := c.Close(); err != nil && errs[i] == nil {
+					errs[i] = fmt.Errorf("rank %d: %w", i, err)
+				}
 			}()
 			if err := f(c); err != nil {
 				errs[i] = fmt.Errorf("rank %d: %w", i, err)
@@ -192,9 +202,6 @@ func Run(p int, opt Options, f func(c *Comm) error) error {
 		})
 	}
 	wg.Wait()
-	for _, c := range cs {
-		c.Close()
-	}
 	return errors.Join(errs...)
 }
 
@@ -267,14 +274,17 @@ func (c *Comm) Abort(cause error) { c.ep.Abort(cause) }
 
 // Close releases the communicator's share of the arena (the last rank to
 // close frees it; a named segment is already unlinked once all ranks
-// joined). It does not wait for the other ranks, and does not close the
-// communicators made from this one by Split and Dup. Calls after Close
-// return ErrClosed.
+// joined). If the rank's last call returned early (see [Bcast]), Close
+// first waits until every rank has made that call and returns its
+// mismatch or a peer's failure, as the call would have; otherwise it does
+// not wait for the other ranks. It does not close the communicators made
+// from this one by Split and Dup. Calls after Close return ErrClosed.
 func (c *Comm) Close() error {
 	c.closeOnce.Do(func() {
 		c.stopProgress()
+		err := c.settle(context.Background())
 		c.closed = true
-		c.closeErr = c.ep.Close()
+		c.closeErr = errors.Join(err, c.ep.Close())
 	})
 	return c.closeErr
 }

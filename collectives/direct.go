@@ -154,7 +154,7 @@ func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 	// L3 too, where the second reduction's reads cost more than the copy.
 	solo := p == 2 && a.send != nil && len(in) <= soloMax && c.adv.advised()
 	for i := 1; i < p; i++ {
-		q := (r + i) % p
+		q := c.next(i)
 		qlo, qhi := pre[q]*esz, pre[q+1]*esz
 		if solo {
 			cs := c.sc.chunk
@@ -212,7 +212,7 @@ func (c *Comm) directAllgather(ctx context.Context, a *call) error {
 		simd.Copy(mine, a.send) // while the peers read theirs
 	}
 	for i := 1; i < p; i++ {
-		q := (r + i) % p
+		q := c.next(i)
 		if err := c.wait(ctx, q, e, 1); err != nil {
 			return err
 		}

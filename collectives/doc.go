@@ -149,7 +149,10 @@
 // progress counter and compares the descriptor of every peer it waits
 // for; a difference aborts the arena with a cause naming it, and every
 // rank returns an [*Error] wrapping [ErrMismatch] and [ErrAborted]: no
-// corruption, no hang. A peer's death, a cancelled context on any rank or
+// corruption, no hang. A rank whose part of a rooted call is done returns
+// without waiting for the others (the bcast root, the reduce non-roots,
+// early.go); it gets the call's error from its next call on the
+// communicator, or its Close. A peer's death, a cancelled context on any rank or
 // a panic in a user operator aborts the communicator the same way.
 //
 // Calls allocate nothing in steady state. [Comm.Stats] returns per-call

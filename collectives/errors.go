@@ -18,7 +18,10 @@ var (
 	ErrInvalidArgument = errors.New("collectives: invalid argument")
 	// ErrMismatch is wrapped when the ranks called different collectives, or
 	// the same one with different types, operators, counts, roots or
-	// algorithms. Every rank returns an error wrapping it.
+	// algorithms. Every rank returns an error wrapping it: from the call,
+	// or, on a rank that returned early from it (see [Bcast]), from its
+	// next call on the communicator, the Wait of its next nonblocking
+	// call, or its Close.
 	ErrMismatch = errors.New("collectives: call descriptors differ between ranks")
 	// ErrAborted is wrapped by every error once the communicator is aborted:
 	// by a mismatch, a peer's death, a cancelled context, a panic in a user

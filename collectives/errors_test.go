@@ -12,10 +12,12 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// runAll runs f on p in-process ranks and returns every rank's error. A
-// rank whose f fails aborts the arena (a no-op when it is aborted
-// already), so that a test's own check that fails on some ranks only fails
-// the others' waits instead of leaving them to the test's timeout.
+// runAll runs f on p in-process ranks, each closing its communicator
+// after f, and returns every rank's error: f's, else Close's (the late
+// report of a call that returned early). A rank whose f fails aborts the
+// arena (a no-op when it is aborted already), so that a test's own check
+// that fails on some ranks only fails the others' waits instead of
+// leaving them to the test's timeout.
 func runAll(t *testing.T, p int, opt Options, f func(c *Comm) error) []error {
 	t.Helper()
 	cs, err := NewLocal(p, opt)
@@ -29,12 +31,12 @@ func runAll(t *testing.T, p int, opt Options, f func(c *Comm) error) []error {
 			if errs[i] = f(c); errs[i] != nil && c.ep.Ok() {
 				c.ep.Abort(fmt.Errorf("test: rank %d failed: %w", i, errs[i]))
 			}
+			if err := c.Close(); errs[i] == nil {
+				errs[i] = err
+			}
 		})
 	}
 	wg.Wait()
-	for _, c := range cs {
-		c.Close()
-	}
 	return errs
 }
 
@@ -171,9 +173,14 @@ func mismatch(t *testing.T, p int, name, want string, warm bool, f func(c *Comm)
 			}
 		}
 		err := f(c)
-		// The communicator stays aborted.
-		if err2 := Barrier(bg, c); !errors.Is(err2, ErrAborted) {
+		// The communicator stays aborted. A rank that returned early from
+		// f's call gets the mismatch from its next call.
+		err2 := Barrier(bg, c)
+		if !errors.Is(err2, ErrAborted) {
 			return fmt.Errorf("barrier after the mismatch: %v", err2)
+		}
+		if err == nil {
+			return err2
 		}
 		return err
 	})

@@ -41,8 +41,10 @@ func init() {
 	register(CollAllgather, Flat, (*Comm).flatAllgather, true)
 	register(CollAllgatherv, Flat, (*Comm).flatAllgather, true)
 	register(CollBcast, Flat, (*Comm).flatBcast, true)
-	register(CollGather, Flat, (*Comm).flatGather, true)
-	register(CollScatter, Flat, (*Comm).flatScatter, true)
+	// Gather and Scatter are Gatherv and Scatterv of the regular blocks
+	// that their entry points set.
+	register(CollGather, Flat, (*Comm).flatGatherv, true)
+	register(CollScatter, Flat, (*Comm).flatScatterv, true)
 	register(CollScan, Flat, (*Comm).flatScan, true)
 	register(CollExscan, Flat, (*Comm).flatScan, true)
 	register(CollBarrier, Flat, (*Comm).flatBarrier, true)
@@ -111,7 +113,7 @@ func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 		c.last.add(Stats{Rounds: 2, Sent: 2 * uint64(p-1), Received: uint64(p - 1), Reduced: uint64(p - 1)})
 		if !root || c.rank == a.root {
 			for i := 1; i <= p; i++ {
-				q := (c.rank + i) % p
+				q := c.next(i)
 				if q != c.rank {
 					if err := c.wait(ctx, q, e, 2); err != nil {
 						return err
@@ -128,24 +130,40 @@ func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 	return nil
 }
 
+// flatReduceScatter: every rank copies this step's piece of every block
+// into its half; rank r reduces piece r from all halves into recv, its own
+// piece read from its input where it is (not from the copy the peers read
+// at the same time, so that the lines are not shared), except where ranks
+// share CPUs, whose peers do not read at the same time, and in place,
+// where recv is the input's piece too, which the kernel allows only as
+// its first source: rank 0.
 func (c *Comm) flatReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
 	}
+	ownIn := !c.ep.Oversubscribed() && (c.rank == 0 || !overlaps(a.send, a.recv))
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {
 			return err
 		}
 		c.pieces(k, S, a.counts, a.displs)
-		pre := c.sc.pre
+		pre, uoff := c.sc.pre, c.sc.uoff
 		tiny := S == 1 && pre[p]*esz <= tinyBytes
 		h := c.stepBuf(c.rank, e, tiny)
-		c.copyPieces(h, a.send, esz, -1)
+		if S == 1 {
+			simd.Copy(h, a.send[:pre[p]*esz]) // the blocks are packed in rank order
+		} else {
+			c.copyPieces(h, a.send, esz, -1)
+		}
 		c.post(e, 1)
 		for q := range p {
+			if q == c.rank && ownIn {
+				c.sc.srcs[q] = span(a.send, esz, uoff[q], uoff[q]+pre[q+1]-pre[q])
+				continue
+			}
 			c.sc.srcs[q] = span(c.stepBuf(q, e, tiny), esz, pre[c.rank], pre[c.rank+1])
 			if q != c.rank {
 				if err := c.waitData(ctx, q, e, 1, c.sc.srcs[q]); err != nil {
@@ -204,7 +222,7 @@ func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 			simd.Copy(mine, src) // the own piece, while it is in cache and the peers read
 		}
 		for i := 1; i < p; i++ {
-			q := (c.rank + i) % p
+			q := c.next(i)
 			n := a.counts[q]
 			lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
 			src := c.stepBuf(q, e, tiny)[:(hi-lo)*esz]
@@ -239,7 +257,7 @@ func (c *Comm) flatBcast(ctx context.Context, a *call) error {
 		} else {
 			c.post(e, 1)
 			src := c.stepBuf(a.root, e, tiny)[:len(seg)]
-			if err := c.waitData(ctx, a.root, e, 1, src); err != nil {
+			if err := c.waitData(ctx, a.root, e, 1, oneLine(src)); err != nil {
 				return err
 			}
 			c.adv.copyPeer(seg, src)
@@ -249,18 +267,6 @@ func (c *Comm) flatBcast(ctx context.Context, a *call) error {
 		c.end(e)
 	}
 	return nil
-}
-
-// flatGather and flatScatter run flatGatherv and flatScatterv with the
-// regular blocks (n elements each, in rank order) in the Comm's scratch.
-func (c *Comm) flatGather(ctx context.Context, a *call) error {
-	c.regular(a, a.count)
-	return c.flatGatherv(ctx, a)
-}
-
-func (c *Comm) flatScatter(ctx context.Context, a *call) error {
-	c.regular(a, a.count)
-	return c.flatScatterv(ctx, a)
 }
 
 // flatScan: rank r reduces the segments of ranks 0..r (0..r-1 for exscan)
@@ -315,12 +321,15 @@ func (c *Comm) flatBarrier(ctx context.Context, a *call) error {
 // into recv. One phase per step; slot reuse as the flat algorithms'.
 func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
+	if n := N * esz; n <= c.half && (n < sampledReduceMin || a.coll == CollReduce && n <= smallRootedBytes) {
+		return c.replicatedStep(ctx, a)
+	}
 	M := c.pipeElems(esz, N)
 	if a.coll == CollAllreduce && N*esz <= pipelineBytes && !c.ep.Oversubscribed() {
 		// Whole: every rank writes and reads, so the quarters of
 		// pipeElems overlap nothing; since the reduction reads the own
 		// input in place (below) they only add steps.
-		M = max(1, min(N, c.half/esz))
+		M = c.fitElems(esz, N)
 	}
 	in := a.input()
 	reads := a.coll == CollAllreduce || c.rank == a.root
@@ -332,7 +341,9 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 	// made in the slot, which the peers are reading at the same time, so
 	// that the lines are not shared. In place, recv is the input and the
 	// result, which the kernel allows only as its first source: rank 0.
-	ownIn := a.send != nil || c.rank == 0
+	// Not where ranks share CPUs, whose peers do not read at the same
+	// time: there the copy is as near as the input.
+	ownIn := (a.send != nil || c.rank == 0) && !c.ep.Oversubscribed()
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)
 		e, err := c.begin(ctx)
@@ -363,7 +374,7 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1)})
 		if reads {
 			for i := 1; i <= p; i++ {
-				q := (c.rank + i) % p
+				q := c.next(i)
 				if q == c.rank && direct {
 					continue
 				}
@@ -376,20 +387,30 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 					continue
 				}
 				src := c.stepBuf(q, e, tiny)[:m*esz]
-				if err := c.waitData(ctx, q, e, 1, src); err != nil {
+				// What is kept in flight: nothing of a tiny vector,
+				// which arrives with the counter; one line for reduce
+				// (oneLine); the whole range for allreduce.
+				touch := src
+				if tiny {
+					touch = nil
+				} else if a.coll == CollReduce {
+					touch = oneLine(src)
+				}
+				if err := c.waitData(ctx, q, e, 1, touch); err != nil {
 					return err
 				}
 				// Not when sampling: the prefetch would hide what the
 				// placement costs.
-				if len(src) >= prefetchMin && len(src) <= prefetchMax && !sample {
+				if len(src) > prefetchMin && len(src) <= prefetchMax && !sample {
 					simd.Prefetch(src)
 				}
 				c.sc.srcs[q] = src
 			}
+			// Reads below pipelineBytes/8 are not timed (storeAdvice.timed).
 			var t0 int64
 			if sample {
 				t0 = clock.Nanotime()
-			} else {
+			} else if m*esz >= pipelineBytes/8 {
 				t0 = c.adv.readStart(m * esz)
 			}
 			a.red.reduceK(span(a.recv, esz, base, base+m), c.sc.srcs)
@@ -398,7 +419,7 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 				// calls their Prefetch, and each sample after a window
 				// may read data still written non-temporally.
 				c.adv.sampledReduceDone(m*esz, t0)
-			} else {
+			} else if t0 != 0 {
 				c.adv.reduceDone(m*esz, t0)
 			}
 			c.last.add(Stats{Received: uint64(p - 1), Reduced: uint64(p - 1)})
@@ -406,6 +427,74 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 		}
 		c.end(e)
 	}
+	return nil
+}
+
+// replicatedStep is replicatedAllreduce's one step of a small vector (an
+// allreduce below sampledReduceMin bytes, a reduce up to
+// smallRootedBytes), without the segment loop and the advice's sampling,
+// which are a noticeable part of a call this small. Each rank copies its
+// input into the counter's line (up to tinyBytes, where it arrives with
+// the counter and nothing is kept in flight) or into its slot half, but a
+// reduce root that reads its input where it is; every rank of an
+// allreduce, and the root of a reduce, then reduces every rank's copy
+// (its own input where it is, see replicatedAllreduce) straight into recv.
+func (c *Comm) replicatedStep(ctx context.Context, a *call) error {
+	n, p := a.count*a.esz, c.size
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	reduce := a.coll == CollReduce
+	in, tiny := a.input(), n <= tinyBytes
+	ownIn := (a.send != nil || c.rank == 0) && !c.ep.Oversubscribed()
+	switch {
+	case reduce && c.rank == a.root && a.send != nil:
+		ownIn = true // publishes nothing
+	case reduce:
+		c.adv.publish(c.stepBuf(c.rank, e, tiny), in)
+		ownIn = false
+	case tiny:
+		copy(c.tiny(c.rank, e), in)
+	default:
+		copy(c.slotHalf(c.rank, e), in)
+	}
+	c.post(e, 1)
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1)})
+	if reduce && c.rank != a.root {
+		c.end(e)
+		return nil
+	}
+	srcs := c.sc.srcs
+	for q := range srcs {
+		if q == c.rank && ownIn {
+			srcs[q] = in
+			continue
+		}
+		var src, touch []byte
+		if tiny {
+			src = c.tiny(q, e)[:n]
+		} else {
+			src = c.slotHalf(q, e)[:n]
+			touch = src
+			if reduce {
+				touch = oneLine(src)
+			}
+		}
+		if q != c.rank {
+			if err := c.waitData(ctx, q, e, 1, touch); err != nil {
+				return err
+			}
+			if n > prefetchMin && n <= prefetchMax {
+				simd.Prefetch(src)
+			}
+		}
+		srcs[q] = src
+	}
+	a.red.reduceK(a.recv, srcs)
+	c.last.add(Stats{Received: uint64(p - 1), Reduced: uint64(p - 1)})
+	c.full = true
+	c.end(e)
 	return nil
 }
 
@@ -418,8 +507,8 @@ const (
 	allgatherSegBytes = 512 << 10 // the flat allgather's segments (flatAllgather)
 	pipeFitBytes      = 16 << 10  // pipeElems
 
-	// The replicated reductions prefetch a peer's segment of prefetchMin
-	// to prefetchMax bytes whole (simd.Prefetch) as soon as its post is
+	// The replicated reductions prefetch a peer's segment of more than
+	// prefetchMin up to prefetchMax bytes whole (simd.Prefetch) as soon as its post is
 	// seen: below, the reads are too few to gain; above, the lines would
 	// not stay in L1.
 	prefetchMin, prefetchMax = 1 << 10, 16 << 10
@@ -449,16 +538,26 @@ const (
 // pipelineBytes/2: each segment is a step, and a step is turns of the run
 // queue.
 func (c *Comm) pipeElems(esz, N int) int {
-	M := c.half / esz
 	from, least := pipelineBytes/2, pipelineBytes/4
 	if !c.ep.Oversubscribed() {
 		from, least = pipeFitBytes, pipeFitBytes/4
 	}
-	if total := N * esz; total > from {
-		seg := min(max(alignUp((total+3)/4), least), pipelineBytes) // four steps, not five
-		M = min(M, max(seg/esz, 1))
+	total := N * esz
+	if total <= from {
+		return c.fitElems(esz, N)
 	}
-	return M
+	seg := min(max(alignUp((total+3)/4), least), pipelineBytes) // four steps, not five
+	return min(c.half/esz, max(seg/esz, 1))
+}
+
+// fitElems is the segment length in elements for a vector of N elements
+// of esz bytes sent whole: N (at least 1) if it fits a slot half, else
+// what does; without a division in the usual case of one step.
+func (c *Comm) fitElems(esz, N int) int {
+	if N*esz <= c.half {
+		return max(N, 1)
+	}
+	return c.half / esz
 }
 
 // flatAlltoall (alltoall and alltoallv): in each step every rank writes
@@ -483,6 +582,9 @@ func (c *Comm) pipeElems(esz, N int) int {
 func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	v := a.coll == CollAlltoallv
+	if N := a.count * esz * p; !v && N <= smallBytes && N <= c.half {
+		return c.smallAlltoallStep(ctx, a)
+	}
 	hdr := 0
 	if v {
 		hdr = alignUp(8 + 16*p)
@@ -524,9 +626,10 @@ func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
 			if j == c.rank || n == 0 {
 				continue
 			}
-			// Not publish: every rank writes and reads here, so a store
-			// per line gains nothing, and the non-temporal advice of
-			// timed copies would send large alltoalls to memory.
+			// Not publish: every rank writes and reads here, so above
+			// smallBytes a store per line gains nothing, and the
+			// non-temporal advice of timed copies would send large
+			// alltoalls to memory.
 			simd.Copy(h[d+pre[j]*esz:d+pre[j+1]*esz], span(in, esz, uoff[j], uoff[j]+n))
 		}
 		c.post(e, 1)
@@ -542,7 +645,7 @@ func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
 			simd.Copy(span(a.recv, esz, a.rdispls[c.rank]+lo, a.rdispls[c.rank]+lo+n), span(in, esz, uoff[c.rank], uoff[c.rank]+n))
 		}
 		for i := 1; i < p; i++ {
-			q := (c.rank + i) % p
+			q := c.next(i)
 			rn := a.rcounts[q]
 			var src []byte
 			var lo, hi int
@@ -587,6 +690,43 @@ func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
 		c.full = true
 		c.end(e)
 	}
+	return nil
+}
+
+// smallAlltoallStep is flatAlltoall's one step of an alltoall of up to
+// smallBytes, without the segment bookkeeping (its blocks are equal and
+// whole, in rank order), which is a noticeable part of a call this
+// small: each rank publishes its blocks for the others (a store per line,
+// which the readers poll) in the counter's line up to tinyBytes, else in
+// its slot half, copies its own block while the peers read, then copies
+// its block out of each peer's.
+func (c *Comm) smallAlltoallStep(ctx context.Context, a *call) error {
+	p, n := c.size, a.count*a.esz
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	in, tiny := a.input(), n*p <= tinyBytes
+	h := c.stepBuf(c.rank, e, tiny)
+	for j := range p {
+		if j != c.rank {
+			c.adv.publish(h[j*n:(j+1)*n], in[j*n:(j+1)*n])
+		}
+	}
+	c.post(e, 1)
+	lo := c.rank * n
+	simd.Copy(a.recv[lo:lo+n], in[lo:lo+n]) // the same memory in place
+	for i := 1; i < p; i++ {
+		q := c.next(i)
+		src := c.stepBuf(q, e, tiny)[lo : lo+n]
+		if err := c.waitData(ctx, q, e, 1, src); err != nil {
+			return err
+		}
+		simd.Copy(a.recv[q*n:(q+1)*n], src)
+	}
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
+	c.full = true
+	c.end(e)
 	return nil
 }
 

@@ -142,7 +142,6 @@ func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 
 func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 	esz, r := a.esz, c.rank
-	c.regular(a, a.count)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
@@ -174,7 +173,6 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 
 func (c *Comm) mstGather(ctx context.Context, a *call) error {
 	esz, r := a.esz, c.rank
-	c.regular(a, a.count)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)

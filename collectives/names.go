@@ -151,13 +151,21 @@ const (
 	// ranks outnumber the CPUs) when every buffer of the call is in the
 	// arena.
 	Direct
+	// Single (allgather(v), bcast, alltoall(v), gather(v), scatter(v)):
+	// one copy for private buffers by cross-memory attach: every rank
+	// publishes the addresses of its buffer's blocks, and the ranks that
+	// need them read them (gather: write into the root's buffer) straight
+	// from the owner's memory, with no copy into the slots. Taken without
+	// a pin above a size per collective when cross-memory attach is on for
+	// the communicator (see [Comm.CrossMemory]).
+	Single
 	numAlgorithms
 )
 
 var algNames = [numAlgorithms]string{"auto", "flat", "circulant", "replicated",
 	"nblock", "dualroot", "tree", "reducebcast",
 	"rabenseifner", "rabenseifner21", "recdoubling", "bruck", "ring", "mst", "bde",
-	"rabenseifnerodd", "direct"}
+	"rabenseifnerodd", "direct", "single"}
 
 // String returns the algorithm's name as [ParseAlgorithm] reads it.
 func (a Algorithm) String() string {
@@ -170,7 +178,7 @@ func (a Algorithm) String() string {
 // ParseAlgorithm returns the algorithm named s, case-insensitive: one of
 // auto, flat, circulant, replicated, nblock, dualroot, tree, reducebcast,
 // rabenseifner, rabenseifner21, recdoubling, bruck, ring, mst, bde,
-// rabenseifnerodd, direct (the names [Algorithm.String] returns).
+// rabenseifnerodd, direct, single (the names [Algorithm.String] returns).
 func ParseAlgorithm(s string) (Algorithm, error) {
 	for a := range numAlgorithms {
 		if strings.EqualFold(s, algNames[a]) {

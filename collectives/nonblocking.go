@@ -71,6 +71,7 @@ type progressCtx struct {
 // progress is a communicator's queue of nonblocking calls and the state of
 // the goroutine that runs them.
 type progress struct {
+	c *Comm
 	// pending counts the calls queued or running. The goroutine lowers it
 	// after a call's last access to the Comm, so a blocking call that loads
 	// 0 may use the Comm.
@@ -95,7 +96,7 @@ func (c *Comm) enqueue(ctx context.Context, coll Collective, run func(ctx contex
 	}
 	p := c.prog.Load()
 	if p == nil {
-		p = &progress{exit: make(chan struct{})}
+		p = &progress{c: c, exit: make(chan struct{})}
 		p.wake.L = &p.mu
 		c.prog.Store(p)
 		go p.loop()
@@ -127,22 +128,35 @@ func (p *progress) loop() {
 		p.queue = p.queue[1:]
 		p.mu.Unlock()
 		r.err = r.run(&r.ctx)
+		if r.err == nil {
+			// A call that returned early completes once its check is made,
+			// so that Wait reports its mismatch.
+			r.err = p.c.settle(&r.ctx)
+		}
 		r.run, r.ctx = nil, progressCtx{}
 		p.pending.Add(-1)
 		close(r.done)
 	}
 }
 
-// await is the entry of every blocking call: it returns at once (one
-// atomic load) on a communicator that never made a nonblocking call, and
-// otherwise waits until the outstanding nonblocking calls have completed.
+// await is the entry of every blocking call: it returns at once (two
+// loads) on a communicator that never made a nonblocking call and has no
+// early return to check, and otherwise waits until the outstanding nonblocking calls have completed.
 // If ctx ends first, it aborts the communicator, so that the outstanding
 // calls end too, and fails the call as a cancelled blocking call fails.
+//
+// It then makes the check that the rank's last call left out if it
+// returned early (settle), which fails this call with that call's error.
 func (c *Comm) await(ctx context.Context, coll Collective) error {
-	if c.prog.Load() == nil {
-		return nil
+	if c.prog.Load() != nil {
+		if err := c.awaitCalls(ctx, coll); err != nil {
+			return err
+		}
 	}
-	return c.awaitCalls(ctx, coll)
+	if c.late != 0 {
+		return c.settle(ctx)
+	}
+	return nil
 }
 
 func (c *Comm) awaitCalls(ctx context.Context, coll Collective) error {

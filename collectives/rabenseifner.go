@@ -42,6 +42,10 @@ import (
 // vector to rank 2i, which reduces it (own op peer) and goes on alone; the
 // eliminated ranks read the result at the end.
 //
+// At p = 2 the allreduce and the reduce-scatter run the pair loop
+// instead (pair.go): the same operands in the same order, in one loop of
+// chunks.
+//
 // Reduce-scatter: the butterfly without the allgather; position i holds
 // the blocks of the survivor that ends with it and of the ranks it keeps,
 // and every eliminated rank reads its position from its keeper. Reduce:
@@ -341,6 +345,9 @@ func (c *Comm) rabSched(alg Algorithm, kind uint8, h, root int) *schedule {
 }
 
 func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
+	if c.size == 2 && a.coll == CollAllreduce && a.alg != RecDoubling {
+		return c.pairAllreduce(ctx, a)
+	}
 	M := c.half / a.esz / 2
 	if M < 1 {
 		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
@@ -405,6 +412,9 @@ func (c *Comm) schedVector(ctx context.Context, a *call, M int, mk func(m int) *
 }
 
 func (c *Comm) rabReduceScatter(ctx context.Context, a *call) error {
+	if c.size == 2 {
+		return c.pairReduceScatter(ctx, a)
+	}
 	return c.rabScatter(ctx, a, c.rabSched(a.alg, rabKindReduceScatter, floorLog2(c.size), 0))
 }
 
@@ -565,6 +575,9 @@ func (c *Comm) rabOddSched(kind uint8) *schedule {
 }
 
 func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
+	if c.size == 2 {
+		return c.pairAllreduce(ctx, a)
+	}
 	M := c.half / a.esz / 2
 	if M < 1 {
 		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
@@ -574,5 +587,8 @@ func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
 }
 
 func (c *Comm) rabOddReduceScatter(ctx context.Context, a *call) error {
+	if c.size == 2 {
+		return c.pairReduceScatter(ctx, a)
+	}
 	return c.rabScatter(ctx, a, c.rabOddSched(rabKindReduceScatter))
 }

@@ -43,8 +43,14 @@ func numPieces(counts []int, capElems int) (int, error) {
 	return (total + d - 1) / d, nil
 }
 
-// pieceLo is the first element of piece k of S of a block of n elements.
-func pieceLo(k, S, n int) int { return k * n / S }
+// pieceLo is the first element of piece k of S of a block of n elements
+// (no division for the usual one piece).
+func pieceLo(k, S, n int) int {
+	if S == 1 {
+		return k * n
+	}
+	return k * n / S
+}
 
 // pieces fills c.sc.pre with the packed offsets of the pieces of segment k
 // of S of the call's blocks, and c.sc.uoff with their offsets in a user

@@ -24,6 +24,7 @@ type selectInput struct {
 	bytes       int
 	commutative bool
 	arena       bool // every buffer of the call comes from Alloc
+	single      bool // cross-memory attach is on and the call can take Single (singleReady)
 }
 
 // reason says why decide chose an algorithm.
@@ -32,6 +33,7 @@ type reason uint8
 const (
 	byPin       reason = iota + 1 // Options.Algorithms or SHMCOLL_ALGO_<COLL>
 	byDirect                      // arena buffers of at least directMin bytes
+	bySingle                      // cross-memory attach for calls of at least singleMin bytes
 	byTable                       // the table's entry (or its ordered algorithm)
 	byHeuristic                   // no entry applies
 )
@@ -63,10 +65,17 @@ func (s selector) decide(in selectInput) (decision, error) {
 		}
 	case pin == Direct && algorithms[coll][Direct] != nil:
 		return d, fmt.Errorf("%w: algorithm direct needs every buffer of the call from Alloc", ErrInvalidArgument)
+	case in.single && singleTakes(coll, in.bytes, s.p, pin, s.over):
+		d = decision{Single, bySingle}
+		if pin == Single {
+			d.why = byPin
+		}
+	case pin == Single && algorithms[coll][Single] != nil:
+		return d, fmt.Errorf("%w: algorithm single needs cross-memory attach (see Comm.CrossMemory) and, for alltoall, a call not in place", ErrInvalidArgument)
 	case pin != Auto:
 	default:
 		d = decision{s.table.lookup(coll, in.bytes, in.commutative), byTable}
-		if d.alg == Auto {
+		if d.alg == Auto || d.alg == Single && !in.single {
 			d = decision{HeuristicAlgorithm(coll, in.bytes, s.p, in.commutative, s.over), byHeuristic}
 		}
 	}
@@ -112,6 +121,7 @@ func (c *Comm) choose(a *call, bytes int) (Algorithm, error) {
 	if directTakes(a.coll, bytes, c.pinned[a.coll], c.ep.Oversubscribed()) {
 		in.arena = c.heapOrEmpty(a.send) && c.heapOrEmpty(a.recv)
 	}
+	in.single = !in.arena && c.singleReady(a)
 	m := &c.chosen[a.coll]
 	if m.ok && m.in == in && m.pin == c.pinned[a.coll] {
 		return m.alg, nil
@@ -249,6 +259,9 @@ type Call struct {
 	Arena bool
 	// Oversubscribed: the ranks are processes that outnumber the CPUs.
 	Oversubscribed bool
+	// CrossMemory: cross-memory attach is on ([Comm.CrossMemory]) and
+	// the buffers are private (not Arena; for alltoall, not in place).
+	CrossMemory bool
 }
 
 // Select returns the algorithm that a communicator made with opt (its
@@ -268,7 +281,8 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	}
 	sel := tc.tab.selection(call.P, call.Oversubscribed)
 	s := selector{p: call.P, over: call.Oversubscribed, pins: &pins, table: &sel}
-	in := selectInput{coll: call.Coll, bytes: call.Bytes, commutative: !call.NonCommutative, arena: call.Arena}
+	in := selectInput{coll: call.Coll, bytes: call.Bytes, commutative: !call.NonCommutative, arena: call.Arena,
+		single: call.CrossMemory && !call.Arena && Implements(call.Coll, Single)}
 	d, err := s.decide(in)
 	if err != nil {
 		return d.alg, "", err
@@ -276,6 +290,7 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	why := map[reason]string{
 		byPin:       "pinned by SHMCOLL_ALGO_" + strings.ToUpper(call.Coll.String()),
 		byDirect:    "every buffer comes from Alloc and the call has at least " + formatTableSize(int64(directMin(call.Coll, call.Oversubscribed))),
+		bySingle:    "cross-memory attach is on and the call has at least " + formatTableSize(int64(singleMin(call.Coll, call.P, call.Oversubscribed))) + ": one copy between the ranks' own buffers by cross-memory attach",
 		byHeuristic: "no table entry for this p, oversubscription and size: the heuristic",
 	}[d.why]
 	if d.why == byPin && opt.Algorithms[call.Coll] != Auto {

@@ -11,13 +11,14 @@ import (
 // bcast and reduce of at most smallRootedBytes, where selection picks the
 // flat barrier, the replicated allreduce and reduce and the flat bcast,
 // reduce_scatter(_block) and alltoall at every size up to the call's
-// (selector.smallUpTo). Each runs the one step of flatBarrier,
-// replicatedAllreduce, flatBcast, flatReduceScatter or flatAlltoall with
-// the step protocol's own primitives (countCall, open, post,
-// waitChecked), the same descriptor, checks, counts and results, in one
-// function, without the general path's layers (start, bindOp, pick,
-// choose, run, begin's check, end, finish): a call that begins with every
-// rank known to have begun the last step needs none of them.
+// (selector.smallUpTo). It runs the same algorithm functions as the
+// general path, with the same descriptor, checks, counts and results,
+// but enters them without the general path's layers: no validation that
+// can fail (arguments it does not take go to the general path, which
+// reports them), no choice (smallOK knows the algorithm), the kernel of
+// a built-in operator from the per-Comm cache instead of Op.bind, and no
+// recover (no user operator). A call that begins with every rank known to
+// have begun the last step waits for nobody in begin.
 //
 // Where ranks share CPUs, what it saves is memory more than instructions:
 // every wait is a context switch, and a rank that gets its CPU back finds
@@ -26,8 +27,8 @@ import (
 // a CPU, the sender's call path is on the receiver's clock.
 //
 // Anything else (a closed or aborted endpoint, a step that is not known
-// synchronized, a user operator, an argument error, another algorithm)
-// takes the general path, which runs or reports it.
+// synchronized, a user operator, Avg, an argument error, another
+// algorithm) takes the general path, which runs or reports it.
 
 // smallOK reports whether small-call path i may run a call of n bytes:
 // selection picks its algorithm at every size from its smallest to n
@@ -90,55 +91,51 @@ var smallPaths = [numSmall]struct {
 	smallReduceScatterVIdx: {CollReduceScatter, Flat, 1, smallBytes},
 }
 
-// smallCall begins a small call of coll, its one step: it counts the call
-// and the step (countCall), sets the fields the descriptor covers and
-// opens step e (open) without begin's check, which smallOK made.
-func (c *Comm) smallCall(coll Collective, alg Algorithm, t simd.Type, count, root int, k *simd.Kernel, opID, aux uint64, send, recv []byte) uint64 {
-	c.countCall(coll, t, Stats{Calls: 1, Steps: 1, Rounds: 1})
+// smallCall begins a call of small-call path i with the arguments the
+// algorithm reads, and counts it. k is the kernel of a built-in operator
+// (nil: none). The block counts and displacements are left as they are,
+// not cleared: the paths whose algorithm reads them set them (regular,
+// irregular), and the others' lines stay untouched.
+func (c *Comm) smallCall(i int, t simd.Type, k *simd.Kernel, opID uint64, send, recv []byte, count, root int) *call {
+	sp := &smallPaths[i]
+	c.countCall(sp.coll, t, Stats{Calls: 1})
 	c.smalls++
-	c.setDesc(coll, alg, t, root, count, opID, aux)
-	c.full = true
-	e := c.step + 1
-	c.open(e)
-	return e
+	a := &c.args
+	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.opID, a.aux = sp.coll, sp.alg, t, t.Size(), count, root, opID, 0
+	a.red, a.send, a.recv = reducer{k: k, comm: true}, send, recv
+	return a
 }
 
-// smallWait is waitChecked for phase 1: the small-call path waits for
-// each peer once in its step, so it keeps no record in checked.
-func (c *Comm) smallWait(ctx context.Context, q int, e uint64, data []byte) error {
-	return c.waitChecked(ctx, q, e, 1, data)
+// lean runs the small call a with its algorithm and finishes it (run and
+// finish without the recover).
+func (c *Comm) lean(ctx context.Context, a *call) (bool, error) {
+	c.describe(a)
+	if err := algorithms[a.coll][a.alg](c, ctx, a); err != nil || c.full {
+		return true, err
+	}
+	return true, c.finish()
+}
+
+// kernel returns the cached kernel of the built-in op for t, nil if op is
+// not one (see kernelCache); a hit inlines.
+func (c *Comm) kernel(t simd.Type, op Op) *simd.Kernel {
+	k := c.kernels.get(t, op)
+	if k == nil {
+		k = c.kernels.fill(t, op)
+	}
+	return k
 }
 
 // oneLine is data if it is one cache line or less, else nil: bcast and
-// reduce keep at most one line of what they wait for in flight (see
-// smallWait). Where one rank reads what one other writes, more lines are
-// faster fetched after the post than taken back by the writer's stores
-// from the reader. Allreduce, where every rank writes and reads, keeps
-// them all in flight.
+// reduce keep at most one line of what they wait for in flight. Where one
+// rank reads what one other writes, more lines are faster fetched after
+// the post than taken back by the writer's stores from the reader.
+// Allreduce, where every rank writes and reads, keeps them all in flight.
 func oneLine(data []byte) []byte {
 	if len(data) > lineBytes {
 		return nil
 	}
 	return data
-}
-
-// smallFinish waits for every peer but skip (-1: none) to post step e
-// (finish's work: the step's descriptors are compared everywhere, and every
-// rank has begun the step).
-func (c *Comm) smallFinish(ctx context.Context, e uint64, skip int) error {
-	for i := 1; i < c.size; i++ {
-		q := c.rank + i
-		if q >= c.size {
-			q -= c.size
-		}
-		if q != skip {
-			if err := c.smallWait(ctx, q, e, nil); err != nil {
-				return err
-			}
-		}
-	}
-	c.synced = e
-	return nil
 }
 
 // smallBarrier is flatBarrier on the small-call path; ok is false when it
@@ -147,74 +144,27 @@ func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	if !c.smallOK(smallBarrierIdx, 0) || ctx.Err() != nil {
 		return false, nil // the general path runs it, or fails it
 	}
-	e := c.smallCall(CollBarrier, Flat, 0, 0, 0, nil, 0, 0, nil, nil)
-	c.post(e, 1)
-	return true, c.smallFinish(ctx, e, -1)
+	return c.lean(ctx, c.smallCall(smallBarrierIdx, 0, nil, 0, nil, nil, 0, 0))
 }
 
 // smallAllreduce is replicatedAllreduce on the small-call path for a
-// built-in operator; ok is false when it does not apply. send is nil or as long as recv.
+// built-in operator; ok is false when it does not apply. send is nil or
+// as long as recv.
 func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
 	n := len(recv)
 	if n == 0 || !c.smallOK(smallAllreduceIdx, n) {
 		return false, nil
 	}
-	k := c.kernels.get(t, op)
-	if k == nil {
-		if k = c.kernels.fill(t, op); k == nil {
-			return false, nil
-		}
-	}
-	in := send
-	if in == nil || same(in, recv) {
-		in, send = recv, nil
-	} else if overlaps(in, recv) {
+	k := c.kernel(t, op)
+	if k == nil || ctx.Err() != nil {
 		return false, nil
 	}
-	if ctx.Err() != nil {
+	if send != nil && same(send, recv) {
+		send = nil
+	} else if overlaps(send, recv) {
 		return false, nil
 	}
-	e := c.smallCall(CollAllreduce, Replicated, t, n/t.Size(), 0, k, op.hash, 0, send, recv)
-	p := uint64(c.size - 1)
-	c.last.Sent, c.last.Received, c.last.Reduced = p, p, p
-	// stepBuf by hand (it does not inline), here and for each peer just
-	// before its wait, and a tiny vector (in the counter's line) not kept
-	// in flight: it arrives with the counter.
-	tiny := n <= tinyBytes
-	if tiny {
-		copy(c.tiny(c.rank, e), in) // as replicatedAllreduce: not publish
-	} else {
-		copy(c.slotHalf(c.rank, e), in)
-	}
-	c.post(e, 1)
-	// The own input where it is, not the copy that the peers are reading
-	// (see replicatedAllreduce); in place, only as the kernel's first
-	// source. Not where ranks share CPUs, whose peers do not read at the
-	// same time: there the copy is as near as the input.
-	ownIn := (send != nil || c.rank == 0) && !c.ep.Oversubscribed()
-	srcs := c.sc.srcs
-	for q := range srcs {
-		if q == c.rank && ownIn {
-			srcs[q] = in
-			continue
-		}
-		var src, touch []byte
-		if tiny {
-			src = c.tiny(q, e)[:n]
-		} else {
-			src = c.slotHalf(q, e)[:n]
-			touch = src
-		}
-		if q != c.rank {
-			if err := c.smallWait(ctx, q, e, touch); err != nil {
-				return true, err
-			}
-		}
-		srcs[q] = src
-	}
-	k.ReduceK(recv, srcs)
-	c.synced = e // every rank's step-e data was read: every rank has begun it
-	return true, nil
+	return c.lean(ctx, c.smallCall(smallAllreduceIdx, t, k, op.hash, send, recv, n/t.Size(), 0))
 }
 
 // smallBcast is flatBcast on the small-call path; ok is false when it does
@@ -224,29 +174,12 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 	if n == 0 || n > c.half || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, n) || ctx.Err() != nil {
 		return false, nil
 	}
-	e := c.smallCall(CollBcast, Flat, t, n/t.Size(), root, nil, 0, 0, nil, buf)
-	tiny := n <= tinyBytes
-	if c.rank == root {
-		c.adv.publish(c.stepBuf(c.rank, e, tiny), buf)
-		c.post(e, 1)
-		c.last.Sent = uint64(c.size - 1)
-		return true, c.smallFinish(ctx, e, -1)
-	}
-	c.post(e, 1)
-	src := c.stepBuf(root, e, tiny)[:n]
-	if err := c.smallWait(ctx, root, e, oneLine(src)); err != nil {
-		return true, err
-	}
-	if n >= copyPrefetchMin && !c.ep.Oversubscribed() { // as copyPeer (smallRootedBytes is copyPrefetchMax)
-		simd.Prefetch(src)
-	}
-	simd.Copy(buf, src)
-	c.last.Received = 1
-	return true, c.smallFinish(ctx, e, root)
+	return c.lean(ctx, c.smallCall(smallBcastIdx, t, nil, 0, nil, buf, n/t.Size(), root))
 }
 
 // smallReduce is replicatedAllreduce's reduce on the small-call path for
-// a built-in operator; ok is false when it does not apply (Reduce checks the arguments).
+// a built-in operator; ok is false when it does not apply (Reduce checks
+// the arguments).
 func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, op Op, root int) (ok bool, err error) {
 	if uint(root) >= uint(c.size) {
 		return false, nil
@@ -268,52 +201,17 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	if n == 0 || n > c.half || !c.smallOK(smallReduceIdx, n) || ctx.Err() != nil {
 		return false, nil
 	}
-	k := c.kernels.get(t, op)
+	k := c.kernel(t, op)
 	if k == nil {
-		if k = c.kernels.fill(t, op); k == nil {
-			return false, nil
-		}
+		return false, nil
 	}
-	e := c.smallCall(CollReduce, Replicated, t, n/t.Size(), root, k, op.hash, 0, send, recv)
-	p := c.size
-	c.last.Sent = uint64(p - 1)
-	tiny := n <= tinyBytes
-	if send == nil {
-		c.adv.publish(c.stepBuf(c.rank, e, tiny), recv) // the root in place
-	} else if c.rank != root {
-		c.adv.publish(c.stepBuf(c.rank, e, tiny), send)
-	}
-	c.post(e, 1)
-	if c.rank != root {
-		return true, c.smallFinish(ctx, e, -1)
-	}
-	srcs := c.sc.srcs
-	c.stepBufs(srcs, e, tiny, n)
-	if send != nil {
-		srcs[c.rank] = send // the root reads its input where it is
-	}
-	for q, src := range srcs {
-		if q != c.rank {
-			if err := c.smallWait(ctx, q, e, oneLine(src)); err != nil {
-				return true, err
-			}
-			if n > smallBytes { // as replicatedAllreduce's (prefetchMin)
-				simd.Prefetch(src)
-			}
-		}
-	}
-	k.ReduceK(recv, srcs)
-	c.last.Received, c.last.Reduced = uint64(p-1), uint64(p-1)
-	c.synced = e
-	return true, nil
+	return c.lean(ctx, c.smallCall(smallReduceIdx, t, k, op.hash, send, recv, n/t.Size(), root))
 }
 
 // smallReduceScatter is flatReduceScatter on the small-call path for
 // ReduceScatterBlock, out of place, with a built-in operator; ok is false
 // when it does not apply (ReduceScatterBlock checks the arguments). The
-// sizes are the whole input's, as selection sees them. Like
-// smallAllreduce it reduces the own block where it is, where ranks have
-// CPUs of their own.
+// sizes are the whole input's, as selection sees them.
 func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv []byte, op Op) (ok bool, err error) {
 	p, n := c.size, len(recv)
 	k := c.smallReduceKernel(t, send, recv, op)
@@ -321,12 +219,13 @@ func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv [
 		!c.smallOK(smallReduceScatterIdx, len(send)) || ctx.Err() != nil {
 		return false, nil
 	}
-	return true, c.smallReduceBlocks(ctx, CollReduceScatterBlock, t, k, op.hash, send, recv, c.rank*n, n/t.Size(), 0)
+	a := c.smallCall(smallReduceScatterIdx, t, k, op.hash, send, recv, n/t.Size(), 0)
+	c.regular(a, a.count)
+	return c.lean(ctx, a)
 }
 
 // smallReduceScatterV is smallReduceScatter for ReduceScatter, whose
-// blocks have counts elements (the descriptor hashes them, as the general
-// path's irregular does); ok is false when it does not apply, and
+// blocks have counts elements; ok is false when it does not apply, and
 // ReduceScatter checks the arguments.
 func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv []byte, counts []int, op Op) (ok bool, err error) {
 	if len(counts) != c.size {
@@ -337,13 +236,10 @@ func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv 
 		return false, nil
 	}
 	esz := t.Size()
-	most, total, lo := len(send)/esz, 0, 0
-	for j, m := range counts {
+	most, total := len(send)/esz, 0
+	for _, m := range counts {
 		if m < 0 || m > most {
 			return false, nil
-		}
-		if j == c.rank {
-			lo = total
 		}
 		total += m
 	}
@@ -351,7 +247,11 @@ func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv 
 		!c.smallOK(smallReduceScatterVIdx, len(send)) || ctx.Err() != nil {
 		return false, nil
 	}
-	return true, c.smallReduceBlocks(ctx, CollReduceScatter, t, k, op.hash, send, recv, lo*esz, total, hashInts(counts))
+	a := c.smallCall(smallReduceScatterVIdx, t, k, op.hash, send, recv, total, 0)
+	if _, err := c.irregular(a, counts); err != nil {
+		return true, err
+	}
+	return c.lean(ctx, a)
 }
 
 // smallReduceKernel is what the small-call reduce-scatters need of their
@@ -361,80 +261,19 @@ func (c *Comm) smallReduceKernel(t simd.Type, send, recv []byte, op Op) *simd.Ke
 	if len(send) == 0 || len(send) > c.half || overlaps(send, recv) {
 		return nil
 	}
-	if k := c.kernels.get(t, op); k != nil {
-		return k
-	}
-	return c.kernels.fill(t, op)
+	return c.kernel(t, op)
 }
 
-// smallReduceBlocks runs flatReduceScatter's one step for coll with the
-// descriptor's count and aux: the whole input in the slot half (or the
-// counter's line up to tinyBytes), then the reduction of the blocks at lo
-// (bytes, as long as recv) of every rank into recv.
-func (c *Comm) smallReduceBlocks(ctx context.Context, coll Collective, t simd.Type, k *simd.Kernel, opID uint64, send, recv []byte, lo, count int, aux uint64) error {
-	p := c.size
-	e := c.smallCall(coll, Flat, t, count, 0, k, opID, aux, send, recv)
-	c.last.Sent, c.last.Received, c.last.Reduced = uint64(p-1), uint64(p-1), uint64(p-1)
-	tiny := len(send) <= tinyBytes
-	simd.Copy(c.stepBuf(c.rank, e, tiny), send) // the blocks in rank order, as flatReduceScatter's
-	c.post(e, 1)
-	hi := lo + len(recv)
-	ownIn := !c.ep.Oversubscribed()
-	srcs := c.sc.srcs
-	for q := range srcs {
-		if q == c.rank && ownIn {
-			srcs[q] = send[lo:hi]
-			continue
-		}
-		src := c.stepBuf(q, e, tiny)[lo:hi]
-		if q != c.rank {
-			if err := c.smallWait(ctx, q, e, src); err != nil {
-				return err
-			}
-		}
-		srcs[q] = src
-	}
-	k.ReduceK(recv, srcs)
-	c.synced = e // every rank's step-e data was read: every rank has begun it
-	return nil
-}
-
-// smallAlltoall is flatAlltoall's one step on the small-call path (ok is
-// false when it does not apply; Alltoall checks the arguments): the pieces
-// for the other ranks in rank order in the slot half, or in the counter's
-// line up to tinyBytes, the own block copied while the peers read.
-// Its pieces are published with a store per line (publish), which the
-// readers poll; the general path's larger pieces take the string copy.
+// smallAlltoall is flatAlltoall on the small-call path, out of place (ok
+// is false when it does not apply; Alltoall checks the arguments).
 func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte) (ok bool, err error) {
 	p, N := c.size, len(recv)
 	if send == nil || N == 0 || len(send) != N || N%(p*t.Size()) != 0 || N > c.half || overlaps(send, recv) ||
 		!c.smallOK(smallAlltoallIdx, N) || ctx.Err() != nil {
 		return false, nil
 	}
-	n := N / p
-	e := c.smallCall(CollAlltoall, Flat, t, n/t.Size(), 0, nil, 0, 0, send, recv)
-	c.last.Sent, c.last.Received = uint64(p-1), uint64(p-1)
-	tiny := N <= tinyBytes
-	h := c.stepBuf(c.rank, e, tiny)
-	for j := range p {
-		if j != c.rank {
-			c.adv.publish(h[j*n:(j+1)*n], send[j*n:(j+1)*n])
-		}
-	}
-	c.post(e, 1)
-	lo := c.rank * n
-	simd.Copy(recv[lo:lo+n], send[lo:lo+n])
-	for i := 1; i < p; i++ {
-		q := c.rank + i
-		if q >= p {
-			q -= p
-		}
-		src := c.stepBuf(q, e, tiny)[lo : lo+n]
-		if err := c.smallWait(ctx, q, e, src); err != nil {
-			return true, err
-		}
-		simd.Copy(recv[q*n:(q+1)*n], src)
-	}
-	c.synced = e // every rank's step-e data was read: every rank has begun it
-	return true, nil
+	a := c.smallCall(smallAlltoallIdx, t, nil, 0, send, recv, N/p/t.Size(), 0)
+	c.regular(a, a.count)
+	a.rcounts, a.rdispls = a.counts, a.displs
+	return c.lean(ctx, a)
 }

@@ -17,10 +17,7 @@ import (
 // through c's arena (one step in which every rank publishes its color,
 // key and a fresh name; each group takes the name of its new rank 0).
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
-	if err := c.await(ctx, collSplit); err != nil {
-		return nil, err
-	}
-	a, err := c.start(collSplit, 0)
+	a, err := c.start(ctx, collSplit, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -203,21 +203,6 @@ func (c *Comm) stepBuf(q int, e uint64, tiny bool) []byte {
 	return c.slotHalf(q, e)
 }
 
-// stepBufs sets bufs[q] to the first n bytes of stepBuf(q, e, tiny) for
-// every rank q, in one call: stepBuf does not inline, and a call per peer
-// is a noticeable part of a small allreduce.
-func (c *Comm) stepBufs(bufs [][]byte, e uint64, tiny bool, n int) {
-	if tiny {
-		for q := range bufs {
-			bufs[q] = c.tiny(q, e)[:n]
-		}
-		return
-	}
-	for q := range bufs {
-		bufs[q] = c.slotHalf(q, e)[:n]
-	}
-}
-
 // tiny returns the tiny payload bytes of rank q in step e: the inline
 // bytes of q's counter after the descriptor hash. Written by q before it
 // posts phase 1 of step e; reused like the slot halves (two steps later).
@@ -248,10 +233,19 @@ func (c *Comm) endAll(ctx context.Context, e uint64, phase int) error {
 	return nil
 }
 
+// next returns the rank i after this one, (rank + i) mod p for 0 <= i <=
+// p, without a division: the order in which a rank visits its peers.
+func (c *Comm) next(i int) int {
+	if q := c.rank + i; q < c.size {
+		return q
+	}
+	return c.rank + i - c.size
+}
+
 // waitAll waits for phase of step e from every other rank.
 func (c *Comm) waitAll(ctx context.Context, e uint64, phase int) error {
 	for i := 1; i < c.size; i++ {
-		if err := c.wait(ctx, (c.rank+i)%c.size, e, phase); err != nil {
+		if err := c.wait(ctx, c.next(i), e, phase); err != nil {
 			return err
 		}
 	}

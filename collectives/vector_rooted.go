@@ -88,10 +88,7 @@ func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, coun
 // displs, which it puts into the call's displs. It returns the call and
 // the sum of the counts.
 func (c *Comm) vectorStart(ctx context.Context, coll Collective, t simd.Type, counts, displs []int, root int, what string, n int) (*call, int, error) {
-	if err := c.await(ctx, coll); err != nil {
-		return nil, 0, err
-	}
-	a, err := c.start(coll, t)
+	a, err := c.start(ctx, coll, t)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -129,11 +126,11 @@ func (c *Comm) runVector(ctx context.Context, a *call, f impl) error {
 	if err := ctx.Err(); err != nil {
 		return c.fail(err)
 	}
-	a.alg = Flat
+	a.alg, f = c.vectorAlgorithm(a, f)
 	if err := c.run(ctx, a, f); err != nil {
 		return err
 	}
-	return c.finish(ctx)
+	return c.finish()
 }
 
 // segments is the number of steps that cut the largest of a's blocks into
@@ -168,7 +165,7 @@ func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 		} else {
 			c.post(e, 1)
 			for i := 1; i < p; i++ {
-				q := (c.rank + i) % p
+				q := c.next(i)
 				if err := c.wait(ctx, q, e, 1); err != nil {
 					return err
 				}

@@ -108,6 +108,11 @@ func collMisuse(t *testing.T, opts []collectives.Options, want error, msg string
 			}
 			errs[r] = f(c, ins[r])
 			later[r] = collectives.Barrier(bg, c)
+			if errs[r] == nil {
+				// A rank that returned early from a rooted call gets the
+				// error at its next call.
+				errs[r] = later[r]
+			}
 		})
 	}
 	wg.Wait()

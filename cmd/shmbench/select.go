@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
 
 	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/internal/benchfmt"
+	"github.com/shmcoll/shmcoll/shm"
 	"github.com/shmcoll/shmcoll/simd"
 )
 
@@ -34,12 +36,13 @@ func runSelect(args []string, stdout, stderr io.Writer) int {
 	size := fs.String("bytes", "8", "bytes of the call as shmbench counts them (K, M, G suffixes)")
 	np := fs.Int("np", 2, "number of ranks")
 	arena := fs.Bool("arena", false, "every buffer of the call comes from Alloc")
+	cma := fs.Bool("cma", os.Getenv(shm.EnvCMA) != "off", "cross-memory attach is on (false: as where SHMCOLL_CMA=off or the kernel refuses it)")
 	op := fs.String("op", "sum", "built-in operator (all commute)")
 	nonComm := fs.Bool("noncommutative", false, "a user-defined operator that does not commute (instead of -op)")
 	cpus := fs.String("cpus", "auto", "fit, over (the ranks are processes that outnumber the CPUs), or auto (-np against the CPUs shmbench may use)")
 	table := fs.String("table", "", "selection table file (default: SHMCOLL_TUNE_FILE, else the built-in table)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: shmbench select [-coll C] [-bytes N] [-np P] [-arena] [-op OP | -noncommutative] [-cpus fit|over|auto] [-table FILE]")
+		fmt.Fprintln(stderr, "usage: shmbench select [-coll C] [-bytes N] [-np P] [-arena] [-cma=false] [-op OP | -noncommutative] [-cpus fit|over|auto] [-table FILE]")
 		fmt.Fprintln(stderr, "\nPrints the algorithm that auto selection chooses for the call and the reason.")
 		fs.PrintDefaults()
 	}
@@ -70,7 +73,7 @@ func runSelect(args []string, stdout, stderr io.Writer) int {
 	if _, err := simd.ParseOp(*op); err != nil {
 		return bad("-op: %v", err)
 	}
-	call := collectives.Call{Coll: c, Bytes: int(n), P: *np, NonCommutative: *nonComm, Arena: *arena}
+	call := collectives.Call{Coll: c, Bytes: int(n), P: *np, NonCommutative: *nonComm, Arena: *arena, CrossMemory: *cma}
 	switch *cpus {
 	case "fit":
 	case "over":

@@ -169,7 +169,9 @@ func parseTune(args []string, stderr io.Writer) (*tuneConfig, error) {
 
 // tuneAlgorithms lists the algorithms that implement coll and that the
 // selection table can choose: not Direct, which serves buffers from Alloc
-// whatever the table says.
+// whatever the table says, nor Single, which serves private buffers where
+// cross-memory attach is on before the table is asked (the table holds
+// what serves them where it is off).
 func tuneAlgorithms(coll string) []collectives.Algorithm {
 	cl, err := collectives.ParseCollective(coll)
 	if err != nil {
@@ -177,7 +179,7 @@ func tuneAlgorithms(coll string) []collectives.Algorithm {
 	}
 	var out []collectives.Algorithm
 	for _, a := range allAlgorithms() {
-		if collectives.Implements(cl, a) && a != collectives.Direct {
+		if collectives.Implements(cl, a) && a != collectives.Direct && a != collectives.Single {
 			out = append(out, a)
 		}
 	}

@@ -34,7 +34,7 @@ import (
 var source []byte
 
 // Colls are the collectives the benchmark measures, by their docs/DESIGN.md names.
-var Colls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall", "reduce_scatter", "allgatherv", "alltoallv"}
+var Colls = []string{"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall", "reduce_scatter", "allgatherv", "alltoallv", "gather", "scatter"}
 
 // HierColls are the collectives of Colls that the hierarchical benchmark
 // (hiercoll) measures: the others have no hierarchical version there.

@@ -127,6 +127,8 @@ func TestRun(t *testing.T) {
 				"bcast":                {8, 1000, 65536},
 				"reduce":               {8, 1000, 65536},
 				"barrier":              {0},
+				"gather":               {16, 992, 65536},
+				"scatter":              {16, 992, 65536},
 			}
 			got := map[string][]int64{}
 			for _, r := range rep.Results {
@@ -186,7 +188,7 @@ func TestRunDetectsWrongResult(t *testing.T) {
 	installed(t, impl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, coll := range []string{"allreduce", "reduce_scatter_block", "allgather", "alltoall", "reduce_scatter", "allgatherv", "alltoallv"} {
+	for _, coll := range []string{"allreduce", "reduce_scatter_block", "allgather", "alltoall", "reduce_scatter", "allgatherv", "alltoallv", "gather", "scatter"} {
 		rep, err := Run(ctx, impl, Options{NP: 2, Colls: []string{coll}, Sizes: []int64{64}, Iters: 10, Warmup: -1, Inject: 4})
 		if !errors.Is(err, ErrCheck) {
 			t.Fatalf("%s: got %v, want ErrCheck", coll, err)

@@ -19,6 +19,8 @@
  *   reduce_scatter_block:      what each rank contributes (it keeps bytes/np)
  *   allgather:                 what each rank receives (it sends bytes/np)
  *   alltoall:                  what each rank sends (bytes/np to each rank)
+ *   gather, scatter:           what the root receives or sends (bytes/np
+ *                              from or to each rank; the root is rank 0)
  *   reduce_scatter, allgatherv: the whole vector, cut into the irregular
  *                              blocks of shmbench (m/2 + j*m/(np-1) elements
  *                              for rank j, m = bytes/np/element size)
@@ -57,10 +59,10 @@
 #include <string.h>
 #include <time.h>
 
-enum { ALLREDUCE, RSB, ALLGATHER, BCAST, REDUCE, BARRIER, ALLTOALL, RS, ALLGATHERV, ALLTOALLV, NCOLL };
+enum { ALLREDUCE, RSB, ALLGATHER, BCAST, REDUCE, BARRIER, ALLTOALL, RS, ALLGATHERV, ALLTOALLV, GATHER, SCATTER, NCOLL };
 static const char *const names[NCOLL] = {
 	"allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "barrier", "alltoall",
-	"reduce_scatter", "allgatherv", "alltoallv",
+	"reduce_scatter", "allgatherv", "alltoallv", "gather", "scatter",
 };
 
 static int rank, np;
@@ -160,7 +162,7 @@ struct kase {
 static size_t in_len(const struct kase *c, int r)
 {
 	switch (c->coll) {
-	case RSB: case ALLTOALL: return c->count * (size_t)np;
+	case RSB: case ALLTOALL: case SCATTER: return c->count * (size_t)np;
 	case RS: return c->total;
 	case ALLGATHERV: return (size_t)vcount[r];
 	case ALLTOALLV: return c->total;
@@ -182,7 +184,8 @@ static double input(const struct kase *c, int r, size_t j, long k)
 	size_t n = in_len(c, r);
 	int touched = k >= 0 && n > 0 && j == (size_t)k % n;
 	switch (c->coll) {
-	case ALLGATHER: case ALLTOALL: case ALLGATHERV: case ALLTOALLV: return gat_in(r, j) + (touched ? bump(k) : 0);
+	case ALLGATHER: case ALLTOALL: case ALLGATHERV: case ALLTOALLV: case GATHER: case SCATTER:
+		return gat_in(r, j) + (touched ? bump(k) : 0);
 	case BCAST: return bc_in(j) + (touched ? 7 * bump(k) : 0);
 	default: return red_in(r, j) + (touched ? (r + 1) * bump(k) : 0);
 	}
@@ -201,8 +204,10 @@ static double expected(const struct kase *c, size_t i, long k)
 	case RSB:
 		for (r = 0; r < np; r++) s += input(c, r, (size_t)rank * c->count + i, k);
 		return s;
-	case ALLGATHER:
+	case ALLGATHER: case GATHER:
 		return input(c, (int)(i / c->count), i % c->count, k);
+	case SCATTER:
+		return input(c, 0, (size_t)rank * c->count + i, k);
 	case BCAST:
 		return input(c, 0, i, k);
 	case RS:
@@ -226,7 +231,8 @@ static double expected(const struct kase *c, size_t i, long k)
 static size_t result_len(const struct kase *c)
 {
 	switch (c->coll) {
-	case ALLREDUCE: case BCAST: case RSB: return c->count;
+	case ALLREDUCE: case BCAST: case RSB: case SCATTER: return c->count;
+	case GATHER: return rank == 0 ? c->count * (size_t)np : 0;
 	case REDUCE: return rank == 0 ? c->count : 0;
 	case ALLGATHER: case ALLTOALL: return c->count * (size_t)np;
 	case RS: return (size_t)vcount[rank];
@@ -275,6 +281,8 @@ static void run(const struct kase *c)
 	case BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
 	case ALLTOALL: MPI_Alltoall(c->sbuf, n, dt.mpi, c->rbuf, n, dt.mpi, MPI_COMM_WORLD); break;
 	case RS: MPI_Reduce_scatter(c->sbuf, c->rbuf, vcount, dt.mpi, MPI_SUM, MPI_COMM_WORLD); break;
+	case GATHER: MPI_Gather(c->sbuf, n, dt.mpi, c->rbuf, n, dt.mpi, 0, MPI_COMM_WORLD); break;
+	case SCATTER: MPI_Scatter(c->sbuf, n, dt.mpi, c->rbuf, n, dt.mpi, 0, MPI_COMM_WORLD); break;
 	case ALLGATHERV:
 		MPI_Allgatherv(c->sbuf, vcount[rank], dt.mpi, c->rbuf, vcount, vdispl, dt.mpi, MPI_COMM_WORLD);
 		break;
@@ -290,7 +298,7 @@ static long check_touched(const struct kase *c, long k, size_t *bad_at)
 	size_t len = result_len(c), i;
 	long bad = 0;
 	if (len == 0) return 0;
-	if (c->coll == ALLGATHER) {
+	if (c->coll == ALLGATHER || c->coll == GATHER) {
 		for (int r = 0; r < np; r++) {
 			i = (size_t)r * c->count + (size_t)k % c->count;
 			if (get(c->rbuf, i) != expected(c, i, k)) { *bad_at = i; bad++; }
@@ -344,7 +352,7 @@ static long check_touched(const struct kase *c, long k, size_t *bad_at)
 		}
 		return bad;
 	}
-	if (c->coll == RSB) {
+	if (c->coll == RSB || c->coll == SCATTER) {
 		/* The touched input element lands in one rank's block; the others
 		 * check an element of theirs that moves with k. */
 		size_t t = (size_t)k % (c->count * (size_t)np);
@@ -489,7 +497,7 @@ int main(int argc, char **argv)
 		for (size_t s = 0; s < nsizes; s++) {
 			struct kase k = { .coll = c, .sbuf = sbuf, .rbuf = rbuf };
 			size_t n = sizes[s] / dt.size;
-			if (c == RSB || c == ALLGATHER || c == ALLTOALL) {
+			if (c == RSB || c == ALLGATHER || c == ALLTOALL || c == GATHER || c == SCATTER) {
 				k.count = n / (size_t)np ? n / (size_t)np : 1;
 				k.bytes = k.count * (size_t)np * dt.size;
 			} else if (c == RS || c == ALLGATHERV || c == ALLTOALLV) {
@@ -598,7 +606,8 @@ int main(int argc, char **argv)
 				double med = MEDIAN(dmax), span = MEDIAN(emax);
 				double f = 1;
 				if (c == ALLREDUCE) f = 2.0 * (np - 1) / np;
-				else if (c == RSB || c == ALLGATHER || c == ALLTOALL || c == RS || c == ALLGATHERV || c == ALLTOALLV) f = (double)(np - 1) / np;
+				else if (c == RSB || c == ALLGATHER || c == ALLTOALL || c == RS || c == ALLGATHERV || c == ALLTOALLV || c == GATHER || c == SCATTER)
+					f = (double)(np - 1) / np;
 				double algbw = med > 0 ? (double)k.bytes / med / 1e9 : 0;
 				printf("{\"type\":\"result\",\"coll\":\"%s\",\"algo\":\"mpi\",\"impl\":", names[c]);
 				json_str(impl);

@@ -1,0 +1,350 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/shmcoll/shmcoll/shm"
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// The Single algorithms: one copy for private buffers. Through the slots a
+// block is copied twice (into the owner's slot, out of it); by
+// cross-memory attach (shm's ReadPeer and WritePeer: process_vm_readv and
+// process_vm_writev between processes, a plain copy between goroutine
+// ranks) it is copied once, between the ranks' own buffers. One step per
+// call:
+//
+//  1. every rank writes into its slot half a table of p ranges of its own
+//     memory, entry j the range that rank j accesses, and posts phase 1:
+//     allgather(v): the place of j's block in its recv, which j writes;
+//     alltoall(v): its send block for j, which j reads; bcast, scatter(v)
+//     and gather(v): at the root j's block of its buffer, at j its recv
+//     (gather: its send), which the two copy between them;
+//  2. every rank waits for phase 1 of the peers it copies with, checks
+//     the length of their entries for it against its own buffer, copies,
+//     and posts phase 2: allgather writes its block into its own recv and
+//     every peer's piece by piece, so that each piece is read from memory
+//     once; alltoall reads its block from every peer; in the rooted calls
+//     the root copies 1/p of every block and each other rank the rest of
+//     its own, at once;
+//  3. a rank whose ranges peers access returns only after every one of
+//     them posted phase 2 (the rooted calls: the root waits for every
+//     rank, every other rank for the root), so the caller owns its buffers
+//     again when the call returns.
+//
+// A failed copy (the peer died: ErrPeerDead; the kernel refused) fails the
+// call and aborts the communicator, so that every rank's waits end with
+// the error; a dead rank is found by the waits' liveness check.
+//
+// The buffers must stay where they are while peers access them: a Go
+// heap object does not move, a goroutine stack does. Every buffer a
+// collective is given escapes to the heap already (the call keeps it in
+// the Comm, c.args; TestSingleBuffersOnHeap checks it), so Single adds
+// no allocation.
+//
+// An alltoall in place does not take Single: each rank's recv blocks are
+// read by the peers while the rank overwrites them. Since the ranks must
+// all choose Single or all not, an alltoall in place on some ranks and not
+// on others fails with ErrMismatch at the sizes Single serves (MPI asks for
+// MPI_IN_PLACE on every rank or none).
+
+func init() {
+	register(CollAllgather, Single, (*Comm).singleAllgather, true)
+	register(CollAllgatherv, Single, (*Comm).singleAllgather, true)
+	register(CollAlltoall, Single, (*Comm).singleAlltoall, true)
+	register(CollAlltoallv, Single, (*Comm).singleAlltoall, true)
+	register(CollScatter, Single, (*Comm).singleRooted, true)
+	register(CollGather, Single, (*Comm).singleRooted, true)
+	register(CollBcast, Single, (*Comm).singleRooted, true)
+}
+
+// singleMin is the smallest call (bytes, as selection counts them) that
+// takes Single without a pin where cross-memory attach is on, for p ranks,
+// oversubscribed or not; 0 means never. Below these sizes a system call
+// per block costs more than the second copy saves. Where ranks share CPUs
+// a reader waits for its turn on a CPU either way, and the slots, which
+// keep the pieces in the cache, stay ahead up to larger sizes. The sizes
+// come from shmbench run -algo single,flat at np = 2 and np = 4 on two
+// CPUs (docs/PERFORMANCE.md); fitting ranks of p > 2 use those of p = 2.
+func singleMin(coll Collective, p int, over bool) int {
+	switch coll {
+	case CollAllgather, CollAllgatherv:
+		if over {
+			return 4 << 20
+		}
+		return 16 << 10
+	case CollBcast:
+		if over {
+			return 4 << 20
+		}
+		// Ahead from 4 KiB, but the small-call path serves bcast up to
+		// 8 KiB.
+		return 8<<10 + 1
+	case CollAlltoall, CollAlltoallv:
+		if over {
+			return 64 << 10
+		}
+		return 16 << 10
+	case CollGather, collGatherv, CollScatter, collScatterv:
+		if over {
+			return 64 << 10
+		}
+		return 8 << 10
+	}
+	return 0
+}
+
+// singleTakes reports whether a call of coll on bytes takes Single: it is
+// pinned, or nothing else is and the call has at least singleMin bytes.
+func singleTakes(coll Collective, bytes, p int, pin Algorithm, over bool) bool {
+	if pin == Single {
+		return true
+	}
+	m := singleMin(coll, p, over)
+	return pin == Auto && m > 0 && bytes >= m
+}
+
+// CrossMemory returns nil if the ranks of c can read each other's private
+// memory (cross-memory attach, agreed by every rank when the communicator
+// was made), and otherwise why not, the same on every rank: an error
+// wrapping shm.ErrNoCrossMemory. Without it no call takes [Single].
+func (c *Comm) CrossMemory() error { return c.ep.CrossMemory() }
+
+// singleReady reports whether this rank may take Single for the current
+// call: cross-memory attach is on, the slot half holds the table, and the
+// call is not an alltoall in place.
+func (c *Comm) singleReady(a *call) bool {
+	return algorithms[a.coll][Single] != nil && c.ep.CrossMemory() == nil && 16*c.size <= c.half &&
+		!(a.coll == CollAlltoall && a.send == nil)
+}
+
+// vectorAlgorithm returns the algorithm of a gatherv or scatterv (which
+// the selection table does not cover) and its implementation: Single
+// where it takes the call, else flat, f.
+func (c *Comm) vectorAlgorithm(a *call, f impl) (Algorithm, impl) {
+	if c.ep.CrossMemory() == nil && 16*c.size <= c.half &&
+		singleTakes(a.coll, a.count*a.esz, c.size, Auto, c.ep.Oversubscribed()) {
+		return Single, (*Comm).singleRooted
+	}
+	return Flat, f
+}
+
+// singleTable returns rank q's table of step e: for every rank j, the
+// address (in q's address space) and the length of the range j accesses.
+func (c *Comm) singleTable(q int, e uint64) []uint64 {
+	h := c.slotHalf(q, e)
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(h))), 2*c.size)
+}
+
+// offer writes b (empty: nothing) as this rank's entry for rank j in its
+// table of step e.
+func (c *Comm) offer(e uint64, j int, b []byte) {
+	t := c.singleTable(c.rank, e)
+	t[2*j], t[2*j+1] = 0, uint64(len(b))
+	if len(b) > 0 {
+		t[2*j] = uint64(shm.AddrOf(b))
+		if singleBadAddr {
+			t[2*j] = badAddr
+		}
+	}
+}
+
+// singleBadAddr makes this process offer badAddr, an address it does not
+// map, instead of its buffers: a test of the peers' failed copies.
+var singleBadAddr bool
+
+const badAddr = 1 << 12
+
+// waitOffer waits for q's phase 1 of step e and checks that q offers
+// this rank n bytes.
+func (c *Comm) waitOffer(ctx context.Context, q int, e uint64, n int) error {
+	if err := c.wait(ctx, q, e, 1); err != nil {
+		return err
+	}
+	if m := c.singleTable(q, e)[2*c.rank+1]; m != uint64(n) {
+		return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, m, c.rank, n))
+	}
+	return nil
+}
+
+// access waits for q's phase 1 of step e and copies between local and the
+// range q offers this rank: q's bytes into local, or local into q's range
+// when write. The lengths must agree.
+func (c *Comm) access(ctx context.Context, q int, e uint64, local []byte, write bool) error {
+	if err := c.waitOffer(ctx, q, e, len(local)); err != nil {
+		return err
+	}
+	return c.move(q, e, 0, local, write)
+}
+
+// move copies between local and bytes [off, off+len(local)) of the range
+// q offers this rank in step e (after waitOffer): q's bytes into local, or
+// local into q's range when write.
+func (c *Comm) move(q int, e uint64, off int, local []byte, write bool) error {
+	if len(local) == 0 {
+		return nil
+	}
+	addr := uintptr(c.singleTable(q, e)[2*c.rank]) + uintptr(off)
+	var err error
+	if write {
+		err = c.ep.WritePeer(q, addr, local)
+	} else {
+		err = c.ep.ReadPeer(q, addr, local)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return nil
+}
+
+// singleChunk is the piece of its block that an allgather rank copies
+// into its own recv and then writes into every peer's while the piece is
+// in its cache: its block is read from memory once, not once by the rank
+// and again by every peer.
+const singleChunk = 256 << 10
+
+// singleAllgather: every rank offers each peer j the place of j's block
+// in its recv; each rank copies its block into its own recv piece by piece
+// and writes each piece into every peer's recv.
+func (c *Comm) singleAllgather(ctx context.Context, a *call) error {
+	esz, p, r := a.esz, c.size, c.rank
+	mine := span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r])
+	src := mine
+	if a.send != nil {
+		src = a.send
+	}
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	for j := range p {
+		if j != r {
+			c.offer(e, j, span(a.recv, esz, a.displs[j], a.displs[j]+a.counts[j]))
+		}
+	}
+	c.post(e, 1)
+	for i := 1; i < p; i++ {
+		if err := c.waitOffer(ctx, (r+i)%p, e, len(mine)); err != nil {
+			return err
+		}
+	}
+	for lo := 0; lo < len(src); lo += singleChunk {
+		hi := min(lo+singleChunk, len(src))
+		if a.send != nil {
+			simd.Copy(mine[lo:hi], a.send[lo:hi])
+		}
+		for i := 1; i < p; i++ {
+			q := (r + i) % p
+			if err := c.move(q, e, lo, src[lo:hi], true); err != nil {
+				return err
+			}
+		}
+	}
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
+	return c.endAll(ctx, e, 2)
+}
+
+func (c *Comm) singleAlltoall(ctx context.Context, a *call) error {
+	esz, p, r := a.esz, c.size, c.rank
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	for j := range p {
+		if j != r {
+			c.offer(e, j, span(a.send, esz, a.displs[j], a.displs[j]+a.counts[j]))
+		}
+	}
+	c.post(e, 1)
+	simd.Copy(span(a.recv, esz, a.rdispls[r], a.rdispls[r]+a.rcounts[r]), span(a.send, esz, a.displs[r], a.displs[r]+a.counts[r]))
+	for i := 1; i < p; i++ {
+		q := (r + i) % p
+		if err := c.access(ctx, q, e, span(a.recv, esz, a.rdispls[q], a.rdispls[q]+a.rcounts[q]), false); err != nil {
+			return err
+		}
+	}
+	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
+	return c.endAll(ctx, e, 2)
+}
+
+// singleRooted runs bcast, scatter(v) and gather(v). The root and each
+// other rank q offer each other their ranges for the pair (the root: q's
+// block of its buffer; q: its recv, or its send in gather) and share the
+// copy: the root copies the first rootShare bytes of each block (reads
+// them from q's send in gather, writes them into q's recv otherwise), q
+// the rest, at once. Each posts phase 2 when its copies are done and
+// returns once the other did: the root after every q, q after the root.
+func (c *Comm) singleRooted(ctx context.Context, a *call) error {
+	gather := a.coll == CollGather || a.coll == collGatherv
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	if c.rank == a.root {
+		for j := range c.size {
+			if j != c.rank {
+				c.offer(e, j, c.rootBlock(a, j))
+			}
+		}
+		c.post(e, 1)
+		for i := 1; i < c.size; i++ {
+			q := (c.rank + i) % c.size
+			b := c.rootBlock(a, q)
+			if err := c.waitOffer(ctx, q, e, len(b)); err != nil {
+				return err
+			}
+			if err := c.move(q, e, 0, b[:c.rootShare(len(b))], !gather); err != nil {
+				return err
+			}
+		}
+		if err := c.endAll(ctx, e, 2); err != nil {
+			return err
+		}
+		c.last.Sent += uint64(c.size - 1)
+	} else {
+		local := a.recv
+		if gather {
+			local = a.send
+		}
+		c.offer(e, a.root, local)
+		c.post(e, 1)
+		if err := c.waitOffer(ctx, a.root, e, len(local)); err != nil {
+			return err
+		}
+		x := c.rootShare(len(local))
+		if err := c.move(a.root, e, x, local[x:], gather); err != nil {
+			return err
+		}
+		c.post(e, 2)
+		if err := c.wait(ctx, a.root, e, 2); err != nil {
+			return err
+		}
+		c.end(e)
+		c.last.Received++
+	}
+	c.last.Rounds++
+	return nil
+}
+
+// rootShare is the part of an n-byte block that the root of a rooted call
+// copies: 1/p, so that the root, which copies its part of p-1 blocks, and
+// every other rank, which copies the rest of one, take about as long (in
+// whole cache lines).
+func (c *Comm) rootShare(n int) int { return n / c.size &^ (lineBytes - 1) }
+
+// rootBlock returns the root's range for rank j of a rooted call.
+func (c *Comm) rootBlock(a *call, j int) []byte {
+	switch a.coll {
+	case CollBcast:
+		return a.recv
+	case CollScatter:
+		return span(a.send, a.esz, j*a.count, (j+1)*a.count)
+	case CollGather:
+		return span(a.recv, a.esz, j*a.count, (j+1)*a.count)
+	case collScatterv:
+		return span(a.send, a.esz, a.displs[j], a.displs[j]+a.counts[j])
+	}
+	return span(a.recv, a.esz, a.displs[j], a.displs[j]+a.counts[j]) // gatherv
+}

@@ -1,0 +1,594 @@
+package collectives
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/shmcoll/shmcoll/shm"
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// singleVal is element i of rank r's block for rank j: distinct for every
+// (r, j, i) within a type's range, so that a block in the wrong place or
+// a shifted copy shows.
+func singleVal[T simd.Element](r, j, i int) T { return val[T]((r*131 + j*17 + i) % 97) }
+
+// singleCalls makes every collective Single serves on c with blocks of n
+// elements (irregular ones around n), checks every result exactly, and
+// returns an error naming the first difference. want names the algorithm
+// every call must have taken (Auto: not checked).
+func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
+	p, r := c.Size(), c.Rank()
+	// Irregular counts: n±k, one rank with none when p > 2.
+	counts := make([]int, p)
+	displs := make([]int, p)
+	total := 0
+	for j := range p {
+		counts[j] = n + j%3 - 1
+		if p > 2 && j == 1 {
+			counts[j] = 0
+		}
+		displs[j] = total + j // gaps between the blocks
+		total += counts[j] + j
+	}
+	esz := simd.TypeOf[T]().Size()
+	alg := func(what string) error {
+		vector := strings.HasPrefix(what, "gatherv") || strings.HasPrefix(what, "scatterv")
+		if vector && sum(counts)*esz < singleMin(collGatherv, p, c.Oversubscribed()) {
+			return nil // no pins for gatherv and scatterv
+		}
+		if want != Auto && c.LastAlgorithm() != want {
+			return fmt.Errorf("%s took %v, want %v", what, c.LastAlgorithm(), want)
+		}
+		return nil
+	}
+	check := func(what string, got []T, want func(i int) T) error {
+		for i := range got {
+			if w := want(i); got[i] != w {
+				return fmt.Errorf("rank %d: %s: element %d = %v, want %v", r, what, i, got[i], w)
+			}
+		}
+		return alg(what)
+	}
+
+	// Allgather, out of place and in place.
+	send := make([]T, n)
+	for i := range send {
+		send[i] = singleVal[T](r, 0, i)
+	}
+	recv := make([]T, p*n)
+	for _, inPlace := range []bool{false, true} {
+		clear(recv)
+		s := send
+		if inPlace {
+			copy(recv[r*n:], send)
+			s = nil
+		}
+		if err := Allgather(bg, c, s, recv); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("allgather in place=%v", inPlace), recv, func(i int) T { return singleVal[T](i/n, 0, i%n) }); err != nil {
+			return err
+		}
+	}
+	// Allgatherv with gaps.
+	vrecv := make([]T, total)
+	vsend := make([]T, counts[r])
+	for i := range vsend {
+		vsend[i] = singleVal[T](r, 1, i)
+	}
+	if err := Allgatherv(bg, c, vsend, vrecv, counts, displs); err != nil {
+		return err
+	}
+	if err := check("allgatherv", vrecv, func(i int) T {
+		for j := range p {
+			if i >= displs[j] && i < displs[j]+counts[j] {
+				return singleVal[T](j, 1, i-displs[j])
+			}
+		}
+		var z T
+		return z
+	}); err != nil {
+		return err
+	}
+	// Bcast from two roots.
+	for _, root := range []int{0, p - 1} {
+		buf := make([]T, n)
+		if r == root {
+			for i := range buf {
+				buf[i] = singleVal[T](root, 2, i)
+			}
+		}
+		if err := Bcast(bg, c, buf, root); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("bcast root %d", root), buf, func(i int) T { return singleVal[T](root, 2, i) }); err != nil {
+			return err
+		}
+	}
+	// Alltoall: block j of rank r's send is (r, j).
+	asend := make([]T, p*n)
+	for i := range asend {
+		asend[i] = singleVal[T](r, i/n, i%n)
+	}
+	arecv := make([]T, p*n)
+	if err := Alltoall(bg, c, asend, arecv); err != nil {
+		return err
+	}
+	if err := check("alltoall", arecv, func(i int) T { return singleVal[T](i/n, r, i%n) }); err != nil {
+		return err
+	}
+	// Alltoallv: rank r sends counts[(r+j)%p] elements to rank j.
+	sc, sd, rc, rd := make([]int, p), make([]int, p), make([]int, p), make([]int, p)
+	so, ro := 0, 0
+	for j := range p {
+		sc[j], rc[j] = counts[(r+j)%p], counts[(j+r)%p]
+		sd[j], rd[j] = so, ro+1
+		so += sc[j]
+		ro += rc[j] + 1
+	}
+	vs := make([]T, so)
+	for j := range p {
+		for i := range sc[j] {
+			vs[sd[j]+i] = singleVal[T](r, j, i)
+		}
+	}
+	vr := make([]T, ro)
+	if err := Alltoallv(bg, c, vs, sc, sd, vr, rc, rd); err != nil {
+		return err
+	}
+	if err := check("alltoallv", vr, func(i int) T {
+		for j := range p {
+			if i >= rd[j] && i < rd[j]+rc[j] {
+				return singleVal[T](j, r, i-rd[j])
+			}
+		}
+		var z T
+		return z
+	}); err != nil {
+		return err
+	}
+	// Gather and scatter at two roots, the root in place the second time.
+	for k, root := range []int{0, p - 1} {
+		all := make([]T, p*n)
+		s := send
+		if k == 1 && r == root {
+			copy(all[r*n:], send)
+			s = nil
+		}
+		if err := Gather(bg, c, s, all, root); err != nil {
+			return err
+		}
+		if r == root {
+			if err := check(fmt.Sprintf("gather root %d", root), all, func(i int) T { return singleVal[T](i/n, 0, i%n) }); err != nil {
+				return err
+			}
+		}
+		out := make([]T, n)
+		for i := range all {
+			all[i] = singleVal[T](root, 3+i/n, i%n)
+		}
+		o := out
+		if k == 1 && r == root {
+			o = nil
+		}
+		if err := Scatter(bg, c, all, o, root); err != nil {
+			return err
+		}
+		if o != nil {
+			if err := check(fmt.Sprintf("scatter root %d", root), out, func(i int) T { return singleVal[T](root, 3+r, i) }); err != nil {
+				return err
+			}
+		}
+	}
+	// Gatherv and scatterv with gaps at the root.
+	for _, root := range []int{0, p - 1} {
+		all := make([]T, total)
+		if err := Gatherv(bg, c, vsend, all, counts, displs, root); err != nil {
+			return err
+		}
+		if r == root {
+			if err := check(fmt.Sprintf("gatherv root %d", root), all, func(i int) T {
+				for j := range p {
+					if i >= displs[j] && i < displs[j]+counts[j] {
+						return singleVal[T](j, 1, i-displs[j])
+					}
+				}
+				var z T
+				return z
+			}); err != nil {
+				return err
+			}
+		}
+		out := make([]T, counts[r])
+		if err := Scatterv(bg, c, all, out, counts, displs, root); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("scatterv root %d", root), out, func(i int) T { return singleVal[T](r, 1, i) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// singleSizes are the block sizes (elements of 4 bytes) of the tests: odd
+// ones, below and around singleMin (pinned) and above it (auto).
+func singleSizes() []int { return []int{1, 37, 1001, 64<<10 + 3, 300 << 10} }
+
+// singleOptions pins Single for every collective it serves, with slots
+// small enough that the flat algorithms cut these sizes into segments.
+func singleOptions(pin bool, off bool) Options {
+	o := Options{SlotBytes: 64 << 10, NoCrossMemory: off}
+	if pin {
+		o.Algorithms = map[Collective]Algorithm{}
+		for coll := range numColls {
+			if algorithms[coll][Single] != nil {
+				o.Algorithms[coll] = Single
+			}
+		}
+	}
+	return o
+}
+
+// TestSingleInProcess: goroutine ranks read each other's buffers; the
+// results are exact, pinned and auto, and the same with cross-memory
+// attach off (where no call takes Single).
+func TestSingleInProcess(t *testing.T) {
+	for _, p := range []int{2, 3, 4} {
+		for _, n := range singleSizes() {
+			if raceEnabled && n > 100000 {
+				continue
+			}
+			t.Run(fmt.Sprintf("p=%d/n=%d", p, n), func(t *testing.T) {
+				if err := Run(p, singleOptions(true, false), func(c *Comm) error { return singleCalls[int32](c, n, Single) }); err != nil {
+					t.Fatal(err)
+				}
+				if err := Run(p, singleOptions(false, false), func(c *Comm) error { return singleCalls[uint8](c, 4*n+1, Auto) }); err != nil {
+					t.Fatal(err)
+				}
+				if err := Run(p, singleOptions(false, true), func(c *Comm) error {
+					if c.CrossMemory() == nil {
+						return errors.New("cross-memory attach is on with NoCrossMemory")
+					}
+					return singleCalls[int32](c, n, Auto)
+				}); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestSinglePinNeedsCrossMemory: a pin to Single without cross-memory
+// attach is an error naming the problem on every rank.
+func TestSinglePinNeedsCrossMemory(t *testing.T) {
+	o := singleOptions(true, true)
+	err := Run(2, o, func(c *Comm) error {
+		err := Allgather(bg, c, make([]int32, 10), make([]int32, 20))
+		if !errors.Is(err, ErrInvalidArgument) {
+			return fmt.Errorf("allgather pinned to single without cross-memory attach: %v, want ErrInvalidArgument", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSingleSelection: auto takes Single from singleMin up where
+// cross-memory attach is on and the buffers are private, and never
+// otherwise.
+func TestSingleSelection(t *testing.T) {
+	for _, coll := range []Collective{CollAllgather, CollAllgatherv, CollBcast, CollAlltoall, CollAlltoallv, CollGather, CollScatter} {
+		m := singleMin(coll, 2, false)
+		if m <= 0 {
+			continue
+		}
+		for _, tc := range []struct {
+			call Call
+			want bool
+		}{
+			{Call{Coll: coll, Bytes: m, P: 2, CrossMemory: true}, true},
+			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true}, true},
+			{Call{Coll: coll, Bytes: m - 1, P: 2, CrossMemory: true}, false},
+			{Call{Coll: coll, Bytes: 64 << 20, P: 2}, false},
+			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true, Arena: true}, false},
+		} {
+			a, why, err := Select(tc.call, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (a == Single) != tc.want {
+				t.Errorf("%+v: %v (%s), want single %v", tc.call, a, why, tc.want)
+			}
+		}
+	}
+}
+
+// TestSingleProcesses runs singleCalls among real processes, pinned at
+// every size and auto above singleMin, with cross-memory attach on and
+// off (SHMCOLL_CMA=off on one rank turns it off for all).
+func TestSingleProcesses(t *testing.T) {
+	if os.Getenv(shm.EnvArena) != "" {
+		t.Skip("in a child")
+	}
+	for _, p := range []int{2, 3, 4} {
+		for _, mode := range []string{"pin", "auto", "off"} {
+			t.Run(fmt.Sprintf("p=%d/%s", p, mode), func(t *testing.T) {
+				runRanks(t, "TestSingleChild", p, func(r int) []string {
+					env := []string{"SHMCOLL_TEST_SINGLE=" + mode}
+					if mode == "off" && r == p-1 {
+						env = append(env, shm.EnvCMA+"=off")
+					}
+					return env
+				})
+			})
+		}
+	}
+}
+
+// TestSingleChild is one rank of TestSingleProcesses and
+// TestSinglePeerDeath.
+func TestSingleChild(t *testing.T) {
+	mode := os.Getenv("SHMCOLL_TEST_SINGLE")
+	if os.Getenv(shm.EnvArena) == "" || mode == "" {
+		t.Skip("run by TestSingleProcesses")
+	}
+	c, err := JoinEnv(bg, singleOptions(mode == "pin" || mode == "die", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if (c.CrossMemory() == nil) != (mode != "off") {
+		t.Fatalf("mode %s: CrossMemory() = %v", mode, c.CrossMemory())
+	}
+	if mode == "die" {
+		singleDie(t, c)
+		return
+	}
+	want := map[string]Algorithm{"pin": Single, "auto": Auto, "off": Auto}[mode]
+	for _, n := range singleSizes() {
+		if err := singleCalls[int32](c, n, want); err != nil {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+		if mode == "off" && c.LastAlgorithm() == Single {
+			t.Fatalf("n=%d: single with cross-memory attach off", n)
+		}
+		if mode == "auto" && n == 300<<10 && c.LastAlgorithm() != Single {
+			t.Fatalf("n=%d: scatterv took %v, want single", n, c.LastAlgorithm())
+		}
+	}
+}
+
+// singleDie: the last rank kills itself (SHMCOLL_TEST_SINGLE_FAULT=kill)
+// while the root of a bcast waits for it to read the root's buffer, or
+// offers an address it does not map (=fault) in an allgather; every
+// rank's call fails (with ErrPeerDead, or the failed read's error), and
+// nobody hangs.
+func singleDie(t *testing.T, c *Comm) {
+	n := 1 << 20
+	buf := make([]int32, n)
+	if err := Barrier(bg, c); err != nil {
+		t.Fatal(err)
+	}
+	last := c.Rank() == c.Size()-1
+	kill := os.Getenv("SHMCOLL_TEST_SINGLE_FAULT") == "kill"
+	if last {
+		if kill {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+		singleBadAddr = true
+	}
+	var err error
+	if kill {
+		err = Bcast(bg, c, buf, 0)
+	} else {
+		err = Allgather(bg, c, make([]int32, n/c.Size()), buf[:n/c.Size()*c.Size()])
+		if !last && !strings.Contains(err.Error(), "bad address") {
+			t.Errorf("rank %d: %v, want the failed read's error", c.Rank(), err)
+		}
+	}
+	if err == nil || kill && !errors.Is(err, ErrPeerDead) {
+		t.Errorf("rank %d: a call with a dead or faulty peer: %v", c.Rank(), err)
+	}
+	if !errors.Is(err, ErrAborted) && !errors.Is(err, ErrPeerDead) {
+		t.Errorf("rank %d: %v, want the communicator aborted", c.Rank(), err)
+	}
+	t.Logf("rank %d: %v", c.Rank(), err)
+}
+
+// TestSinglePeerDeath: a rank killed while a root waits for it to read
+// the root's buffer, or a rank whose buffer the others cannot read, fails
+// the others' calls on every rank, without a hang.
+func TestSinglePeerDeath(t *testing.T) {
+	if os.Getenv(shm.EnvArena) != "" {
+		t.Skip("in a child")
+	}
+	for _, fault := range []string{"kill", "fault"} {
+		t.Run(fault, func(t *testing.T) {
+			const p = 3
+			name := shm.NewName()
+			out := make([][]byte, p)
+			errs := make([]error, p)
+			var wg sync.WaitGroup
+			for r := range p {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestSingleChild$", "-test.count=1", "-test.v")
+				cmd.Env = append(os.Environ(), shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p),
+					shm.EnvArena+"="+name, "SHMCOLL_TEST_SINGLE=die", "SHMCOLL_TEST_SINGLE_FAULT="+fault)
+				wg.Go(func() { out[r], errs[r] = cmd.CombinedOutput() })
+			}
+			wg.Wait()
+			for r := range p {
+				ok := errs[r] == nil && strings.Contains(string(out[r]), "--- PASS: TestSingleChild")
+				if (r < p-1 || fault == "fault") && !ok {
+					t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
+				}
+				if r == p-1 && fault == "kill" && errs[r] == nil {
+					t.Errorf("rank %d was to be killed and exited normally:\n%s", r, out[r])
+				}
+			}
+			if path, _ := shm.SegmentPath(name); path != "" {
+				if _, err := os.Stat(path); err == nil {
+					t.Errorf("segment %s left behind", path)
+				}
+			}
+		})
+	}
+}
+
+func sum(xs []int) int {
+	s := 0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// TestSingleDoesNotAllocate: the Single calls allocate nothing per call.
+func TestSingleDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const p, n = 2, 4096
+	cs := localComms(t, p, singleOptions(true, false))
+	counts := []int{n, n - 3}
+	type bufs struct{ in, out, all, all2 []int64 }
+	b := make([]bufs, p)
+	for r := range b {
+		b[r] = bufs{make([]int64, n), make([]int64, n), make([]int64, p*n), make([]int64, p*n)}
+		for i := range b[r].in {
+			b[r].in[i] = int64(10*r + i)
+		}
+	}
+	calls := func(c *Comm) error {
+		r := c.Rank()
+		x := b[r]
+		if err := Allgather(bg, c, x.in, x.all); err != nil {
+			return err
+		}
+		if err := Allgatherv(bg, c, x.in[:counts[r]], x.all, counts, nil); err != nil {
+			return err
+		}
+		if err := Bcast(bg, c, x.all, 1); err != nil {
+			return err
+		}
+		if err := Alltoall(bg, c, x.all, x.all2); err != nil {
+			return err
+		}
+		if err := Gather(bg, c, x.in, x.all, 0); err != nil {
+			return err
+		}
+		if err := Scatter(bg, c, x.all, x.out, 0); err != nil {
+			return err
+		}
+		if err := Gatherv(bg, c, x.in[:counts[r]], x.all, counts, nil, 1); err != nil {
+			return err
+		}
+		return Scatterv(bg, c, x.all, x.out[:counts[r]], counts, nil, 1)
+	}
+	const runs = 50
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for range runs + 1 + 2 {
+			if err = calls(cs[1]); err != nil {
+				break
+			}
+		}
+		done <- err
+	}()
+	for range 2 {
+		if err := calls(cs[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(runs, func() {
+		if err := calls(cs[0]); err != nil {
+			t.Fatal(err)
+		}
+		if c := cs[0]; c.LastAlgorithm() != Single {
+			t.Fatalf("scatterv took %v", c.LastAlgorithm())
+		}
+	})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if allocs != 0 {
+		t.Errorf("%v allocations per round of the Single calls", allocs)
+	}
+	// The last Scatterv gave each rank its block of the last Gatherv.
+	for r := range p {
+		for i := range counts[r] {
+			if got, want := b[r].out[i], int64(10*r+i); got != want {
+				t.Errorf("rank %d: out[%d] = %d, want %d", r, i, got, want)
+			}
+		}
+	}
+}
+
+// TestSingleBuffersOnHeap: Single publishes the addresses of the caller's
+// buffers, which must not move while peers copy, so they must not be on a
+// goroutine stack. The collectives keep their buffers in the Comm, which
+// makes every buffer passed to them escape: an array declared in the
+// caller moves to the heap (an allocation per call) instead of the stack.
+func TestSingleBuffersOnHeap(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	c := localComms(t, 1, Options{})[0]
+	calls := map[string]struct {
+		f    func()
+		bufs float64
+	}{
+		"allgather": {func() { var s, r [16]int32; _ = Allgather(bg, c, s[:], r[:]) }, 2},
+		"allgatherv": {func() {
+			var s, r [16]int32
+			_ = Allgatherv(bg, c, s[:], r[:], []int{16}, nil)
+		}, 2},
+		"bcast":    {func() { var b [16]int32; _ = Bcast(bg, c, b[:], 0) }, 1},
+		"alltoall": {func() { var s, r [16]int32; _ = Alltoall(bg, c, s[:], r[:]) }, 2},
+		"alltoallv": {func() {
+			var s, r [16]int32
+			_ = Alltoallv(bg, c, s[:], []int{16}, nil, r[:], []int{16}, nil)
+		}, 2},
+		"gather":   {func() { var s, r [16]int32; _ = Gather(bg, c, s[:], r[:], 0) }, 2},
+		"scatter":  {func() { var s, r [16]int32; _ = Scatter(bg, c, s[:], r[:], 0) }, 2},
+		"gatherv":  {func() { var s, r [16]int32; _ = Gatherv(bg, c, s[:], r[:], []int{16}, nil, 0) }, 2},
+		"scatterv": {func() { var s, r [16]int32; _ = Scatterv(bg, c, s[:], r[:], []int{16}, nil, 0) }, 2},
+	}
+	for name, call := range calls {
+		if a := testing.AllocsPerRun(10, call.f); a < call.bufs {
+			t.Errorf("%s: %v allocations per call, want at least %v: the buffers stay on the stack, where Single must not publish them", name, a, call.bufs)
+		}
+	}
+}
+
+// TestSingleAlltoallvCountsDisagree: an alltoallv whose receive count on
+// one rank differs from its peer's send count fails with ErrMismatch on
+// every rank, naming the ranks.
+func TestSingleAlltoallvCountsDisagree(t *testing.T) {
+	const n = 1000
+	errs := make([]error, 2)
+	_ = Run(2, singleOptions(true, false), func(c *Comm) error {
+		r := c.Rank()
+		rc := []int{n, n}
+		if r == 1 {
+			rc[0] = n - 1 // rank 0 sends n
+		}
+		errs[r] = Alltoallv(bg, c, make([]int32, 2*n), []int{n, n}, nil, make([]int32, 2*n), rc, nil)
+		return nil
+	})
+	for r, err := range errs {
+		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "rank 0 offers 4000 bytes to rank 1, which expects 3996") {
+			t.Errorf("rank %d: %v, want ErrMismatch naming the counts", r, err)
+		}
+	}
+}
