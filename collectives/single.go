@@ -46,9 +46,18 @@ import (
 //
 // An alltoall in place does not take Single: each rank's recv blocks are
 // read by the peers while the rank overwrites them. Since the ranks must
-// all choose Single or all not, an alltoall in place on some ranks and not
-// on others fails with ErrMismatch at the sizes Single serves (MPI asks for
-// MPI_IN_PLACE on every rank or none).
+// all choose Single or all not, the call's descriptor carries in place
+// (alltoallInPlace), so that an alltoall in place on some ranks and not
+// on others fails with ErrMismatch on every rank, at every size the
+// small-call path does not serve (MPI asks for MPI_IN_PLACE on every rank
+// or none).
+//
+// An alltoallv's sizes differ per rank and no rank knows the others', so
+// its selection cannot use them (decide): it takes Single only pinned.
+
+// alltoallInPlace is the descriptor's aux word of an alltoall in place
+// (0 otherwise).
+const alltoallInPlace = 1
 
 func init() {
 	register(CollAllgather, Single, (*Comm).singleAllgather, true)
@@ -82,7 +91,7 @@ func singleMin(coll Collective, over bool) int {
 		// Ahead from 4 KiB, but the small-call path serves bcast up to
 		// 8 KiB.
 		return 8<<10 + 1
-	case CollAlltoall, CollAlltoallv:
+	case CollAlltoall:
 		if over {
 			return 64 << 10
 		}

@@ -633,3 +633,57 @@ func TestSingleNonblocking(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSingleSelectionSameOnEveryRank: an alltoallv whose ranks receive
+// sizes on both sides of singleMin agrees on its algorithm (the ranks'
+// bytes do not decide it) and delivers every block; an alltoall in place
+// on one rank only fails with ErrMismatch on every rank, naming in place,
+// at a size Single serves and at one it does not.
+func TestSingleSelectionSameOnEveryRank(t *testing.T) {
+	if a, _, err := Select(Call{Coll: CollAlltoallv, Bytes: 64 << 20, P: 2, CrossMemory: true}, Options{}); err != nil || a == Single {
+		t.Errorf("alltoallv of 64 MiB: %v, %v; want an algorithm other than single unpinned", a, err)
+	}
+	m := singleMin(CollAlltoall, false)
+	// Rank r sends cnt[j] int32 to rank j: rank 0 receives m/2 bytes,
+	// rank 1 m.
+	cnt := []int{m / 16, m / 8}
+	err := Run(2, singleOptions(false, false), func(c *Comm) error {
+		r := c.Rank()
+		send := make([]int32, cnt[0]+cnt[1])
+		for i := range send {
+			send[i] = int32(r<<24 | i)
+		}
+		recv := make([]int32, 2*cnt[r])
+		if err := Alltoallv(bg, c, send, cnt, nil, recv, []int{cnt[r], cnt[r]}, nil); err != nil {
+			return err
+		}
+		off := []int{0, cnt[0]}[r] // where rank r's block starts in each sender's send
+		for i, v := range recv {
+			q, j := i/cnt[r], i%cnt[r]
+			if w := int32(q<<24 | (off + j)); v != w {
+				return fmt.Errorf("rank %d: alltoallv element %d = %#x, want %#x", r, i, v, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{m / 4, 64} { // int32 per block: Single's size and below
+		errs := make([]error, 2)
+		_ = Run(2, singleOptions(false, false), func(c *Comm) error {
+			recv := make([]int32, 2*n)
+			var send []int32
+			if c.Rank() == 1 {
+				send = make([]int32, 2*n)
+			}
+			errs[c.Rank()] = Alltoall(bg, c, send, recv)
+			return nil
+		})
+		for r, err := range errs {
+			if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "rank 0 called alltoall in place and rank 1 did not") {
+				t.Errorf("%d bytes per block, rank %d: %v, want ErrMismatch naming in place", 4*n, r, err)
+			}
+		}
+	}
+}
