@@ -687,3 +687,61 @@ func TestSingleSelectionSameOnEveryRank(t *testing.T) {
 		}
 	}
 }
+
+// TestSingleFailedCallReleasesBuffers: in a Single gather and allgather
+// that do not match on every rank (the last rank passes one element
+// more), every rank fails with ErrMismatch and no peer writes into a
+// rank's buffers after its call returned: each rank checks its recv at
+// once, and the race detector (go test -race) reports a peer's late
+// write. Every block holds the sentinel or its sender's data.
+func TestSingleFailedCallReleasesBuffers(t *testing.T) {
+	iters := 200
+	if testing.Short() {
+		iters = 40
+	}
+	n := singleMin(CollAllgather, false) / 8 // int64 per block: Single's size
+	for it := range iters {
+		p := 3 + it%2
+		gather := it%4 < 2
+		root := it % p
+		what := fmt.Sprintf("iteration %d: p=%d gather=%v root=%d", it, p, gather, root)
+		checks := make([]error, p)
+		errs := runAll(t, p, singleOptions(true, false), func(c *Comm) error {
+			r := c.Rank()
+			m := n
+			if r == p-1 {
+				m = n + 1
+			}
+			send := vecOf(r, it, m)
+			recv := filled(p*m, sentinel)
+			var err error
+			if gather {
+				if r != root {
+					recv = nil
+				}
+				err = Gather(bg, c, send, recv, root)
+			} else {
+				err = Allgather(bg, c, send, recv)
+			}
+			for i, x := range recv {
+				// Block q: the sentinel, or rank q's data if its count
+				// is this rank's.
+				q, j := i/m, i%m
+				if x != sentinel && ((q == p-1) != (r == p-1) || x != int64(q*1_000_003+it*7919+j)) {
+					checks[r] = fmt.Errorf("rank %d: recv[%d] = %d, want the sentinel or rank %d's element %d", r, i, x, q, j)
+					break
+				}
+			}
+			return err
+		})
+		sameAbort(t, what, errs, ErrMismatch)
+		for _, err := range checks {
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
