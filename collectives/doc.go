@@ -98,7 +98,8 @@
 //   - Circulant: circulant.go
 //   - Nblock: nblock.go
 //   - Tree, DualRoot, ReduceBcast: tree.go
-//   - Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd: rabenseifner.go
+//   - Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd: rabenseifner.go,
+//     with the two-rank loop they run at p = 2 in pair.go
 //   - Ring: ring.go; MST: mst.go; BDE: bde.go; Bruck: bruck.go
 //   - Direct: direct.go
 //   - Single: single.go
@@ -109,7 +110,9 @@
 // the small-call path, its lean mode, in small.go; the read-schedule
 // engine of Ring, MST, BDE, Bruck and the Rabenseifner family in
 // schedule.go; cutting vectors into segments in segment.go; the store
-// advice (non-temporal stores by placement) in advice.go.
+// advice (non-temporal stores by placement) in advice.go; early return
+// and its later check (settle) in early.go; the nonblocking queue in
+// nonblocking.go.
 //
 // # Buffers in the arena
 //

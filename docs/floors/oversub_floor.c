@@ -33,6 +33,9 @@
 //   for p in yield spinyield futex; do
 //     for pl in free spread; do /tmp/oversub_floor $p $pl; done    # [iterations]: 20000
 //   done
+//
+// oversub_compare.sh runs it beside shmbench's allreduce, bcast and barrier
+// of 8 bytes, interleaved, with the same iterations and placements.
 #include "floors.h"
 
 #include <errno.h>
