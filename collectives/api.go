@@ -570,6 +570,12 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 	}
 	n := len(recv) / c.size
 	a.send, a.recv, a.count = s, r, n
+	if s == nil {
+		// In place decides the algorithm (Single does not serve it), so
+		// the descriptor carries it: ranks that differ fail with
+		// ErrMismatch, never with a split choice.
+		a.aux = alltoallInPlace
+	}
 	c.regular(a, n)
 	a.rcounts, a.rdispls = a.counts, a.displs
 	if c.size == 1 && s != nil {
@@ -605,6 +611,7 @@ func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, 
 		simd.Copy(r[a.rdispls[0]*a.esz:(a.rdispls[0]+a.rcounts[0])*a.esz], s[a.displs[0]*a.esz:])
 		return nil
 	}
+	// The bytes of an alltoallv differ per rank: decide does not use them.
 	return c.pick(ctx, a, len(r))
 }
 
