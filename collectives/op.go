@@ -3,6 +3,7 @@ package collectives
 import (
 	"fmt"
 	"hash/fnv"
+	"sync"
 
 	"github.com/shmcoll/shmcoll/simd"
 )
@@ -110,6 +111,7 @@ type reducer struct {
 	k    *simd.Kernel
 	user func(dst, src []byte)
 	comm bool
+	esz  int // a user operator's element size
 }
 
 // bind checks op for element type t and returns its reducer.
@@ -118,7 +120,7 @@ func (o Op) bind(t simd.Type) (reducer, error) {
 		if o.userType != t {
 			return reducer{}, fmt.Errorf("%w: operator %q is for %v, not %v", ErrInvalidArgument, o.name, o.userType, t)
 		}
-		return reducer{user: o.user, comm: o.commutative}, nil
+		return reducer{user: o.user, comm: o.commutative, esz: t.Size()}, nil
 	}
 	if o.hash == 0 {
 		return reducer{}, fmt.Errorf("%w: zero Op (use Sum, ..., or NewOp)", ErrInvalidArgument)
@@ -145,7 +147,8 @@ func (r *reducer) reduce(dst, src []byte) {
 	r.user(dst, src)
 }
 
-// reduce3 computes dst = a op b; dst must not overlap b.
+// reduce3 computes dst = a op b. dst may be a or b exactly (the same
+// memory), as for simd's kernels, but must not overlap them otherwise.
 func (r *reducer) reduce3(dst, a, b []byte) {
 	if len(dst) == 0 {
 		return
@@ -154,9 +157,35 @@ func (r *reducer) reduce3(dst, a, b []byte) {
 		r.k.Reduce3(dst, a, b)
 		return
 	}
-	simd.Copy(dst, a)
-	r.user(dst, b)
+	if &dst[0] != &b[0] {
+		simd.Copy(dst, a)
+		r.user(dst, b)
+		return
+	}
+	// dst is b: a user operator computes dst = dst op src only, so a
+	// commutative one takes a as src, and a non-commutative one works on a
+	// copy of a, a pooled piece at a time (no allocation per call).
+	if r.comm {
+		r.user(dst, a)
+		return
+	}
+	t := aliasPool.Get().(*[aliasBytes]byte)
+	step := aliasBytes / r.esz * r.esz
+	for lo := 0; lo < len(dst); lo += step {
+		hi := min(lo+step, len(dst))
+		s := t[:hi-lo]
+		copy(s, a[lo:hi])
+		r.user(s, b[lo:hi])
+		copy(dst[lo:hi], s)
+	}
+	aliasPool.Put(t)
 }
+
+// aliasBytes is the piece reduce3 copies the left operand through when a
+// non-commutative user operator's result overwrites its right operand.
+const aliasBytes = 16 << 10
+
+var aliasPool = sync.Pool{New: func() any { return new([aliasBytes]byte) }}
 
 // reduce3Stream is reduce3 storing dst non-temporally (simd's
 // Reduce3Stream), for a result that other ranks read next.

@@ -3,6 +3,7 @@ package collectives
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/shmcoll/shmcoll/simd"
@@ -124,7 +125,7 @@ func TestPairLoopFloats(t *testing.T) {
 }
 
 // TestPairLoopNonCommutative: rank 0's operand on the left in every
-// chunk, with the affine operator (composition of maps).
+// chunk, with the affine operator (composition of maps), in place too.
 func TestPairLoopNonCommutative(t *testing.T) {
 	n := 70001 // 16-byte elements: several segments and chunks
 	in := [][]simd.Int64Int64{affineIn(0, 2*n), affineIn(1, 2*n)}
@@ -141,6 +142,18 @@ func TestPairLoopNonCommutative(t *testing.T) {
 			return err
 		}
 		expect(t, fmt.Sprintf("rank %d reduce_scatter_block", r), blk, want[r*n:(r+1)*n])
+		// In place: the result overwrites the input, which is the right
+		// operand on rank 1.
+		buf := slices.Clone(in[r])
+		if err := Allreduce(bg, c, nil, buf, affine); err != nil {
+			return err
+		}
+		expect(t, fmt.Sprintf("rank %d allreduce in place", r), buf, want)
+		buf = slices.Clone(in[r])
+		if err := ReduceScatterBlock(bg, c, nil, buf, affine); err != nil {
+			return err
+		}
+		expect(t, fmt.Sprintf("rank %d reduce_scatter_block in place", r), buf[r*n:(r+1)*n], want[r*n:(r+1)*n])
 		return nil
 	})
 	if err != nil {
