@@ -25,8 +25,7 @@
 // arm64), then yields the CPU (runtime.Gosched for goroutine ranks;
 // sched_yield for processes, with a runtime.Gosched every 16th yield only
 // when GOMAXPROCS is 1, since with more Ps Gosched wakes an idle thread
-// every time, and not with [Options.Progress], whose waits run on a host
-// thread locked to its goroutine), then
+// every time), then
 // sleeps: a process on a futex whose word is the low half
 // of the awaited counter, in the shared mapping (a shared futex, not
 // FUTEX_PRIVATE_FLAG); a goroutine rank in the Go scheduler, on a channel
@@ -34,8 +33,8 @@
 // counter's line holds a count of sleepers, so a Post wakes (FUTEX_WAKE, or
 // a channel close) only when someone sleeps. A process with GOMAXPROCS 1
 // sleeps in a raw system call, at most 1ms at a time with a
-// runtime.Gosched between sleeps (not with [Options.Progress]): in a
-// system call the Go scheduler sees, sysmon would take the only P and wake another thread to look for work,
+// runtime.Gosched between sleeps: in a system call the Go scheduler sees,
+// sysmon would take the only P and wake another thread to look for work,
 // and those threads run in the turns of the ranks that share the CPU. The
 // wake is a raw system call everywhere, since it does not block.
 //

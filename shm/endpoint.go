@@ -64,11 +64,7 @@ type Options struct {
 	// out: every 16th yield and after every futex sleep, on the waiting
 	// thread. An MPI host gives its library's progress engine a turn
 	// here, so that nonblocking operations the rank started before the
-	// collective complete while it waits (libshmcoll). Such a wait never
-	// calls runtime.Gosched: the host's thread entered Go through cgo and
-	// its goroutine is locked to it, so a Gosched only hands the P to
-	// another thread and back; the process's other goroutines get their
-	// turn by preemption.
+	// collective complete while it waits (libshmcoll).
 	Progress func()
 	// NoCrossMemory turns cross-memory attach ([Endpoint.ReadPeer]) off
 	// for the arena: off on every rank if any rank sets it (as
@@ -143,8 +139,7 @@ type Endpoint struct {
 	posts             [NumCounters]uint32 // posts per counter (checkPosts)
 	checkEvery        time.Duration
 	yield             func()
-	oneP              bool     // a process with one P: raw futex sleeps
-	gosched           bool     // oneP without a Progress hook: runtime.Gosched every 16th yield and after each sleep
+	oneP              bool     // a process with one P: runtime.Gosched every 16th yield, raw futex sleeps
 	progress          func()   // Options.Progress
 	peers             *peerSet // process liveness; nil in process mode before rendezvous and in-process
 
@@ -523,7 +518,13 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 				return e.doneErr()
 			}
 			if i&15 == 15 {
-				if e.gosched {
+				if e.oneP {
+					// With Options.Progress too, although there the
+					// goroutine is locked to a host thread and the Gosched
+					// hands the P to another thread and back: those
+					// wakeups keep ranks that share a scheduler group
+					// (one session: Open MPI's, not Hydra's) on their CPUs
+					// when other tasks compete for them.
 					runtime.Gosched()
 				}
 				if e.progress != nil {
@@ -572,7 +573,7 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 		if w.Load() >= v {
 			return e.doneErr()
 		}
-		if e.gosched {
+		if e.oneP {
 			runtime.Gosched() // the turn of the goroutines the raw sleep kept waiting
 		}
 		if e.progress != nil {
@@ -776,13 +777,6 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	}
 	e.fixedSpin = opt.fixedSpin
 	e.progress = opt.Progress
-	// A host that sets Progress waits on its own thread: a C thread inside
-	// a cgo callback, to which the goroutine is locked. There a Gosched
-	// hands the P to another thread and takes it back (a futex wake and
-	// two context switches) without letting anything run on the waiting
-	// thread, and the runtime's own work still gets its turn by
-	// preemption.
-	e.gosched = e.oneP && e.progress == nil
 	switch {
 	case opt.YieldFor < 0:
 	case opt.YieldFor > 0:
