@@ -89,14 +89,10 @@ func (c *Comm) dispatch(ctx context.Context, a *call, bytes int) error {
 	return c.finish()
 }
 
-// finish ends a call whose last step did not make this rank depend on
-// every rank (a bcast, scatter, gather or reduce that did not wait for
-// everybody): the rank returns early, and settle, at its next use of the
-// communicator, waits until every rank has begun that step and compares
-// their descriptors (early.go). An algorithm whose peers read this rank's
-// own buffers in place (direct, on the Alloc buffers) ends by waiting for
-// every rank (endAll), so it never returns early; the others leave only
-// arena data behind.
+// finish ends a call: a rank whose last step did not make it depend on
+// every rank returns early, and settle makes the final check later
+// (early.go). An algorithm whose peers read the rank's own buffers in
+// place (Direct) ends by waiting for every rank (endAll) instead.
 func (c *Comm) finish() error {
 	if !c.full {
 		c.leave(c.step)
@@ -298,18 +294,8 @@ func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, co
 	if err != nil {
 		return err
 	}
-	if displs != nil {
-		if len(displs) != c.size {
-			return c.bad("len(displs) = %d for %d ranks", len(displs), c.size)
-		}
-		for j, d := range displs {
-			if d < 0 || d > len(recv) || counts[j] > len(recv)-d {
-				return c.bad("block %d at %d of %d elements exceeds len(recv) = %d", j, d, counts[j], len(recv))
-			}
-			a.displs[j] = d
-		}
-	} else if len(recv) < total {
-		return c.bad("len(recv) = %d, counts sum to %d", len(recv), total)
+	if err := c.vlayout("recv", len(recv), counts, displs, a.counts, a.displs); err != nil {
+		return err
 	}
 	s, r := bytesOf(send), simd.AsBytes(recv)
 	me := r[a.displs[c.rank]*a.esz : (a.displs[c.rank]+counts[c.rank])*a.esz]
@@ -415,7 +401,6 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 		if s != nil && len(send) != len(recv) {
 			return c.bad("len(send) = %d, len(recv) = %d at the root", len(send), len(recv))
 		}
-		var err error
 		if s, err = c.inPlace(s, r); err != nil {
 			return err
 		}
@@ -585,6 +570,12 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 	}
 	n := len(recv) / c.size
 	a.send, a.recv, a.count = s, r, n
+	if s == nil {
+		// In place decides the algorithm (Single does not serve it), so
+		// the descriptor carries it: ranks that differ fail with
+		// ErrMismatch, never with a split choice.
+		a.aux = alltoallInPlace
+	}
 	c.regular(a, n)
 	a.rcounts, a.rdispls = a.counts, a.displs
 	if c.size == 1 && s != nil {
@@ -620,9 +611,12 @@ func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, 
 		simd.Copy(r[a.rdispls[0]*a.esz:(a.rdispls[0]+a.rcounts[0])*a.esz], s[a.displs[0]*a.esz:])
 		return nil
 	}
+	// The bytes of an alltoallv differ per rank: decide does not use them.
 	return c.pick(ctx, a, len(r))
 }
 
+// vlayout checks that the blocks of counts at displs (nil: packed in rank
+// order) lie in a buffer (what) of n elements, and copies them to cs, ds.
 func (c *Comm) vlayout(what string, n int, counts, displs []int, cs, ds []int) error {
 	if len(counts) != c.size || (displs != nil && len(displs) != c.size) {
 		return c.bad("%s: %d counts and %d displacements for %d ranks", what, len(counts), len(displs), c.size)

@@ -136,12 +136,8 @@ func (c *Comm) heapOffset(ptr unsafe.Pointer, n int) (int, bool) {
 	return int(d), true
 }
 
-// inHeap reports whether the bytes of b lie in this rank's heap (an empty
-// b does not).
-func (c *Comm) inHeap(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	_, ok := c.heapOffset(unsafe.Pointer(&b[0]), len(b))
-	return ok
+// heapOrEmpty reports whether b is empty or lies in this rank's heap.
+func (c *Comm) heapOrEmpty(b []byte) bool {
+	_, ok := c.heapOffset(unsafe.Pointer(unsafe.SliceData(b)), len(b))
+	return ok || len(b) == 0
 }

@@ -64,8 +64,11 @@ type Options struct {
 	NoCrossMemory bool
 }
 
-func (o Options) shm() shm.Options {
-	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor, YieldFor: o.YieldFor, Progress: o.Progress, NoCrossMemory: o.NoCrossMemory}
+// shm returns the arena options of o, with the selection table's hash
+// (tableChoice.hash) as the value every rank records when it joins.
+func (o Options) shm(tableHash uint64) shm.Options {
+	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor,
+		YieldFor: o.YieldFor, Progress: o.Progress, NoCrossMemory: o.NoCrossMemory, RequireLauncher: o.RequireLauncher, JoinValue: tableHash}
 }
 
 // Comm is a communicator: a group of ranks sharing one arena. The
@@ -155,7 +158,7 @@ func NewLocal(p int, opt Options) ([]*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	eps, err := shm.NewLocal(p, tc.shm(opt))
+	eps, err := shm.NewLocal(p, opt.shm(tc.hash))
 	if err != nil {
 		return nil, err
 	}
@@ -212,11 +215,8 @@ func Join(ctx context.Context, name string, rank, size int, opt Options) (*Comm,
 	if err != nil {
 		return nil, err
 	}
-	ep, err := shm.Join(ctx, name, rank, size, tc.shm(opt))
-	if err != nil {
-		return nil, err
-	}
-	return wrap(ep, opt, tc)
+	ep, err := shm.Join(ctx, name, rank, size, opt.shm(tc.hash))
+	return wrap(ep, err, opt, tc)
 }
 
 // JoinEnv joins the arena of this node's ranks that the launcher's
@@ -237,16 +237,16 @@ func JoinEnv(ctx context.Context, opt Options) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	so := tc.shm(opt)
-	so.RequireLauncher = opt.RequireLauncher
-	ep, err := shm.JoinEnv(ctx, so)
+	ep, err := shm.JoinEnv(ctx, opt.shm(tc.hash))
+	return wrap(ep, err, opt, tc)
+}
+
+// wrap makes the communicator of the endpoint a join returned (ep, err),
+// and closes the endpoint if that fails.
+func wrap(ep *shm.Endpoint, err error, opt Options, tc tableChoice) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wrap(ep, opt, tc)
-}
-
-func wrap(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
 	c, err := newComm(ep, opt, tc)
 	if err != nil {
 		ep.Close()

@@ -51,9 +51,6 @@ const soloMax = 4 << 20
 // copies into the slot half at a time.
 const directChunk = 64 << 10
 
-// heapOrEmpty reports whether b is empty or lies in this rank's heap.
-func (c *Comm) heapOrEmpty(b []byte) bool { return len(b) == 0 || c.inHeap(b) }
-
 // putOffsets writes the heap offsets of b0 and b1 (in this rank's heap,
 // or empty) into the inline bytes of step e, for the first post.
 func (c *Comm) putOffsets(e uint64, b0, b1 []byte) {

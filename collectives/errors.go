@@ -63,9 +63,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // found (errors.Is(err, ErrMismatch) holds on every rank of a mismatched
 // call).
 func (e *Error) Is(target error) bool {
-	switch target {
-	case ErrMismatch, ErrInvalidArgument, ErrNotCommutative:
-	default:
+	if target != ErrMismatch && target != ErrInvalidArgument && target != ErrNotCommutative {
 		return false
 	}
 	var ae *shm.AbortError

@@ -120,15 +120,8 @@ func mstAdd(b *schedBuilder, levels [][]mstUnit, kind uint8) {
 	}
 }
 
-func (c *Comm) mstSched(root int, kind uint8) *schedule {
-	p := c.size
-	return cachedSchedule(schedKey{alg: MST, kind: kind, p: p, a: root}, func() *schedule {
-		return mstSchedule(p, root, kind)
-	})
-}
-
 func (c *Comm) mstBcast(ctx context.Context, a *call) error {
-	return c.schedBcast(ctx, a, c.mstSched(a.root, mstKindBcast))
+	return c.schedBcast(ctx, a, c.sched(MST, mstKindBcast, a.root, mstSchedule))
 }
 
 func (c *Comm) mstReduce(ctx context.Context, a *call) error {
@@ -136,7 +129,7 @@ func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 	if a.red.user != nil && !a.red.comm {
 		M /= 2 // buffer X is the scratch of peer-op-own reductions
 	}
-	s := c.mstSched(a.root, mstKindReduce)
+	s := c.sched(MST, mstKindReduce, a.root, mstSchedule)
 	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
@@ -146,7 +139,7 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	s := c.mstSched(a.root, mstKindScatter)
+	s := c.sched(MST, mstKindScatter, a.root, mstSchedule)
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {
@@ -177,7 +170,7 @@ func (c *Comm) mstGather(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	s := c.mstSched(a.root, mstKindGather)
+	s := c.sched(MST, mstKindGather, a.root, mstSchedule)
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {

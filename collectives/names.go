@@ -62,12 +62,17 @@ func (c Collective) String() string {
 // ParseCollective returns the collective named s ("allreduce", ...),
 // case-insensitive.
 func ParseCollective(s string) (Collective, error) {
-	for c := range numColls {
-		if strings.EqualFold(s, collNames[c]) {
-			return c, nil
+	return parseName[Collective]("collective", collNames[:numColls], s)
+}
+
+// parseName returns the value whose name in names is s, case-insensitive.
+func parseName[T ~uint8](what string, names []string, s string) (T, error) {
+	for v, name := range names {
+		if strings.EqualFold(s, name) {
+			return T(v), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown collective %q", ErrInvalidArgument, s)
+	return 0, fmt.Errorf("%w: unknown %s %q", ErrInvalidArgument, what, s)
 }
 
 // Algorithm names an algorithm family.
@@ -180,12 +185,7 @@ func (a Algorithm) String() string {
 // rabenseifner, rabenseifner21, recdoubling, bruck, ring, mst, bde,
 // rabenseifnerodd, direct, single (the names [Algorithm.String] returns).
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for a := range numAlgorithms {
-		if strings.EqualFold(s, algNames[a]) {
-			return a, nil
-		}
-	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidArgument, s)
+	return parseName[Algorithm]("algorithm", algNames[:], s)
 }
 
 // impl runs one collective with one algorithm on call a, the

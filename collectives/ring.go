@@ -80,26 +80,19 @@ func ringSchedule(p, root int, kind uint8) *schedule {
 	return b.done(nil)
 }
 
-func (c *Comm) ringSched(root int, kind uint8) *schedule {
-	p := c.size
-	return cachedSchedule(schedKey{alg: Ring, kind: kind, p: p, a: root}, func() *schedule {
-		return ringSchedule(p, root, kind)
-	})
-}
-
 func (c *Comm) ringAllreduce(ctx context.Context, a *call) error {
-	s := c.ringSched(a.root, ringKindAllreduce)
+	s := c.sched(Ring, ringKindAllreduce, a.root, ringSchedule)
 	return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
 }
 
 func (c *Comm) ringReduceScatter(ctx context.Context, a *call) error {
-	return c.schedReduceScatter(ctx, a, c.ringSched(a.root, ringKindReduceScatter))
+	return c.schedReduceScatter(ctx, a, c.sched(Ring, ringKindReduceScatter, a.root, ringSchedule))
 }
 
 func (c *Comm) ringAllgather(ctx context.Context, a *call) error {
-	return c.schedAllgather(ctx, a, c.ringSched(a.root, ringKindAllgather))
+	return c.schedAllgather(ctx, a, c.sched(Ring, ringKindAllgather, a.root, ringSchedule))
 }
 
 func (c *Comm) ringBcast(ctx context.Context, a *call) error {
-	return c.schedBcast(ctx, a, c.ringSched(a.root, ringKindBcast))
+	return c.schedBcast(ctx, a, c.sched(Ring, ringKindBcast, a.root, ringSchedule))
 }

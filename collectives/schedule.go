@@ -441,6 +441,13 @@ func cachedSchedule(k schedKey, build func() *schedule) *schedule {
 	return s
 }
 
+// sched returns the schedule of alg's kind for this p and root, which
+// build makes once per process (ring, MST).
+func (c *Comm) sched(alg Algorithm, kind uint8, root int, build func(p, root int, kind uint8) *schedule) *schedule {
+	p := c.size
+	return cachedSchedule(schedKey{alg: alg, kind: kind, p: p, a: root}, func() *schedule { return build(p, root, kind) })
+}
+
 // schedOff returns the element offset of position i of rank x in a buffer:
 // off[i] in the natural layout, the rotated offset otherwise (blocks in
 // c.sc.pre).

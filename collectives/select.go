@@ -8,7 +8,8 @@ import (
 
 // Selection: the one place where a call's algorithm is decided (decide),
 // from inputs equal on every rank of a correct program: the collective,
-// the call's bytes, p, whether the operator commutes, whether every
+// the call's bytes (not an alltoallv's, which differ per rank: decide
+// takes them as 0), p, whether the operator commutes, whether every
 // buffer comes from [Alloc] (a rank that differs fails the descriptor
 // check), oversubscription, the pins and the table (whose hash the ranks
 // compare when they join). In order: a pin (Options.Algorithms over
@@ -55,20 +56,21 @@ type selector struct {
 // decide returns the algorithm of a call (see the rules above).
 func (s selector) decide(in selectInput) (decision, error) {
 	coll := in.coll
+	if coll == CollAlltoallv {
+		in.bytes = 0 // its own bytes on each rank, unknown to the others
+	}
 	pin := s.pins[coll]
-	d := decision{pin, byPin}
+	d := decision{pin, byPin} // a pin of Direct or Single that takes the call stays byPin
 	switch {
 	case in.arena && directTakes(coll, in.bytes, pin, s.over):
-		d = decision{Direct, byDirect}
-		if pin == Direct {
-			d.why = byPin
+		if pin != Direct {
+			d = decision{Direct, byDirect}
 		}
 	case pin == Direct && algorithms[coll][Direct] != nil:
 		return d, fmt.Errorf("%w: algorithm direct needs every buffer of the call from Alloc", ErrInvalidArgument)
 	case in.single && singleTakes(coll, in.bytes, pin, s.over):
-		d = decision{Single, bySingle}
-		if pin == Single {
-			d.why = byPin
+		if pin != Single {
+			d = decision{Single, bySingle}
 		}
 	case pin == Single && algorithms[coll][Single] != nil:
 		return d, fmt.Errorf("%w: algorithm single needs cross-memory attach (see Comm.CrossMemory) and, for alltoall, a call not in place", ErrInvalidArgument)
@@ -249,7 +251,8 @@ func pinsOf(opt Options) (pins [numColls]Algorithm, err error) {
 type Call struct {
 	// Coll is the collective called.
 	Coll Collective
-	// Bytes is the call's size as shmbench counts it (docs/TUNING.md).
+	// Bytes is the call's size as shmbench counts it (docs/TUNING.md);
+	// not used for an alltoallv, whose sizes differ per rank.
 	Bytes int
 	// P is the number of ranks.
 	P int

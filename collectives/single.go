@@ -3,6 +3,9 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/shmcoll/shmcoll/shm"
@@ -38,6 +41,19 @@ import (
 // call and aborts the communicator, so that every rank's waits end with
 // the error; a dead rank is found by the waits' liveness check.
 //
+// A rank whose call fails (its own check, a peer's abort, a dead peer)
+// returns only once no peer accesses its buffers any more, since the
+// caller may reuse them at once. The waits cannot tell it (an abort ends
+// them), so each entry of the table has a state word that the owner and
+// the peer it offers the range to change atomically: the owner sets it
+// offered; the peer turns it from offered to copying for each copy and
+// back after it, and copies only if it could; the owner of a failed call
+// turns every entry from offered to closed, waiting while a peer copies
+// (withdraw), so a peer that comes later finds the range closed and fails
+// the call (the owner has aborted the communicator) instead of copying.
+// On the common path this costs two atomic operations per copy on the
+// owner's table, and no phase.
+//
 // The buffers must stay where they are while peers access them: a Go
 // heap object does not move, a goroutine stack does. Every buffer a
 // collective is given escapes to the heap already (the call keeps it in
@@ -46,9 +62,18 @@ import (
 //
 // An alltoall in place does not take Single: each rank's recv blocks are
 // read by the peers while the rank overwrites them. Since the ranks must
-// all choose Single or all not, an alltoall in place on some ranks and not
-// on others fails with ErrMismatch at the sizes Single serves (MPI asks for
-// MPI_IN_PLACE on every rank or none).
+// all choose Single or all not, the call's descriptor carries in place
+// (alltoallInPlace), so that an alltoall in place on some ranks and not
+// on others fails with ErrMismatch on every rank, at every size the
+// small-call path does not serve (MPI asks for MPI_IN_PLACE on every rank
+// or none).
+//
+// An alltoallv's sizes differ per rank and no rank knows the others', so
+// its selection cannot use them (decide): it takes Single only pinned.
+
+// alltoallInPlace is the descriptor's aux word of an alltoall in place
+// (0 otherwise).
+const alltoallInPlace = 1
 
 func init() {
 	register(CollAllgather, Single, (*Comm).singleAllgather, true)
@@ -82,7 +107,7 @@ func singleMin(coll Collective, over bool) int {
 		// Ahead from 4 KiB, but the small-call path serves bcast up to
 		// 8 KiB.
 		return 8<<10 + 1
-	case CollAlltoall, CollAlltoallv:
+	case CollAlltoall:
 		if over {
 			return 64 << 10
 		}
@@ -114,7 +139,7 @@ func (c *Comm) CrossMemory() error { return c.ep.CrossMemory() }
 
 // singleOn reports whether the communicator can run Single: cross-memory
 // attach is on and a slot half holds the table.
-func (c *Comm) singleOn() bool { return c.ep.CrossMemory() == nil && 16*c.size <= c.half }
+func (c *Comm) singleOn() bool { return c.ep.CrossMemory() == nil && 24*c.size <= c.half }
 
 // singleReady reports whether this rank may take Single for call a: the
 // communicator can, Single serves the collective, and a is not an
@@ -134,24 +159,76 @@ func (c *Comm) vectorAlgorithm(a *call, f impl) (Algorithm, impl) {
 }
 
 // singleTable returns rank q's table of step e: for every rank j, the
-// address (in q's address space) and the length of the range j accesses.
+// address (in q's address space) and the length of the range j accesses,
+// then the p state words (singleState).
 func (c *Comm) singleTable(q int, e uint64) []uint64 {
 	h := c.slotHalf(q, e)
-	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(h))), 2*c.size)
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(h))), 3*c.size)
 }
+
+// singleState returns the state word of rank q's entry for rank j in its
+// table of step e: rangeClosed, rangeOffered or rangeCopying.
+func (c *Comm) singleState(q int, e uint64, j int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&c.singleTable(q, e)[2*c.size+j]))
+}
+
+// The states of a table entry (see the Single algorithms).
+const (
+	rangeClosed  = iota // nothing offered, or withdrawn: not to be accessed
+	rangeOffered        // the peer may copy
+	rangeCopying        // the peer copies
+)
 
 // offer writes b (empty: nothing) as this rank's entry for rank j in its
 // table of step e.
 func (c *Comm) offer(e uint64, j int, b []byte) {
 	t := c.singleTable(c.rank, e)
 	t[2*j], t[2*j+1] = 0, uint64(len(b))
+	st := uint64(rangeClosed)
 	if len(b) > 0 {
 		t[2*j] = uint64(shm.AddrOf(b))
 		if singleBadAddr {
 			t[2*j] = badAddr
 		}
+		st = rangeOffered
+	}
+	c.singleState(c.rank, e, j).Store(st)
+}
+
+// withdraw closes this rank's table of step e after its call failed:
+// every entry a peer may still copy with is closed, after the copy in
+// progress, if any, has ended. *err is the call's error; nil: nothing to
+// do (every peer posted that it is done, or the call offered nothing).
+// A copy is one system call or memory copy of a live peer, so the wait
+// is short; a peer stuck for longer than singleStuck is taken for dead
+// (between processes: a rank that died in a copy leaves its state).
+func (c *Comm) withdraw(e uint64, err *error) {
+	if *err == nil {
+		return
+	}
+	var start time.Time
+	for j := range c.size {
+		if j == c.rank {
+			continue
+		}
+		st := c.singleState(c.rank, e, j)
+		for i := 0; !st.CompareAndSwap(rangeOffered, rangeClosed) && st.Load() == rangeCopying; i++ {
+			if i < 64 {
+				runtime.Gosched()
+				continue
+			}
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > singleStuck {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
 	}
 }
+
+// singleStuck bounds withdraw's wait for a peer's copy.
+const singleStuck = 10 * time.Second
 
 // singleBadAddr makes this process offer badAddr, an address it does not
 // map, instead of its buffers: a test of the peers' failed copies.
@@ -179,12 +256,18 @@ func (c *Comm) move(q int, e uint64, off int, local []byte, write bool) error {
 		return nil
 	}
 	addr := uintptr(c.singleTable(q, e)[2*c.rank]) + uintptr(off)
+	st := c.singleState(q, e, c.rank)
+	if !st.CompareAndSwap(rangeOffered, rangeCopying) {
+		// q's call failed and withdrew the range; q aborted first.
+		return c.fail(c.ep.Err())
+	}
 	var err error
 	if write {
 		err = c.ep.WritePeer(q, addr, local)
 	} else {
 		err = c.ep.ReadPeer(q, addr, local)
 	}
+	st.Store(rangeOffered)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -200,7 +283,7 @@ const singleChunk = 256 << 10
 // singleAllgather: every rank offers each peer j the place of j's block
 // in its recv; each rank copies its block into its own recv piece by piece
 // and writes each piece into every peer's recv.
-func (c *Comm) singleAllgather(ctx context.Context, a *call) error {
+func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 	esz, p, r := a.esz, c.size, c.rank
 	mine := span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r])
 	src := mine
@@ -211,6 +294,7 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) error {
 	if err != nil {
 		return err
 	}
+	defer c.withdraw(e, &err)
 	for j := range p {
 		if j != r {
 			c.offer(e, j, span(a.recv, esz, a.displs[j], a.displs[j]+a.counts[j]))
@@ -238,12 +322,13 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) error {
 	return c.endAll(ctx, e, 2)
 }
 
-func (c *Comm) singleAlltoall(ctx context.Context, a *call) error {
+func (c *Comm) singleAlltoall(ctx context.Context, a *call) (err error) {
 	esz, p, r := a.esz, c.size, c.rank
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err
 	}
+	defer c.withdraw(e, &err)
 	for j := range p {
 		if j != r {
 			c.offer(e, j, span(a.send, esz, a.displs[j], a.displs[j]+a.counts[j]))
@@ -272,12 +357,13 @@ func (c *Comm) singleAlltoall(ctx context.Context, a *call) error {
 // them from q's send in gather, writes them into q's recv otherwise), q
 // the rest, at once. Each posts phase 2 when its copies are done and
 // returns once the other did: the root after every q, q after the root.
-func (c *Comm) singleRooted(ctx context.Context, a *call) error {
+func (c *Comm) singleRooted(ctx context.Context, a *call) (err error) {
 	gather := a.coll == CollGather || a.coll == collGatherv
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err
 	}
+	defer c.withdraw(e, &err)
 	if c.rank == a.root {
 		for j := range c.size {
 			if j != c.rank {

@@ -633,3 +633,115 @@ func TestSingleNonblocking(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSingleSelectionSameOnEveryRank: an alltoallv whose ranks receive
+// sizes on both sides of singleMin agrees on its algorithm (the ranks'
+// bytes do not decide it) and delivers every block; an alltoall in place
+// on one rank only fails with ErrMismatch on every rank, naming in place,
+// at a size Single serves and at one it does not.
+func TestSingleSelectionSameOnEveryRank(t *testing.T) {
+	if a, _, err := Select(Call{Coll: CollAlltoallv, Bytes: 64 << 20, P: 2, CrossMemory: true}, Options{}); err != nil || a == Single {
+		t.Errorf("alltoallv of 64 MiB: %v, %v; want an algorithm other than single unpinned", a, err)
+	}
+	m := singleMin(CollAlltoall, false)
+	// Rank r sends cnt[j] int32 to rank j: rank 0 receives m/2 bytes,
+	// rank 1 m.
+	cnt := []int{m / 16, m / 8}
+	err := Run(2, singleOptions(false, false), func(c *Comm) error {
+		r := c.Rank()
+		send := make([]int32, cnt[0]+cnt[1])
+		for i := range send {
+			send[i] = int32(r<<24 | i)
+		}
+		recv := make([]int32, 2*cnt[r])
+		if err := Alltoallv(bg, c, send, cnt, nil, recv, []int{cnt[r], cnt[r]}, nil); err != nil {
+			return err
+		}
+		off := []int{0, cnt[0]}[r] // where rank r's block starts in each sender's send
+		for i, v := range recv {
+			q, j := i/cnt[r], i%cnt[r]
+			if w := int32(q<<24 | (off + j)); v != w {
+				return fmt.Errorf("rank %d: alltoallv element %d = %#x, want %#x", r, i, v, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{m / 4, 64} { // int32 per block: Single's size and below
+		errs := make([]error, 2)
+		_ = Run(2, singleOptions(false, false), func(c *Comm) error {
+			recv := make([]int32, 2*n)
+			var send []int32
+			if c.Rank() == 1 {
+				send = make([]int32, 2*n)
+			}
+			errs[c.Rank()] = Alltoall(bg, c, send, recv)
+			return nil
+		})
+		for r, err := range errs {
+			if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "rank 0 called alltoall in place and rank 1 did not") {
+				t.Errorf("%d bytes per block, rank %d: %v, want ErrMismatch naming in place", 4*n, r, err)
+			}
+		}
+	}
+}
+
+// TestSingleFailedCallReleasesBuffers: in a Single gather and allgather
+// that do not match on every rank (the last rank passes one element
+// more), every rank fails with ErrMismatch and no peer writes into a
+// rank's buffers after its call returned: each rank checks its recv at
+// once, and the race detector (go test -race) reports a peer's late
+// write. Every block holds the sentinel or its sender's data.
+func TestSingleFailedCallReleasesBuffers(t *testing.T) {
+	iters := 200
+	if testing.Short() {
+		iters = 40
+	}
+	n := singleMin(CollAllgather, false) / 8 // int64 per block: Single's size
+	for it := range iters {
+		p := 3 + it%2
+		gather := it%4 < 2
+		root := it % p
+		what := fmt.Sprintf("iteration %d: p=%d gather=%v root=%d", it, p, gather, root)
+		checks := make([]error, p)
+		errs := runAll(t, p, singleOptions(true, false), func(c *Comm) error {
+			r := c.Rank()
+			m := n
+			if r == p-1 {
+				m = n + 1
+			}
+			send := vecOf(r, it, m)
+			recv := filled(p*m, sentinel)
+			var err error
+			if gather {
+				if r != root {
+					recv = nil
+				}
+				err = Gather(bg, c, send, recv, root)
+			} else {
+				err = Allgather(bg, c, send, recv)
+			}
+			for i, x := range recv {
+				// Block q: the sentinel, or rank q's data if its count
+				// is this rank's.
+				q, j := i/m, i%m
+				if x != sentinel && ((q == p-1) != (r == p-1) || x != int64(q*1_000_003+it*7919+j)) {
+					checks[r] = fmt.Errorf("rank %d: recv[%d] = %d, want the sentinel or rank %d's element %d", r, i, x, q, j)
+					break
+				}
+			}
+			return err
+		})
+		sameAbort(t, what, errs, ErrMismatch)
+		for _, err := range checks {
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}

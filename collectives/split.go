@@ -1,6 +1,7 @@
 package collectives
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -37,7 +38,6 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	c.post(e, 1)
 	type member struct{ key, rank int }
 	var group []member
-	leaderName := ""
 	for q := range c.size {
 		if q != c.rank {
 			if err := c.wait(ctx, q, e, 1); err != nil {
@@ -55,19 +55,15 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if color < 0 {
 		return nil, nil
 	}
-	slices.SortStableFunc(group, func(a, b member) int {
-		if a.key != b.key {
-			return a.key - b.key
-		}
-		return a.rank - b.rank
-	})
+	// group is in rank order: the stable sort breaks ties by rank.
+	slices.SortStableFunc(group, func(a, b member) int { return cmp.Compare(a.key, b.key) })
 	newRank := slices.IndexFunc(group, func(m member) bool { return m.rank == c.rank })
 	d := c.ep.Descriptor(group[0].rank)[int(e&1)*entry:][:entry]
 	n := int(d[16])
 	if n > entry-17 {
 		return nil, c.fail(fmt.Errorf("corrupt split entry of rank %d", group[0].rank))
 	}
-	leaderName = string(d[17 : 17+n])
+	leaderName := string(d[17 : 17+n])
 	opt := c.opt
 	opt.SlotBytes = c.ep.SlotBytes()
 	opt.HeapBytes = c.ep.HeapBytes()
@@ -77,22 +73,21 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	// The join watches c's arena: a rank of the group that dies before it
 	// joins, or a failure anywhere in c, ends it within c's timeout.
-	so := tc.shm(opt)
+	so := opt.shm(tc.hash)
 	so.Parent = c.ep
 	so.ParentRanks = make([]int, len(group))
 	for i, m := range group {
 		so.ParentRanks[i] = m.rank
 	}
-	var ep *shm.Endpoint
+	join := shm.Join
 	if c.ep.InProcess() {
-		ep, err = shm.JoinLocal(ctx, leaderName, newRank, len(group), so)
-	} else {
-		ep, err = shm.Join(ctx, leaderName, newRank, len(group), so)
+		join = shm.JoinLocal
 	}
+	ep, err := join(ctx, leaderName, newRank, len(group), so)
 	if err != nil {
 		return nil, c.fail(fmt.Errorf("joining the new communicator: %w", err))
 	}
-	return wrap(ep, opt, tc)
+	return wrap(ep, nil, opt, tc)
 }
 
 // Dup returns a new communicator with the same ranks in the same order and

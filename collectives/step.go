@@ -53,7 +53,7 @@ type call struct {
 	count int // elements: per rank (allreduce, bcast, reduce, scan) or per block (the others)
 	root  int
 	opID  uint64
-	aux   uint64 // hash of irregular counts
+	aux   uint64 // hash of irregular counts; alltoall: alltoallInPlace in place
 	red   reducer
 	send  []byte // nil: in place
 	recv  []byte
@@ -333,6 +333,12 @@ func (c *Comm) checkDesc(q int, e uint64) error {
 		what = fmt.Sprintf("rank %d passed count %d, rank %d count %d", c.rank, u64(md, dCount), q, u64(pd, dCount))
 	case root(pd) != root(md):
 		what = fmt.Sprintf("rank %d passed root %d, rank %d root %d", c.rank, root(md), q, root(pd))
+	case coll == CollAlltoall && u64(pd, dAux) != u64(md, dAux):
+		in, out := c.rank, q
+		if u64(md, dAux) != alltoallInPlace {
+			in, out = q, c.rank
+		}
+		what = fmt.Sprintf("rank %d called alltoall in place and rank %d did not: send nil on every rank or on none", in, out)
 	case pd[dAlg] != md[dAlg] && (pd[dAlg] == byte(Direct) || alg == Direct):
 		in, out := c.rank, q
 		if alg != Direct {

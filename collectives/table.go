@@ -3,6 +3,7 @@ package collectives
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -13,8 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/shmcoll/shmcoll/shm"
 )
 
 // A Table is a selection table: for a collective, a number of ranks p,
@@ -232,21 +231,16 @@ func parseEntry(f []string) (TableEntry, error) {
 	return e, nil
 }
 
+// sizeSuffixes are the binary suffixes of sizes in a table, by shift/10-1.
+const sizeSuffixes = "KMG"
+
 func parseTableSize(s string) (int64, error) {
 	if s == "inf" {
 		return math.MaxInt64, nil
 	}
 	shift := 0
-	switch {
-	case strings.HasSuffix(s, "K"):
-		shift = 10
-	case strings.HasSuffix(s, "M"):
-		shift = 20
-	case strings.HasSuffix(s, "G"):
-		shift = 30
-	}
-	if shift > 0 {
-		s = s[:len(s)-1]
+	if i := strings.IndexByte(sizeSuffixes, s[len(s)-1]); i >= 0 {
+		shift, s = 10*(i+1), s[:len(s)-1]
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 || n > math.MaxInt64>>shift {
@@ -256,21 +250,16 @@ func parseTableSize(s string) (int64, error) {
 }
 
 func formatTableSize(n int64) string {
-	switch {
-	case n == math.MaxInt64:
+	if n == math.MaxInt64 {
 		return "inf"
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return strconv.FormatInt(n>>30, 10) + "G"
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return strconv.FormatInt(n>>20, 10) + "M"
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return strconv.FormatInt(n>>10, 10) + "K"
+	}
+	for i := len(sizeSuffixes) - 1; i >= 0; i-- {
+		if u := int64(1) << (10 * (i + 1)); n >= u && n%u == 0 {
+			return strconv.FormatInt(n/u, 10) + sizeSuffixes[i:i+1]
+		}
 	}
 	return strconv.FormatInt(n, 10)
 }
-
-// legend starts the comment line that names the columns.
-const legend = "collective         "
 
 // tableKey is what a communicator looks an entry up by, besides the size.
 type tableKey struct {
@@ -338,22 +327,16 @@ func (t *Table) Check() error {
 // compareEntries orders entries by collective, p, cpus (fit first) and
 // size.
 func compareEntries(a, b TableEntry) int {
-	switch {
-	case a.Coll != b.Coll:
-		return int(a.Coll) - int(b.Coll)
-	case a.P != b.P:
-		return a.P - b.P
-	case a.Over != b.Over:
-		if a.Over {
-			return 1
-		}
-		return -1
-	case a.From < b.From:
-		return -1
-	case a.From > b.From:
-		return 1
+	return cmp.Or(cmp.Compare(a.Coll, b.Coll), cmp.Compare(a.P, b.P),
+		strings.Compare(a.cpus(), b.cpus()), cmp.Compare(a.From, b.From))
+}
+
+// cpus is the entry's cpus field in the text form: fit or over.
+func (e TableEntry) cpus() string {
+	if e.Over {
+		return "over"
 	}
-	return 0
+	return "fit"
 }
 
 // MarshalText returns the text form: the header as comment lines, a
@@ -366,7 +349,7 @@ func (t *Table) MarshalText() ([]byte, error) {
 	if len(t.Header) > 0 {
 		b.WriteString("#\n")
 	}
-	fmt.Fprintf(&b, "# %s  p  cpus  from    to      algorithm        ordered\n", legend)
+	b.WriteString("# collective           p  cpus  from    to      algorithm        ordered\n") // the column legend
 	t.writeEntries(&b, true)
 	return b.Bytes(), nil
 }
@@ -378,14 +361,11 @@ func (t *Table) writeEntries(b *bytes.Buffer, withReasons bool) {
 		es = coalesce(es, false)
 	}
 	for _, e := range es {
-		cpus, ord := "fit", "-"
-		if e.Over {
-			cpus = "over"
-		}
+		ord := "-"
 		if e.Ordered != Auto {
 			ord = e.Ordered.String()
 		}
-		fmt.Fprintf(b, "%-20s %2d  %-4s  %-6s  %-6s  %-15s  %s", e.Coll, e.P, cpus,
+		fmt.Fprintf(b, "%-20s %2d  %-4s  %-6s  %-6s  %-15s  %s", e.Coll, e.P, e.cpus(),
 			formatTableSize(e.From), formatTableSize(e.To), e.Alg, ord)
 		if withReasons && e.Reason != "" {
 			fmt.Fprintf(b, "  # %s", e.Reason)
@@ -427,13 +407,10 @@ func (t *Table) Hash() uint64 {
 // Merge returns a table with the entries of t for the values of p that u
 // does not have, and all of u's; the header is u's.
 func (t *Table) Merge(u *Table) *Table {
-	has := map[int]bool{}
-	for _, e := range u.Entries {
-		has[e.P] = true
-	}
+	ps := u.Ps()
 	m := &Table{Header: slices.Clone(u.Header)}
 	for _, e := range t.Entries {
-		if !has[e.P] {
+		if !slices.Contains(ps, e.P) {
 			m.Entries = append(m.Entries, e)
 		}
 	}
@@ -530,14 +507,6 @@ func tableOf(opt Options) (tableChoice, error) {
 	}
 	tc.hash = tc.tab.Hash() | 1
 	return tc, nil
-}
-
-// shm returns the arena options of opt with the table's hash as the value
-// every rank records when it joins.
-func (tc tableChoice) shm(opt Options) shm.Options {
-	so := opt.shm()
-	so.JoinValue = tc.hash
-	return so
 }
 
 // checkTable compares the table hashes the ranks recorded when they

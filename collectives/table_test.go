@@ -273,12 +273,12 @@ func TestTableMismatch(t *testing.T) {
 					errs[r] = err
 					return
 				}
-				ep, err := shm.JoinLocal(context.Background(), key, r, p, tc.shm(opt))
+				ep, err := shm.JoinLocal(context.Background(), key, r, p, opt.shm(tc.hash))
 				if err != nil {
 					errs[r] = err
 					return
 				}
-				c, err := wrap(ep, opt, tc)
+				c, err := wrap(ep, nil, opt, tc)
 				errs[r] = err
 				if err == nil {
 					errs[r] = Barrier(context.Background(), c)
@@ -307,13 +307,13 @@ func TestTableMismatch(t *testing.T) {
 	var bareErr error
 	wg.Go(func() { bare, bareErr = shm.JoinLocal(context.Background(), key, 1, 2, shm.Options{}) })
 	tc, _ := tableOf(Options{Table: a})
-	ep, err := shm.JoinLocal(context.Background(), key, 0, 2, tc.shm(Options{}))
+	ep, err := shm.JoinLocal(context.Background(), key, 0, 2, Options{}.shm(tc.hash))
 	wg.Wait()
 	if err != nil || bareErr != nil {
 		t.Fatal(err, bareErr)
 	}
 	defer bare.Close()
-	c, err := wrap(ep, Options{Table: a}, tc)
+	c, err := wrap(ep, nil, Options{Table: a}, tc)
 	if err != nil {
 		t.Fatalf("beside a bare endpoint: %v", err)
 	}

@@ -8,7 +8,8 @@ import (
 
 // Gatherv and Scatterv: gather and scatter with a block of its own size
 // per rank. They are not in the selection table (no Collective constant
-// to pin or tune): each runs the flat algorithm, every rank's block
+// to pin or tune): each runs Single where it takes the call
+// (vectorAlgorithm), else the flat algorithm, every rank's block
 // through its own slot (gatherv) or the root's slot (scatterv), cut into
 // as many segments as the largest block needs. The call descriptor
 // carries the total count and a hash of the counts, so that ranks that
@@ -26,7 +27,7 @@ const (
 // elsewhere). send nil at the root means in place: its block is already in
 // recv.
 func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
-	a, total, err := c.vectorStart(ctx, collGatherv, simd.TypeOf[T](), counts, displs, root, "recv", len(recv))
+	a, total, err := c.vectorStart(ctx, collGatherv, simd.TypeOf[T](), counts, displs, root, "recv at the root", len(recv))
 	if err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func Gatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, count
 // may be nil elsewhere). recv nil at the root means in place: the root's
 // block stays in send.
 func Scatterv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
-	a, total, err := c.vectorStart(ctx, collScatterv, simd.TypeOf[T](), counts, displs, root, "send", len(send))
+	a, total, err := c.vectorStart(ctx, collScatterv, simd.TypeOf[T](), counts, displs, root, "send at the root", len(send))
 	if err != nil {
 		return err
 	}
@@ -96,25 +97,10 @@ func (c *Comm) vectorStart(ctx context.Context, coll Collective, t simd.Type, co
 		return nil, 0, err
 	}
 	total, err := c.irregular(a, counts)
-	if err != nil || c.rank != root {
-		return a, total, err
+	if err == nil && c.rank == root {
+		err = c.vlayout(what, n, counts, displs, a.counts, a.displs)
 	}
-	if displs == nil {
-		if n < total {
-			return nil, 0, c.bad("len(%s) = %d at the root, counts sum to %d", what, n, total)
-		}
-		return a, total, nil
-	}
-	if len(displs) != c.size {
-		return nil, 0, c.bad("len(displs) = %d for %d ranks", len(displs), c.size)
-	}
-	for j, d := range displs {
-		if d < 0 || d > n || counts[j] > n-d {
-			return nil, 0, c.bad("block %d at %d of %d elements exceeds len(%s) = %d at the root", j, d, counts[j], what, n)
-		}
-		a.displs[j] = d
-	}
-	return a, total, nil
+	return a, total, err
 }
 
 // runVector runs the gatherv or scatterv a with the flat algorithm f, as

@@ -391,15 +391,20 @@ func Implements(coll collectives.Collective, a collectives.Algorithm) bool {
 
 func containsNotImpl(err error) bool { return strings.Contains(err.Error(), "does not implement") }
 
-// Algorithms lists every named algorithm (not Auto) but Direct, which
-// serves buffers from collectives.Alloc: callmix passes Go buffers.
+// Algorithms lists every named algorithm (not Auto) but Direct and
+// Single, which serve only some of the calls callmix makes, so that a pin
+// of them fails the others with ErrInvalidArgument: Direct only buffers
+// from collectives.Alloc (callmix passes Go buffers), Single only where
+// cross-memory attach is on (not, for example, where ptrace is refused)
+// and, for alltoall, calls not in place. Their own tests
+// (collectives/direct_test.go, collectives/single_test.go) cover them.
 func Algorithms() []collectives.Algorithm {
 	var out []collectives.Algorithm
 	for a := collectives.Auto + 1; a < 64; a++ {
 		if _, err := collectives.ParseAlgorithm(a.String()); err != nil {
 			break
 		}
-		if a != collectives.Direct {
+		if a != collectives.Direct && a != collectives.Single {
 			out = append(out, a)
 		}
 	}
