@@ -200,8 +200,8 @@ func (c *Comm) offer(e uint64, j int, b []byte) {
 // progress, if any, has ended. *err is the call's error; nil: nothing to
 // do (every peer posted that it is done, or the call offered nothing).
 // A copy is one system call or memory copy of a live peer, so the wait
-// is short; a peer stuck for longer than singleStuck is taken for dead
-// (between processes: a rank that died in a copy leaves its state).
+// is short; a peer that died in a copy leaves its state copying, so the
+// wait ends when the peer is found dead, or stuck for singleStuck.
 func (c *Comm) withdraw(e uint64, err *error) {
 	if *err == nil {
 		return
@@ -219,7 +219,7 @@ func (c *Comm) withdraw(e uint64, err *error) {
 			}
 			if start.IsZero() {
 				start = time.Now()
-			} else if time.Since(start) > singleStuck {
+			} else if time.Since(start) > singleStuck || !c.ep.PeerAlive(j) {
 				break
 			}
 			time.Sleep(100 * time.Microsecond)

@@ -178,11 +178,34 @@ func (e *Endpoint) peerCopy(peer int, local []byte, remote []Remote, write bool)
 	pid, _ := e.peerPID(peer)
 	if r, err := vmCopy(pid, local, remote, write); err != nil {
 		if errors.Is(err, syscall.ESRCH) {
-			err = fmt.Errorf("%w: %w", ErrPeerDead, err)
+			// The peer is gone: abort as a wait that found it dead does,
+			// so that every rank's error names it.
+			e.abort(abortPeerDead, peer, pid, "")
+			err = e.Err()
 		}
 		return e.copyErr(peer, r, write, err)
 	}
 	return nil
+}
+
+// PeerAlive reports whether peer has neither died nor left the arena, as
+// the waits' liveness check sees it: between processes, a poll of the
+// peer's process; goroutine ranks and a process before all ranks joined
+// count as alive unless they left.
+func (e *Endpoint) PeerAlive(peer int) bool {
+	e.checkRank(peer)
+	if peer == e.rank {
+		return true
+	}
+	if e.u32(peer, cState).Load() == stateLeft {
+		return false
+	}
+	if e.peers != nil {
+		if _, dead := e.peers.dead(peer); dead {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *Endpoint) copyErr(peer int, r Remote, write bool, err error) error {

@@ -343,12 +343,25 @@ func TestCrossMemoryAllocs(t *testing.T) {
 			t.Fatalf("byte %d is %#x, want %#x", i, dst[i], cmaByte(1, i))
 		}
 	}
+	if !e.PeerAlive(1) {
+		t.Error("PeerAlive(1) is false while rank 1 runs")
+	}
 	e.Post(0, stopValue)
 	if err := ps[0].cmd.Wait(); err != nil {
 		t.Fatalf("rank 1: %v: %s", err, ps[0].out)
 	}
-	if err := e.ReadPeer(1, addr, dst); !errors.Is(err, ErrPeerDead) {
+	if e.PeerAlive(1) {
+		t.Error("PeerAlive(1) is true after rank 1 exited")
+	}
+	err = e.ReadPeer(1, addr, dst)
+	if !errors.Is(err, ErrPeerDead) {
 		t.Errorf("ReadPeer from an exited peer: %v, want ErrPeerDead", err)
+	}
+	// The failed copy aborted the arena naming the dead rank, as a wait
+	// that found it dead does.
+	var ae *AbortError
+	if !errors.As(err, &ae) || ae.Peer != 1 {
+		t.Errorf("ReadPeer from an exited peer: %v, want an AbortError naming rank 1", err)
 	}
 }
 
