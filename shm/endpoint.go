@@ -519,6 +519,12 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 			}
 			if i&15 == 15 {
 				if e.oneP {
+					// With Options.Progress too, although there the
+					// goroutine is locked to a host thread and the Gosched
+					// hands the P to another thread and back: those
+					// wakeups keep ranks that share a scheduler group
+					// (one session: Open MPI's, not Hydra's) on their CPUs
+					// when other tasks compete for them.
 					runtime.Gosched()
 				}
 				if e.progress != nil {
