@@ -4,11 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -477,29 +473,5 @@ func TestEarlyPeerDeath(t *testing.T) {
 	if os.Getenv(shm.EnvArena) != "" {
 		t.Skip("in a child")
 	}
-	const p = 3
-	name := shm.NewName()
-	out := make([][]byte, p)
-	errs := make([]error, p)
-	var wg sync.WaitGroup
-	for r := range p {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestEarlyChild$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p),
-			shm.EnvArena+"="+name, "SHMCOLL_TEST_EARLY_DIE=1")
-		wg.Go(func() { out[r], errs[r] = cmd.CombinedOutput() })
-	}
-	wg.Wait()
-	for r := range p - 1 {
-		if errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: TestEarlyChild") {
-			t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
-		}
-	}
-	if errs[p-1] == nil {
-		t.Errorf("rank %d was to be killed and exited normally:\n%s", p-1, out[p-1])
-	}
-	if path, _ := shm.SegmentPath(name); path != "" {
-		if _, err := os.Stat(path); err == nil {
-			t.Errorf("segment %s left behind", path)
-		}
-	}
+	runRanksKilled(t, "TestEarlyChild", 3, 2, func(int) []string { return []string{"SHMCOLL_TEST_EARLY_DIE=1"} })
 }

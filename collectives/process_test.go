@@ -49,6 +49,13 @@ func runChildren(t *testing.T, p int, alg string, env ...string) {
 // fails or the arena's segment is left behind.
 func runRanks(t *testing.T, child string, p int, env func(r int) []string) {
 	t.Helper()
+	runRanksKilled(t, child, p, -1, env)
+}
+
+// runRanksKilled is runRanks where rank killed (-1: none) is to die: it
+// fails if that rank exits normally, and does not require it to pass.
+func runRanksKilled(t *testing.T, child string, p, killed int, env func(r int) []string) {
+	t.Helper()
 	name := shm.NewName()
 	out := make([][]byte, p)
 	errs := make([]error, p)
@@ -67,7 +74,10 @@ func runRanks(t *testing.T, child string, p int, env func(r int) []string) {
 		}
 	}
 	for r := range p {
-		if errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: "+child) {
+		switch {
+		case r == killed && errs[r] == nil:
+			t.Errorf("rank %d was to be killed and exited normally:\n%s", r, out[r])
+		case r != killed && (errs[r] != nil || !strings.Contains(string(out[r]), "--- PASS: "+child)):
 			t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
 		}
 	}

@@ -91,30 +91,31 @@ func init() {
 // per block costs more than the second copy saves. Where ranks share CPUs
 // a reader waits for its turn on a CPU either way, and the slots, which
 // keep the pieces in the cache, stay ahead up to larger sizes. The sizes
-// come from shmbench run -algo single,flat at np = 2 and np = 4 on two
+// come from shmbench run -algo single,flat at np = 2 and np = 4 and from
+// shmbench compare against the build without Single at np = 8, on two
 // CPUs (docs/PERFORMANCE.md); fitting ranks of p > 2 use those of p = 2.
 func singleMin(coll Collective, over bool) int {
 	switch coll {
 	case CollAllgather, CollAllgatherv:
 		if over {
-			return 4 << 20
+			return 0 // the circulant allgather through the slots stays ahead at np = 8
 		}
 		return 16 << 10
 	case CollBcast:
 		if over {
-			return 4 << 20
+			return 0 // likewise the flat and tree bcasts
 		}
 		// Ahead from 4 KiB, but the small-call path serves bcast up to
 		// 8 KiB.
 		return 8<<10 + 1
 	case CollAlltoall:
 		if over {
-			return 64 << 10
+			return 1 << 20
 		}
 		return 16 << 10
 	case CollGather, collGatherv, CollScatter, collScatterv:
 		if over {
-			return 64 << 10
+			return 1 << 20
 		}
 		return 8 << 10
 	}

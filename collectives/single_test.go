@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -414,32 +411,13 @@ func TestSinglePeerDeath(t *testing.T) {
 	}
 	for _, fault := range []string{"kill", "fault"} {
 		t.Run(fault, func(t *testing.T) {
-			const p = 3
-			name := shm.NewName()
-			out := make([][]byte, p)
-			errs := make([]error, p)
-			var wg sync.WaitGroup
-			for r := range p {
-				cmd := exec.Command(os.Args[0], "-test.run=^TestSingleChild$", "-test.count=1", "-test.v")
-				cmd.Env = append(os.Environ(), shm.EnvRank+"="+strconv.Itoa(r), shm.EnvSize+"="+strconv.Itoa(p),
-					shm.EnvArena+"="+name, "SHMCOLL_TEST_SINGLE=die", "SHMCOLL_TEST_SINGLE_FAULT="+fault)
-				wg.Go(func() { out[r], errs[r] = cmd.CombinedOutput() })
+			killed := -1 // the fault case: every rank fails its calls and passes
+			if fault == "kill" {
+				killed = 2
 			}
-			wg.Wait()
-			for r := range p {
-				ok := errs[r] == nil && strings.Contains(string(out[r]), "--- PASS: TestSingleChild")
-				if (r < p-1 || fault == "fault") && !ok {
-					t.Errorf("rank %d: %v\n%s", r, errs[r], out[r])
-				}
-				if r == p-1 && fault == "kill" && errs[r] == nil {
-					t.Errorf("rank %d was to be killed and exited normally:\n%s", r, out[r])
-				}
-			}
-			if path, _ := shm.SegmentPath(name); path != "" {
-				if _, err := os.Stat(path); err == nil {
-					t.Errorf("segment %s left behind", path)
-				}
-			}
+			runRanksKilled(t, "TestSingleChild", 3, killed, func(int) []string {
+				return []string{"SHMCOLL_TEST_SINGLE=die", "SHMCOLL_TEST_SINGLE_FAULT=" + fault}
+			})
 		})
 	}
 }

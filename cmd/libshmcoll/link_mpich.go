@@ -5,23 +5,25 @@ package main
 // #cgo pkg-config: mpich
 import "C"
 
-// defaultBands for MPICH (see allBands for the form). MPICH moves larger
-// messages with one copy where shmcoll makes two, so data movement passes
-// in the middle sizes, and its bcast of a few bytes returns at the root at
-// once; alltoallv passes (all or nothing).
+// defaultBands for MPICH (see allBands for the form). shmcoll copies
+// private buffers once by cross-memory attach (the single algorithm), so
+// data movement is served from small blocks up, but the largest alltoall
+// blocks; MPICH's bcast of a few bytes returns at the root at once, and
+// its gather and scatter of small blocks are a single eager message;
+// alltoallv passes (all or nothing).
 const defaultBands = `
 allreduce            *  1:inf
 reduce_scatter_block *  1:inf
 reduce_scatter       *  1:inf
-allgather            *  1:16K
-allgatherv           *  1:32K
-bcast                *  512:4K,16M:inf
+allgather            *  1:inf
+allgatherv           *  1:inf
+bcast                *  512:inf
 reduce               *  1:inf
 barrier              *  0:inf
-alltoall             *  1:16K
+alltoall             *  1:256K
 alltoallv            *  none
-scatter              *  1:2K
-gather               *  1:2K
+scatter              *  8K:inf
+gather               *  8K:inf
 scan                 *  1:inf
 exscan               *  1:inf
 `
