@@ -20,7 +20,7 @@ allgatherv           *  1:inf
 bcast                *  512:inf
 reduce               *  1:inf
 barrier              *  0:inf
-alltoall             *  1:256K
+alltoall             *  1:64K
 alltoallv            *  none
 scatter              *  8K:inf
 gather               *  8K:inf

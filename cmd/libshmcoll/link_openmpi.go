@@ -19,7 +19,7 @@ allgatherv           *  1:inf
 bcast                *  1:inf
 reduce               *  1:4K,2M:inf
 barrier              *  0:inf
-alltoall             *  1:256K
+alltoall             *  1:64K
 alltoallv            *  none
 scatter              *  1:inf
 gather               *  1:inf
