@@ -123,14 +123,21 @@ func singleMin(coll Collective, over bool) int {
 }
 
 // singleTakes reports whether a call of coll on bytes takes Single: it is
-// pinned, or nothing else is and the call has at least singleMin bytes.
+// pinned, or nothing else is and the call has at least singleMin bytes
+// (an alltoall: and fewer than singleAlltoallMax).
 func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
 	if pin == Single {
 		return true
 	}
 	m := singleMin(coll, over)
-	return pin == Auto && m > 0 && bytes >= m
+	return pin == Auto && m > 0 && bytes >= m && (coll != CollAlltoall || bytes < singleAlltoallMax)
 }
+
+// singleAlltoallMax bounds the alltoalls that take Single without a pin:
+// from there the flat alltoall, whose reads of the peers' slots stream
+// with the copies into them, is ahead (shmbench run -algo single,flat at
+// np = 2).
+const singleAlltoallMax = 32 << 20
 
 // CrossMemory returns nil if the ranks of c can read each other's private
 // memory (cross-memory attach, agreed by every rank when the communicator

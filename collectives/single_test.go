@@ -293,7 +293,8 @@ func TestSingleSelection(t *testing.T) {
 			want bool
 		}{
 			{Call{Coll: coll, Bytes: m, P: 2, CrossMemory: true}, true},
-			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true}, true},
+			{Call{Coll: coll, Bytes: 16 << 20, P: 2, CrossMemory: true}, true},
+			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true}, coll != CollAlltoall},
 			{Call{Coll: coll, Bytes: m - 1, P: 2, CrossMemory: true}, false},
 			{Call{Coll: coll, Bytes: 64 << 20, P: 2}, false},
 			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true, Arena: true}, false},
