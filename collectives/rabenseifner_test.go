@@ -139,6 +139,13 @@ func affineCalls(t *testing.T, c *Comm, alg Algorithm, in [][]simd.Int64Int64, w
 			return err
 		}
 		expect(t, what+" allreduce", got, want)
+		// In place: the schedules' reductions whose result overwrites
+		// their right operand.
+		copy(got, in[r])
+		if err := Allreduce(bg, c, nil, got, affine); err != nil {
+			return err
+		}
+		expect(t, what+" allreduce in place", got, want)
 	}
 	if implements(alg, CollReduceScatterBlock) {
 		blk := make([]simd.Int64Int64, n)

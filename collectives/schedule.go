@@ -541,13 +541,9 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 				default:
 					a.red.reduce3(dst, own, src)
 				}
-			case inPlace:
-				// own = peer op own: through the same positions of the
-				// other buffer, which no generator uses at that point.
-				tmp := c.schedSpan(esz, s, h, off, xoff, c.rank, otherBuf(x.dbuf), int(x.dlo), int(x.dlo)+n)
-				a.red.reduce3(tmp, src, own)
-				simd.Copy(dst, tmp)
 			default:
+				// In place own is dst, which reduce3 allows as its right
+				// operand.
 				a.red.reduce3(dst, src, own)
 			}
 		}

@@ -235,6 +235,17 @@ func (c *Comm) withdraw(e uint64, err *error) {
 	}
 }
 
+// offerBlocks offers every peer j block j of buf (a's counts and
+// displacements) in this rank's table of step e and posts phase 1.
+func (c *Comm) offerBlocks(e uint64, a *call, buf []byte) {
+	for j := range c.size {
+		if j != c.rank {
+			c.offer(e, j, span(buf, a.esz, a.displs[j], a.displs[j]+a.counts[j]))
+		}
+	}
+	c.post(e, 1)
+}
+
 // singleStuck bounds withdraw's wait for a peer's copy.
 const singleStuck = 10 * time.Second
 
@@ -303,12 +314,7 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
-	for j := range p {
-		if j != r {
-			c.offer(e, j, span(a.recv, esz, a.displs[j], a.displs[j]+a.counts[j]))
-		}
-	}
-	c.post(e, 1)
+	c.offerBlocks(e, a, a.recv)
 	for i := 1; i < p; i++ {
 		if err := c.waitOffer(ctx, (r+i)%p, e, len(mine)); err != nil {
 			return err
@@ -337,12 +343,7 @@ func (c *Comm) singleAlltoall(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
-	for j := range p {
-		if j != r {
-			c.offer(e, j, span(a.send, esz, a.displs[j], a.displs[j]+a.counts[j]))
-		}
-	}
-	c.post(e, 1)
+	c.offerBlocks(e, a, a.send)
 	simd.Copy(span(a.recv, esz, a.rdispls[r], a.rdispls[r]+a.rcounts[r]), span(a.send, esz, a.displs[r], a.displs[r]+a.counts[r]))
 	for i := 1; i < p; i++ {
 		q := (r + i) % p
