@@ -158,3 +158,39 @@ func expect[T comparable](t *testing.T, what string, got, want []T) bool {
 }
 
 var bg = context.Background()
+
+// allocsTwoRanks warms calls up twice on both of cs's two ranks, then
+// measures rank 0's allocations per call over 50 runs while rank 1 makes
+// the same calls in a goroutine; check, if not nil, runs after each
+// measured call on rank 0.
+func allocsTwoRanks(t *testing.T, cs []*Comm, calls func(*Comm) error, check func()) float64 {
+	t.Helper()
+	const runs = 50
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for range runs + 1 + 2 { // AllocsPerRun runs once more to warm up
+			if err = calls(cs[1]); err != nil {
+				break
+			}
+		}
+		done <- err
+	}()
+	for range 2 {
+		if err := calls(cs[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(runs, func() {
+		if err := calls(cs[0]); err != nil {
+			t.Fatal(err)
+		}
+		if check != nil {
+			check()
+		}
+	})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return allocs
+}

@@ -473,33 +473,11 @@ func TestSingleDoesNotAllocate(t *testing.T) {
 		}
 		return Scatterv(bg, c, x.all, x.out[:counts[r]], counts, nil, 1)
 	}
-	const runs = 50
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		for range runs + 1 + 2 {
-			if err = calls(cs[1]); err != nil {
-				break
-			}
-		}
-		done <- err
-	}()
-	for range 2 {
-		if err := calls(cs[0]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	allocs := testing.AllocsPerRun(runs, func() {
-		if err := calls(cs[0]); err != nil {
-			t.Fatal(err)
-		}
+	allocs := allocsTwoRanks(t, cs, calls, func() {
 		if c := cs[0]; c.LastAlgorithm() != Single {
 			t.Fatalf("scatterv took %v", c.LastAlgorithm())
 		}
 	})
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 	if allocs != 0 {
 		t.Errorf("%v allocations per round of the Single calls", allocs)
 	}
