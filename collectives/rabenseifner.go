@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"context"
-	"fmt"
 	"math/bits"
 	"slices"
 
@@ -349,9 +348,6 @@ func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 		return c.pairAllreduce(ctx, a)
 	}
 	M := c.half / a.esz / 2
-	if M < 1 {
-		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
-	}
 	kind, root := rabKindAllreduce, 0
 	if a.coll == CollReduce {
 		kind, root = rabKindReduce, a.root
@@ -579,9 +575,6 @@ func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
 		return c.pairAllreduce(ctx, a)
 	}
 	M := c.half / a.esz / 2
-	if M < 1 {
-		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
-	}
 	s := c.rabOddSched(rabKindAllreduce)
 	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }

@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/shmcoll/shmcoll/simd"
 )
@@ -218,9 +217,6 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 	nd := treeNodeOf(kind, p, c.rank)
 	area := c.half / 2 &^ (lineBytes - 1)
 	M := area / esz
-	if M < 1 {
-		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
-	}
 	in := a.input()
 	singleRoot := nd.parent < 0 && nd.peerRoot < 0
 	for base := 0; base == 0 || base < N; base += M {
