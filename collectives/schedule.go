@@ -448,24 +448,18 @@ func (c *Comm) sched(alg Algorithm, kind uint8, root int, build func(p, root int
 	return cachedSchedule(schedKey{alg: alg, kind: kind, p: p, a: root}, func() *schedule { return build(p, root, kind) })
 }
 
-// schedOff returns the element offset of position i of rank x in a buffer:
-// off[i] in the natural layout, the rotated offset otherwise (blocks in
-// c.sc.pre).
-func (c *Comm) schedOff(s *schedule, off []int, x, i int) int {
-	if s.rotated {
-		return c.roff(x, i)
-	}
-	return off[i]
-}
-
 // schedSpan returns positions [lo, hi) of buffer buf of rank x's half h,
-// elements of esz bytes.
+// elements of esz bytes: position i at off[i] in the natural layout, at
+// the rotated offset of block (x+i) mod p otherwise (blocks in c.sc.pre).
 func (c *Comm) schedSpan(esz int, s *schedule, h []byte, off []int, xoff, x int, buf uint8, lo, hi int) []byte {
 	base := 0
 	if buf == bufX {
 		base = xoff
 	}
-	return span(h, esz, base+c.schedOff(s, off, x, lo), base+c.schedOff(s, off, x, hi))
+	if s.rotated {
+		return span(h, esz, base+c.roff(x, lo), base+c.roff(x, hi))
+	}
+	return span(h, esz, base+off[lo], base+off[hi])
 }
 
 // runSchedule runs the calling rank's rounds of s in step e. The driver has
