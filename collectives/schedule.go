@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -294,21 +295,13 @@ func (b *schedBuilder) done(out []uint8) *schedule {
 func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
 	touched := make([]bool, b.s.npos) // used or written by r so far
 	fused := make([]bool, b.s.npos)
-	mark := func(lo, hi int32) {
-		for k := lo; k < hi; k++ {
-			touched[k] = true
-		}
-	}
 	for t, rd := range rs.rounds {
 		for i := range rd.xfers {
 			x := &rd.xfers[i]
 			n := x.phi - x.plo
 			lo, hi := x.olo, x.olo+n
 			if x.op != xCopy && x.obuf == bufW && x.dbuf == bufW && x.dlo == x.olo {
-				ok := true
-				for k := lo; k < hi; k++ {
-					ok = ok && !touched[k]
-				}
+				ok := !slices.Contains(touched[lo:hi], true)
 				for _, rec := range b.reads[r][bufW] {
 					if int(rec.round) <= t && rec.lo < hi && lo < rec.hi {
 						ok = false
@@ -316,16 +309,14 @@ func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
 				}
 				if ok {
 					x.fused = true
-					for k := lo; k < hi; k++ {
-						fused[k] = true
-					}
+					setRange(fused, lo, hi)
 				}
 			}
 			if x.op != xCopy && x.obuf == bufW {
-				mark(lo, hi)
+				setRange(touched, lo, hi)
 			}
 			if x.dbuf == bufW {
-				mark(x.dlo, x.dlo+n)
+				setRange(touched, x.dlo, x.dlo+n)
 			}
 		}
 	}
@@ -358,13 +349,18 @@ func (b *schedBuilder) markDirect(r int, rs *rankSchedule) {
 			}
 			if !later {
 				x.direct = true
-				for k := lo; k < hi; k++ {
-					direct[k] = true
-				}
+				setRange(direct, lo, hi)
 			}
 		}
 	}
 	rs.slotOut = appendUnset(rs.slotOut, direct)
+}
+
+// setRange sets marks[lo:hi].
+func setRange(marks []bool, lo, hi int32) {
+	for k := lo; k < hi; k++ {
+		marks[k] = true
+	}
 }
 
 // appendUnset appends to runs the maximal ranges [i, j) of positions not
