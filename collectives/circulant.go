@@ -92,6 +92,8 @@ func (c *Comm) rounds(ctx context.Context, a *call, pl *circulant.Plan, e uint64
 				break
 			}
 			if out != nil && finalFirst(pl) { // p = 2 allreduce
+				// The probe, not the reduction's time (memory-bound at
+				// either placement), gives the store advice.
 				if (rhi-rlo)*esz >= pipelineBytes/8 && !c.ep.Oversubscribed() {
 					c.adv.probeRead(peer(0, rhi-rlo))
 				}
@@ -144,10 +146,6 @@ func finalFirst(pl *circulant.Plan) bool {
 // reduction just wrote from L1. dst may be in. The slot gets its copy
 // from the string copy, not from the kernel's stores: where the vCPUs sit
 // on different dies, the peer reads lines the string copy stored faster.
-//
-// The placement probe (probeRead) gives the store advice (the copy-in's
-// non-temporal stores), not the reduction's time, which at large sizes
-// runs at memory speed at either placement.
 func (r *reducer) reduceResult(dst, slot, in, peer []byte) {
 	for lo := 0; lo < len(dst); lo += resultChunk {
 		hi := min(lo+resultChunk, len(dst))
@@ -162,8 +160,8 @@ func (r *reducer) reduceResult(dst, slot, in, peer []byte) {
 const resultChunk = 16 << 10
 
 // copyIn copies R[i..i2) of the calling rank from the user buffer u
-// (elements of esz bytes),
-// for the peers to read (publish: non-temporally when they ask for it).
+// (elements of esz bytes), for the peers to read (publish: non-temporally
+// when they ask for it).
 func (c *Comm) copyIn(esz int, h, u []byte, i, i2 int) {
 	c.eachRun(i, i2, func(rot, user, n int) {
 		c.adv.publish(span(h, esz, rot, rot+n), span(u, esz, user, user+n))
@@ -315,12 +313,11 @@ func (c *Comm) circBarrier(ctx context.Context, a *call) error {
 // Slot reuse: a rank writes its half once in the step, before phase 2, and
 // its readers read after phase 2 (structure).
 
-// treeParent returns the parent of relative rank i > 0 and the round it
-// receives in.
-func treeParent(t []int, i int) (parent, round int) {
+// treeParent returns the parent of relative rank i > 0.
+func treeParent(t []int, i int) int {
 	for k := 0; k+1 < len(t); k++ {
 		if i >= t[k] && i < t[k+1] {
-			return i - t[k], k
+			return i - t[k]
 		}
 	}
 	panic("collectives: rank outside the tree")
@@ -350,8 +347,7 @@ func (c *Comm) circBcast(ctx context.Context, a *call) error {
 			c.post(e, 2)
 		} else {
 			c.post(e, 1)
-			par, _ := treeParent(t, i)
-			q := (par + a.root) % p
+			q := (treeParent(t, i) + a.root) % p
 			if err := c.wait(ctx, q, e, 2); err != nil {
 				return err
 			}
