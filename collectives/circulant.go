@@ -43,17 +43,17 @@ func init() {
 	register(CollAlltoall, Circulant, (*Comm).circAlltoall, true)
 }
 
-// plan returns the circulant plan of kind for this rank, built on first use.
-func (c *Comm) plan(kind circulant.Kind) (*circulant.Plan, error) {
-	if pl := c.plans[kind-1]; pl != nil {
-		return pl, nil
+// plan returns the circulant plan of kind for this rank, built on first
+// use. It cannot fail: newComm checked c.skips (circulant.CheckSkips).
+func (c *Comm) plan(kind circulant.Kind) *circulant.Plan {
+	if c.plans[kind-1] == nil {
+		pl, err := circulant.NewPlan(kind, c.size, c.rank, c.skips, nil)
+		if err != nil {
+			panic(err)
+		}
+		c.plans[kind-1] = pl
 	}
-	pl, err := circulant.NewPlan(kind, c.size, c.rank, c.skips, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-	}
-	c.plans[kind-1] = pl
-	return pl, nil
+	return c.plans[kind-1]
 }
 
 func (c *Comm) count(rd *circulant.Round) {
@@ -181,10 +181,7 @@ const circSegBytes = 1 << 20
 
 func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
-	pl, err := c.plan(circulant.Allreduce)
-	if err != nil {
-		return c.fail(err)
-	}
+	pl := c.plan(circulant.Allreduce)
 	// Segments of at most circSegBytes keep each round's blocks in L2.
 	M := min(c.half, circSegBytes) / esz
 	in := a.input()
@@ -220,10 +217,7 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 
 func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
-	pl, err := c.plan(circulant.ReduceScatter)
-	if err != nil {
-		return c.fail(err)
-	}
+	pl := c.plan(circulant.ReduceScatter)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
@@ -251,10 +245,7 @@ func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 
 func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
-	pl, err := c.plan(circulant.Allgather)
-	if err != nil {
-		return c.fail(err)
-	}
+	pl := c.plan(circulant.Allgather)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
@@ -285,10 +276,7 @@ func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 // sum of distinct skips, so after the last round every rank has heard,
 // directly or not, from every other.
 func (c *Comm) circBarrier(ctx context.Context, a *call) error {
-	pl, err := c.plan(circulant.ReduceScatter)
-	if err != nil {
-		return c.fail(err)
-	}
+	pl := c.plan(circulant.ReduceScatter)
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err
@@ -453,15 +441,14 @@ func (c *Comm) skipTable() []int {
 // k are in place", 2k+2 = "I have read round k".
 func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 	esz, p, n := a.esz, c.size, a.count
-	pl := c.a2a
-	if pl == nil {
-		var err error
-		if pl, err = circulant.NewAlltoallPlan(p, c.rank, c.skips); err != nil {
-			return c.fail(fmt.Errorf("%w: %v", ErrInvalidArgument, err))
+	if c.a2a == nil {
+		pl, err := circulant.NewAlltoallPlan(p, c.rank, c.skips)
+		if err != nil {
+			panic(err) // as plan's: c.skips were checked
 		}
-		c.a2a = pl
-		c.where = make([]uint8, p)
+		c.a2a, c.where = pl, make([]uint8, p)
 	}
+	pl := c.a2a
 	per := c.half / esz / (2 * p)
 	if per < 1 {
 		return c.fail(fmt.Errorf("%w: slot half of %d bytes cannot hold 2×%d pieces", ErrInvalidArgument, c.half, p))
