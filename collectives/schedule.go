@@ -276,12 +276,7 @@ func (b *schedBuilder) done(out []uint8) *schedule {
 		if out != nil {
 			rs.out = out[r]
 		}
-		rs.fully = true
-		for _, v := range b.know[r] {
-			if v < 1 {
-				rs.fully = false
-			}
-		}
+		rs.fully = slices.Min(b.know[r]) >= 1
 		b.markDirect(r, rs)
 		b.markFused(r, rs)
 	}
