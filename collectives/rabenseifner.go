@@ -342,15 +342,6 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 	return b.done(buf)
 }
 
-// rabSched returns the cached schedule of algorithm alg.
-func (c *Comm) rabSched(alg Algorithm, kind uint8, h, root int) *schedule {
-	p := c.size
-	elim21 := alg == Rabenseifner21
-	return cachedSchedule(schedKey{alg: alg, kind: kind, p: p, a: h, b: root}, func() *schedule {
-		return rabSchedule(p, elim21, h, kind, root)
-	})
-}
-
 func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 	if c.size == 2 && a.coll == CollAllreduce && a.alg != RecDoubling {
 		return c.pairAllreduce(ctx, a)
@@ -366,7 +357,7 @@ func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 		if a.alg != RecDoubling {
 			h = rabHalvings(m*a.esz, L)
 		}
-		return c.rabSched(a.alg, kind, h, root)
+		return c.sched(schedKey{alg: a.alg, kind: kind, root: root, h: h})
 	})
 }
 
@@ -419,7 +410,7 @@ func (c *Comm) rabReduceScatter(ctx context.Context, a *call) error {
 	if c.size == 2 {
 		return c.pairReduceScatter(ctx, a)
 	}
-	return c.rabScatter(ctx, a, c.rabSched(a.alg, rabKindReduceScatter, floorLog2(c.size), 0))
+	return c.rabScatter(ctx, a, c.sched(schedKey{alg: a.alg, kind: rabKindReduceScatter, h: floorLog2(c.size)}))
 }
 
 // rabScatter runs a reduce-scatter whose positions hold the blocks
@@ -550,17 +541,12 @@ func rabOddSchedule(p int, kind uint8) *schedule {
 	return b.done(nil)
 }
 
-func (c *Comm) rabOddSched(kind uint8) *schedule {
-	p := c.size
-	return cachedSchedule(schedKey{alg: RabenseifnerOdd, kind: kind, p: p}, func() *schedule { return rabOddSchedule(p, kind) })
-}
-
 func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
 	if c.size == 2 {
 		return c.pairAllreduce(ctx, a)
 	}
 	M := c.half / a.esz / 2
-	s := c.rabOddSched(rabKindAllreduce)
+	s := c.sched(schedKey{alg: RabenseifnerOdd, kind: rabKindAllreduce})
 	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
@@ -568,5 +554,5 @@ func (c *Comm) rabOddReduceScatter(ctx context.Context, a *call) error {
 	if c.size == 2 {
 		return c.pairReduceScatter(ctx, a)
 	}
-	return c.rabScatter(ctx, a, c.rabOddSched(rabKindReduceScatter))
+	return c.rabScatter(ctx, a, c.sched(schedKey{alg: RabenseifnerOdd, kind: rabKindReduceScatter}))
 }

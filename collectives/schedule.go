@@ -392,11 +392,30 @@ type schedOut struct {
 	probe bool
 }
 
-// Schedules are pure functions of their key, built once per process.
+// schedKey names a schedule, a pure function of its key built once per
+// process: the algorithm, what it computes (the family's kind), p, the
+// root (rooted collectives) and the halving levels (Rabenseifner).
 type schedKey struct {
-	alg     Algorithm
-	kind    uint8
-	p, a, b int
+	alg        Algorithm
+	kind       uint8
+	p, root, h int
+}
+
+// build builds the schedule k names.
+func (k schedKey) build() *schedule {
+	switch k.alg {
+	case Ring:
+		return ringSchedule(k.p, k.root, k.kind)
+	case MST:
+		return mstSchedule(k.p, k.root, k.kind)
+	case BDE:
+		return bdeSchedule(k.p, k.kind)
+	case Bruck:
+		return bruckSchedule(k.p, k.kind == bruckKindAllreduce)
+	case RabenseifnerOdd:
+		return rabOddSchedule(k.p, k.kind)
+	}
+	return rabSchedule(k.p, k.alg == Rabenseifner21, k.h, k.kind, k.root)
 }
 
 // The cache is an immutable map replaced on insertion, so that the
@@ -408,7 +427,9 @@ var (
 
 func init() { schedCache.Store(&map[schedKey]*schedule{}) }
 
-func cachedSchedule(k schedKey, build func() *schedule) *schedule {
+// sched returns the schedule k names for this communicator's p.
+func (c *Comm) sched(k schedKey) *schedule {
+	k.p = c.size
 	if s, ok := (*schedCache.Load())[k]; ok {
 		return s
 	}
@@ -418,16 +439,9 @@ func cachedSchedule(k schedKey, build func() *schedule) *schedule {
 		return s
 	}
 	m := maps.Clone(*schedCache.Load())
-	m[k] = build()
+	m[k] = k.build()
 	schedCache.Store(&m)
 	return m[k]
-}
-
-// sched returns the schedule of alg's kind for this p and root, which
-// build makes once per process (ring, MST).
-func (c *Comm) sched(alg Algorithm, kind uint8, root int, build func(p, root int, kind uint8) *schedule) *schedule {
-	p := c.size
-	return cachedSchedule(schedKey{alg: alg, kind: kind, p: p, a: root}, func() *schedule { return build(p, root, kind) })
 }
 
 // schedSpan returns positions [lo, hi) of buffer buf of rank x's half h,
