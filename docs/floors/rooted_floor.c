@@ -24,9 +24,13 @@
 //   mode "waits": the rule without early return: the sender returns only
 //     after it has read and compared the receiver's descriptor.
 //   barrier "symmetric": each rank posts its arrival and waits for the
-//     other's (shmcoll's flat barrier); "root-first": gather to rank 0 and
-//     release from it (rank 0 leaves a handoff earlier; MPICH's order);
-//     "nonroot-first": gather to rank 1 and release from it.
+//     other's (shmcoll's flat barrier). The receiver of the last call
+//     arrives last and so leaves first, a handoff before the sender;
+//     "root-first": gather to rank 0 and release from it (rank 0 leaves a
+//     handoff earlier; MPICH's order); "nonroot-first": gather to rank 1
+//     and release from it. The time of a call counts from the barrier's
+//     exit on each rank, so the order decides whether the sender's post
+//     is on the receiver's clock.
 //
 // Before the calls it measures the one-way handoff of one line between
 // the two CPUs (half a ping-pong round trip, median), which shmbench

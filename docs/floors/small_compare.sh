@@ -8,13 +8,15 @@
 # reduce: the non-root), then one round of shmbench compare. It prints a
 # line per round and cell (ns), then a table of the medians over the rounds
 # (µs) with the target, 0.8x the faster MPI, and what keeps a cell from it:
-#   any copy     below the eager floor with the sender released first:
-#                no call that moves the lines through shared memory reaches it
-#   the rule     below the floor of the mismatch rule under early return
-#                with the sender released first, not below the eager one
-#   symmetric    below the early floor after the symmetric barrier only:
-#                reachable if the barrier releases the sending rank first
-#   -            above every floor
+#   any copy       below the eager floor with the sender released first:
+#                  no call that moves the lines through shared memory reaches it
+#   the rule       below the floor of the mismatch rule under early return
+#                  with the sender released first, not below the eager one
+#   barrier order  below the early floor after the symmetric barrier only:
+#                  reachable only if the barrier before the call releases
+#                  the sending rank first (after a symmetric barrier the
+#                  receiving rank, which arrived last, leaves first)
+#   -              above every floor
 #
 #   sh docs/floors/small_compare.sh [-r rounds] [-n calls] [-s "sizes"] shmbench
 #
@@ -107,7 +109,7 @@ END {
 		mp = med(order[c] " mpich"); om = med(order[c] " openmpi")
 		best = mp < 0 || (om >= 0 && om < mp) ? om : mp
 		t = 0.8 * best
-		why = t < fe ? "any copy" : t < fr ? "the rule" : t < fs ? "symmetric" : "-"
+		why = t < fe ? "any copy" : t < fr ? "the rule" : t < fs ? "barrier order" : "-"
 		printf "| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", cb[1], cb[2], fe / 1e3, fr / 1e3, fs / 1e3, s / 1e3, mp / 1e3, om / 1e3, t / 1e3, why
 	}
 }' "$tmp/all"
