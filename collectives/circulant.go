@@ -56,13 +56,6 @@ func (c *Comm) plan(kind circulant.Kind) *circulant.Plan {
 	return c.plans[kind-1]
 }
 
-func (c *Comm) count(rd *circulant.Round) {
-	c.last.add(Stats{Rounds: 1, Sent: uint64(rd.Send.Len()), Received: uint64(rd.Recv.Len())})
-	if rd.Op == circulant.OpReduce {
-		c.last.Reduced += uint64(rd.Recv.Len())
-	}
-}
-
 // rounds runs the rounds of pl in step e on the rotated buffer in the
 // calling rank's half h, with the segment's blocks in c.sc.pre and their
 // user offsets in c.sc.uoff. in is the user input (the first reduce round
@@ -84,7 +77,10 @@ func (c *Comm) rounds(ctx context.Context, a *call, pl *circulant.Plan, e uint64
 		rlo, rhi := c.roff(c.rank, rd.Recv.Lo), c.roff(c.rank, rd.Recv.Hi)
 		plo := c.roff(rd.From, rd.Send.Lo)
 		peer := func(rot, n int) []byte { return span(ph, esz, plo+rot-rlo, plo+rot-rlo+n) }
-		c.count(rd)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(rd.Send.Len()), Received: uint64(rd.Recv.Len())})
+		if rd.Op == circulant.OpReduce {
+			c.last.Reduced += uint64(rd.Recv.Len())
+		}
 		switch {
 		case rd.Op == circulant.OpReduce && k == 0 && in != nil:
 			if k == last && out != nil { // p = 2 reduce-scatter: R[0] is the result
