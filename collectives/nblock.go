@@ -397,12 +397,10 @@ func (c *Comm) nblockAllgatherv(ctx context.Context, a *call) error {
 	return nil
 }
 
-// nblockReduceScatter: p simultaneous reductions in n-1+q rounds, rank j
-// the root of block j of the vector; round i is the allgatherv's round
-// R-1-i with every transfer reversed. A rank copies the blocks of the
-// others into its half, reduces into them what it receives, and exposes
-// each partial block once, when complete; its own block is reduced into
-// recv.
+// nblockReduceScatter runs round i as the allgatherv's round R-1-i with
+// every transfer reversed: a rank copies the blocks of the others into its
+// half, reduces into them what it receives, and exposes each partial block
+// once, when complete; its own block is reduced into recv.
 func (c *Comm) nblockReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	t := nblockTable(p)
