@@ -61,13 +61,12 @@ func mstLevels(p, root int) [][]mstUnit {
 				continue
 			}
 			mid := g.lo + (g.hi-g.lo+1)/2
-			if g.h < mid {
-				us = append(us, mstUnit{g.lo, mid, g.hi, g.h, mid})
-				next = append(next, rng{g.lo, mid, g.h}, rng{mid, g.hi, mid})
-			} else {
-				us = append(us, mstUnit{g.lo, mid, g.hi, g.h, g.lo})
-				next = append(next, rng{g.lo, mid, g.lo}, rng{mid, g.hi, g.h})
+			o := mid // the other half's first rank, or the range's
+			if g.h >= mid {
+				o = g.lo
 			}
+			us = append(us, mstUnit{g.lo, mid, g.hi, g.h, o})
+			next = append(next, rng{g.lo, mid, min(g.h, o)}, rng{mid, g.hi, max(g.h, o)})
 		}
 		if len(us) == 0 {
 			return levels
