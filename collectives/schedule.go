@@ -90,13 +90,11 @@ type schedXfer struct {
 	fused bool
 }
 
-type schedRound struct{ xfers []schedXfer }
-
 // rankSchedule is one rank's part of a schedule.
 type rankSchedule struct {
-	rounds []schedRound // up to its last round with a read
-	out    uint8        // the buffer that holds the rank's result
-	fully  bool         // the rank has waited, transitively, for every rank
+	rounds [][]schedXfer // the reads of each round, up to its last with one
+	out    uint8         // the buffer that holds the rank's result
+	fully  bool          // the rank has waited, transitively, for every rank
 	// slotOut: the position ranges of the result that are not written
 	// directly (the driver copies them from the slot).
 	slotOut [][2]int32
@@ -127,12 +125,12 @@ type readRec struct{ reader, round, lo, hi int32 }
 type schedBuilder struct {
 	s     *schedule
 	t     int
-	cur   [][]schedXfer  // reads of round t, per rank
-	later [][]laterRead  // reads of later rounds, by round - t - 1
-	reads [][2][]readRec // per rank and buffer: the reads of it so far
-	know  [][]int32      // know[r][x]: the highest phase of x that r knows x posted
-	snaps [][][]int32    // snaps[r][phase]: know[r] when r posted phase
-	rds   [][]schedRound // rounds per rank
+	cur   [][]schedXfer   // reads of round t, per rank
+	later [][]laterRead   // reads of later rounds, by round - t - 1
+	reads [][2][]readRec  // per rank and buffer: the reads of it so far
+	know  [][]int32       // know[r][x]: the highest phase of x that r knows x posted
+	snaps [][][]int32     // snaps[r][phase]: know[r] when r posted phase
+	rds   [][][]schedXfer // rounds per rank
 	stats []Stats
 }
 
@@ -142,7 +140,7 @@ func newSchedBuilder(p, npos int, rotated bool) *schedBuilder {
 	b.reads = make([][2][]readRec, p)
 	b.know = make([][]int32, p)
 	b.snaps = make([][][]int32, p)
-	b.rds = make([][]schedRound, p)
+	b.rds = make([][][]schedXfer, p)
 	b.stats = make([]Stats, p)
 	for r := range p {
 		b.know[r] = make([]int32, p)
@@ -217,7 +215,7 @@ func (b *schedBuilder) endRound() {
 			continue
 		}
 		for len(b.rds[r]) < t {
-			b.rds[r] = append(b.rds[r], schedRound{})
+			b.rds[r] = append(b.rds[r], nil)
 		}
 		xs := b.cur[r]
 		for i := range xs {
@@ -241,7 +239,7 @@ func (b *schedBuilder) endRound() {
 			}
 			b.stats[x.from].Sent += uint64(n)
 		}
-		b.rds[r] = append(b.rds[r], schedRound{xfers: xs})
+		b.rds[r] = append(b.rds[r], xs)
 	}
 	for r := range p {
 		for _, x := range b.cur[r] {
@@ -291,8 +289,8 @@ func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
 	touched := make([]bool, b.s.npos) // used or written by r so far
 	fused := make([]bool, b.s.npos)
 	for t, rd := range rs.rounds {
-		for i := range rd.xfers {
-			x := &rd.xfers[i]
+		for i := range rd {
+			x := &rd[i]
 			n := x.phi - x.plo
 			lo, hi := x.olo, x.olo+n
 			if x.op != xCopy && x.obuf == bufW && x.dbuf == bufW && x.dlo == x.olo {
@@ -323,8 +321,8 @@ func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
 func (b *schedBuilder) markDirect(r int, rs *rankSchedule) {
 	direct := make([]bool, b.s.npos)
 	for t, rd := range rs.rounds {
-		for i := range rd.xfers {
-			x := &rd.xfers[i]
+		for i := range rd {
+			x := &rd[i]
 			if x.op != xCopy || x.dbuf != rs.out {
 				continue
 			}
@@ -336,7 +334,7 @@ func (b *schedBuilder) markDirect(r int, rs *rankSchedule) {
 				}
 			}
 			for t2 := t; t2 < len(rs.rounds) && !later; t2++ {
-				for j, y := range rs.rounds[t2].xfers {
+				for j, y := range rs.rounds[t2] {
 					if (t2 > t || j > i) && y.dbuf == x.dbuf && y.dlo < hi && lo < y.dlo+y.phi-y.plo {
 						later = true
 					}
@@ -470,7 +468,7 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 		if t > 0 {
 			c.post(e, t+1)
 		}
-		xs := rs.rounds[t].xfers
+		xs := rs.rounds[t]
 		for i := range xs {
 			x := &xs[i]
 			from := int(x.from)
