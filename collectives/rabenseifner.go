@@ -85,16 +85,6 @@ const (
 
 func floorLog2(p int) int { return bits.Len(uint(p)) - 1 }
 
-// rabHalvings returns the number of leading butterfly levels that halve a
-// range of a segment of the given bytes, of L levels.
-func rabHalvings(bytes, L int) int {
-	h := 0
-	for h < L && bytes>>h >= rabHalvingMinBytes {
-		h++
-	}
-	return h
-}
-
 // rabMember is a member of a butterfly group: its rank, the range of
 // positions it holds and the buffer that holds them.
 type rabMember struct {
@@ -353,9 +343,12 @@ func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 	}
 	L := floorLog2(c.size)
 	return c.schedVector(ctx, a, M, func(m int) *schedule {
-		h := 0
+		h := 0 // the leading levels, whose ranges are large enough to halve
 		if a.alg != RecDoubling {
-			h = rabHalvings(m*a.esz, L)
+			bytes := m * a.esz
+			for h < L && bytes>>h >= rabHalvingMinBytes {
+				h++
+			}
 		}
 		return c.sched(schedKey{alg: a.alg, kind: kind, root: root, h: h})
 	})
