@@ -172,14 +172,13 @@ func (c *Comm) copyOut(esz int, u, h []byte, i, i2 int) {
 	})
 }
 
-// circSegBytes is the largest segment of the circulant allreduce: the L2
-// of the reference machine.
+// circSegBytes is the largest segment of the circulant allreduce, so that
+// each round's blocks stay in L2 (the reference machine's).
 const circSegBytes = 1 << 20
 
 func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	pl := c.plan(circulant.Allreduce)
-	// Segments of at most circSegBytes keep each round's blocks in L2.
 	M := min(c.half, circSegBytes) / esz
 	in := a.input()
 	first := pl.Rounds[0].Recv.Hi
