@@ -391,11 +391,11 @@ type schedOut struct {
 }
 
 // schedKey names a schedule, a pure function of its key built once per
-// process: the algorithm, what it computes (the family's kind), p, the
-// root (rooted collectives) and the halving levels (Rabenseifner).
+// process: the algorithm, the collective it computes, p, the root (rooted
+// collectives) and the halving levels (Rabenseifner).
 type schedKey struct {
 	alg        Algorithm
-	kind       uint8
+	coll       Collective
 	p, root, h int
 }
 
@@ -403,17 +403,17 @@ type schedKey struct {
 func (k schedKey) build() *schedule {
 	switch k.alg {
 	case Ring:
-		return ringSchedule(k.p, k.root, k.kind)
+		return ringSchedule(k.p, k.root, k.coll)
 	case MST:
-		return mstSchedule(k.p, k.root, k.kind)
+		return mstSchedule(k.p, k.root, k.coll)
 	case BDE:
-		return bdeSchedule(k.p, k.kind)
+		return bdeSchedule(k.p, k.coll)
 	case Bruck:
-		return bruckSchedule(k.p, k.kind == bruckKindAllreduce)
+		return bruckSchedule(k.p, k.coll == CollAllreduce)
 	case RabenseifnerOdd:
-		return rabOddSchedule(k.p, k.kind)
+		return rabOddSchedule(k.p, k.coll)
 	}
-	return rabSchedule(k.p, k.alg == Rabenseifner21, k.h, k.kind, k.root)
+	return rabSchedule(k.p, k.alg == Rabenseifner21, k.h, k.coll, k.root)
 }
 
 // The cache is an immutable map replaced on insertion, so that the
