@@ -150,9 +150,8 @@ func newSchedBuilder(p, npos int, rotated bool) *schedBuilder {
 	return b
 }
 
-// read adds to the current round: rank r reads positions [plo, phi) of
-// buffer pbuf of rank from and combines them by op with its own positions
-// from olo of obuf into its positions from dlo of dbuf.
+// read adds a read of rank r from rank from (see schedXfer) to the
+// current round.
 func (b *schedBuilder) read(r, from int, pbuf uint8, plo, phi int, obuf uint8, olo int, dbuf uint8, dlo int, op xop) {
 	b.readAt(b.t, r, from, pbuf, plo, phi, obuf, olo, dbuf, dlo, op)
 }
