@@ -3,7 +3,6 @@ package collectives
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/shmcoll/shmcoll/circulant"
 	"github.com/shmcoll/shmcoll/simd"
@@ -410,8 +409,11 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 // skipTable returns the ascending skips 1 = t[0] < ... < t[q] = p.
 func (c *Comm) skipTable() []int {
 	if c.table == nil {
-		c.table = slices.Clone(c.skips)
-		slices.Reverse(c.table)
+		n := len(c.skips)
+		c.table = make([]int, n)
+		for k, s := range c.skips {
+			c.table[n-1-k] = s
+		}
 	}
 	return c.table
 }
