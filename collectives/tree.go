@@ -177,26 +177,29 @@ func (s *treeSeg) peer(q, phase, off, b int) ([]byte, error) {
 // children's partial areas (offset 0, phase 2t+2).
 func (s *treeSeg) up(nd treeNode, t int, dst, x []byte) error {
 	red := &s.a.red
-	if nd.c0 < 0 {
+	switch {
+	case nd.c0 < 0:
 		simd.Copy(dst, x)
-		return nil
-	}
-	l, err := s.peer(nd.c0, 2*t+2, 0, t)
-	if err != nil {
-		return err
-	}
-	if nd.c1 < 0 {
+	case nd.c1 < 0:
+		l, err := s.peer(nd.c0, 2*t+2, 0, t)
+		if err != nil {
+			return err
+		}
 		red.reduce3(dst, l, x)
 		s.c.last.Reduced++
-		return nil
+	default:
+		l, err := s.peer(nd.c0, 2*t+2, 0, t)
+		if err != nil {
+			return err
+		}
+		r, err := s.peer(nd.c1, 2*t+2, 0, t)
+		if err != nil {
+			return err
+		}
+		red.reduce3(dst, l, r)
+		red.reduce(dst, x)
+		s.c.last.Reduced += 2
 	}
-	r, err := s.peer(nd.c1, 2*t+2, 0, t)
-	if err != nil {
-		return err
-	}
-	red.reduce3(dst, l, r)
-	red.reduce(dst, x)
-	s.c.last.Reduced += 2
 	return nil
 }
 
