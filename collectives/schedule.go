@@ -430,6 +430,12 @@ func (c *Comm) sched(k schedKey) *schedule {
 	if s, ok := (*schedCache.Load())[k]; ok {
 		return s
 	}
+	return buildSched(k)
+}
+
+// buildSched builds the schedule k names and caches it (the lookup's slow
+// path, kept apart so that the lookup has no deferred call).
+func buildSched(k schedKey) *schedule {
 	schedMu.Lock()
 	defer schedMu.Unlock()
 	if s, ok := (*schedCache.Load())[k]; ok {
@@ -632,20 +638,22 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(r, e)
-		var out schedOut // no direct copies in the rotated layout
 		if s.rotated {
 			c.copyIn(a.esz, h, a.recv, 0, 1)
 		} else {
 			simd.Copy(span(h, esz, pre[r], pre[r+1]), span(a.recv, esz, uoff[r], uoff[r]+pre[r+1]-pre[r]))
-			out = schedOut{buf: a.recv, blocks: true}
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
-			return err
-		}
 		if s.rotated {
+			if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
+				return err
+			}
 			c.copyOut(a.esz, a.recv, h, 1, p)
 		} else {
+			out := schedOut{buf: a.recv, blocks: true}
+			if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
+				return err
+			}
 			c.copyResult(a.esz, s, h, pre, 0, out, r)
 		}
 		c.end(e)
