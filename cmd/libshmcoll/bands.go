@@ -17,7 +17,9 @@ import (
 )
 
 // The size bands each collective is served in, per communicator size p
-// ("*": every p not listed), as up to four ranges min:max of the total
+// (a number, a range lo-hi or lo-inf, or "*" for every p; later lines
+// override earlier ones, and every p from 64 up shares one entry), as up
+// to four ranges min:max of the total
 // bytes of the call's type signature (allreduce, bcast, reduce, scan,
 // exscan: the vector; reduce_scatter, allgatherv: the whole vector;
 // reduce_scatter_block, allgather, alltoall, gather, scatter: one rank's
@@ -25,7 +27,8 @@ import (
 // ranks, so its band is all or nothing: served when it contains 0. The
 // shipped ranges (defaultBands, per MPI in link_*.go) are where shmcoll
 // through this library was faster than the MPI it was built for, at p = 2
-// (docs/PERFORMANCE.md, "libshmcoll"), applied to every p.
+// for every p, with entries for more ranks where p = 4 and 8 differed
+// (docs/PERFORMANCE.md, "libshmcoll").
 // SHMCOLL_MPI_BANDS overrides entries, in the same form with ';' between
 // them, or is "all" to serve every call of at least one byte:
 //
@@ -123,12 +126,19 @@ func setBand(coll, p, ranges string) error {
 	}
 	first, last := 0, C.SC_BAND_P-1
 	if p != "*" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 {
-			return fmt.Errorf("%s: process count %q: want a number from 1, or *", coll, p)
+		a, b, isRange := strings.Cut(p, "-")
+		lo, err1 := strconv.Atoi(a)
+		hi, err2 := lo, error(nil)
+		if isRange && b != "inf" {
+			hi, err2 = strconv.Atoi(b)
 		}
-		first = min(n, C.SC_BAND_P-1)
-		last = first
+		if err1 != nil || err2 != nil || lo < 1 || hi < lo {
+			return fmt.Errorf("%s: process count %q: want a number from 1, a range lo-hi or lo-inf, or *", coll, p)
+		}
+		if isRange && b == "inf" {
+			hi = C.SC_BAND_P - 1
+		}
+		first, last = min(lo, C.SC_BAND_P-1), min(hi, C.SC_BAND_P-1)
 	}
 	for i := first; i <= last; i++ {
 		for k := range lo {
