@@ -150,9 +150,8 @@ func newSchedBuilder(p, npos int, rotated bool) *schedBuilder {
 	return b
 }
 
-// read adds to the current round: rank r reads positions [plo, phi) of
-// buffer pbuf of rank from and combines them by op with its own positions
-// from olo of obuf into its positions from dlo of dbuf.
+// read adds a read of rank r from rank from (see schedXfer) to the
+// current round.
 func (b *schedBuilder) read(r, from int, pbuf uint8, plo, phi int, obuf uint8, olo int, dbuf uint8, dlo int, op xop) {
 	b.readAt(b.t, r, from, pbuf, plo, phi, obuf, olo, dbuf, dlo, op)
 }
@@ -391,11 +390,11 @@ type schedOut struct {
 }
 
 // schedKey names a schedule, a pure function of its key built once per
-// process: the algorithm, what it computes (the family's kind), p, the
-// root (rooted collectives) and the halving levels (Rabenseifner).
+// process: the algorithm, the collective it computes, p, the root (rooted
+// collectives) and the halving levels (Rabenseifner).
 type schedKey struct {
 	alg        Algorithm
-	kind       uint8
+	coll       Collective
 	p, root, h int
 }
 
@@ -403,17 +402,17 @@ type schedKey struct {
 func (k schedKey) build() *schedule {
 	switch k.alg {
 	case Ring:
-		return ringSchedule(k.p, k.root, k.kind)
+		return ringSchedule(k.p, k.root, k.coll)
 	case MST:
-		return mstSchedule(k.p, k.root, k.kind)
+		return mstSchedule(k.p, k.root, k.coll)
 	case BDE:
-		return bdeSchedule(k.p, k.kind)
+		return bdeSchedule(k.p, k.coll)
 	case Bruck:
-		return bruckSchedule(k.p, k.kind == bruckKindAllreduce)
+		return bruckSchedule(k.p, k.coll == CollAllreduce)
 	case RabenseifnerOdd:
-		return rabOddSchedule(k.p, k.kind)
+		return rabOddSchedule(k.p, k.coll)
 	}
-	return rabSchedule(k.p, k.alg == Rabenseifner21, k.h, k.kind, k.root)
+	return rabSchedule(k.p, k.alg == Rabenseifner21, k.h, k.coll, k.root)
 }
 
 // The cache is an immutable map replaced on insertion, so that the

@@ -27,9 +27,8 @@ import (
 // [ceil(p/2), p), whose roots exchange their partial blocks and both
 // compute result block t = (lower tree's) op (upper tree's), bitwise the
 // same on both. A DualRoot rank with k children receives and reduces k
-// partial blocks a round and a root also the other root's; the number of
-// blocks comes from the pipelining lemma on 6h+1+3(n-1) steps, h the tree
-// height (treeKind.lead).
+// partial blocks a round and a root also the other root's. The number of
+// blocks comes from the pipelining lemma (treeKind.lead).
 //
 // Slot layout: a rank's slot half holds the partial area (blocks going
 // up) and, at alignUp(half/2), the result area (blocks going down); the
