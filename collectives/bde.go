@@ -104,20 +104,15 @@ func bdeSchedule(p int, kind uint8) *schedule {
 	return b.done(nil)
 }
 
-func (c *Comm) bdeSched(kind uint8) *schedule {
-	p := c.size
-	return cachedSchedule(schedKey{alg: BDE, kind: kind, p: p}, func() *schedule { return bdeSchedule(p, kind) })
-}
-
 func (c *Comm) bdeAllgather(ctx context.Context, a *call) error {
-	return c.schedAllgather(ctx, a, c.bdeSched(bdeKindAllgather))
+	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: BDE, kind: bdeKindAllgather}))
 }
 
 func (c *Comm) bdeReduceScatter(ctx context.Context, a *call) error {
-	return c.schedReduceScatter(ctx, a, c.bdeSched(bdeKindReduceScatter))
+	return c.schedReduceScatter(ctx, a, c.sched(schedKey{alg: BDE, kind: bdeKindReduceScatter}))
 }
 
 func (c *Comm) bdeAllreduce(ctx context.Context, a *call) error {
-	s := c.bdeSched(bdeKindAllreduce)
+	s := c.sched(schedKey{alg: BDE, kind: bdeKindAllreduce})
 	return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
 }

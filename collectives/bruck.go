@@ -32,6 +32,12 @@ func init() {
 	register(CollAllreduce, Bruck, (*Comm).bruckAllreduce, true)
 }
 
+// What a Bruck schedule computes.
+const (
+	bruckKindAllgather uint8 = iota
+	bruckKindAllreduce
+)
+
 // bruckSchedule: the allgather rounds; with reduce, an empty round 0 comes
 // first (the k-way reduction, done by the driver) and R is buffer X.
 func bruckSchedule(p int, reduce bool) *schedule {
@@ -52,14 +58,12 @@ func bruckSchedule(p int, reduce bool) *schedule {
 }
 
 func (c *Comm) bruckAllgather(ctx context.Context, a *call) error {
-	p := c.size
-	s := cachedSchedule(schedKey{alg: Bruck, p: p}, func() *schedule { return bruckSchedule(p, false) })
-	return c.schedAllgather(ctx, a, s)
+	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: Bruck, kind: bruckKindAllgather}))
 }
 
 func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 	esz, p, N, r := a.esz, c.size, a.count, c.rank
-	s := cachedSchedule(schedKey{alg: Bruck, kind: 1, p: p}, func() *schedule { return bruckSchedule(p, true) })
+	s := c.sched(schedKey{alg: Bruck, kind: bruckKindAllreduce})
 	M := c.half / esz / 2
 	in := a.input()
 	for base := 0; base == 0 || base < N; base += M {

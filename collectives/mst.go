@@ -61,13 +61,12 @@ func mstLevels(p, root int) [][]mstUnit {
 				continue
 			}
 			mid := g.lo + (g.hi-g.lo+1)/2
-			if g.h < mid {
-				us = append(us, mstUnit{g.lo, mid, g.hi, g.h, mid})
-				next = append(next, rng{g.lo, mid, g.h}, rng{mid, g.hi, mid})
-			} else {
-				us = append(us, mstUnit{g.lo, mid, g.hi, g.h, g.lo})
-				next = append(next, rng{g.lo, mid, g.lo}, rng{mid, g.hi, g.h})
+			o := mid // the other half's first rank, or the range's
+			if g.h >= mid {
+				o = g.lo
 			}
+			us = append(us, mstUnit{g.lo, mid, g.hi, g.h, o})
+			next = append(next, rng{g.lo, mid, min(g.h, o)}, rng{mid, g.hi, max(g.h, o)})
 		}
 		if len(us) == 0 {
 			return levels
@@ -121,7 +120,7 @@ func mstAdd(b *schedBuilder, levels [][]mstUnit, kind uint8) {
 }
 
 func (c *Comm) mstBcast(ctx context.Context, a *call) error {
-	return c.schedBcast(ctx, a, c.sched(MST, mstKindBcast, a.root, mstSchedule))
+	return c.schedBcast(ctx, a, c.sched(schedKey{alg: MST, kind: mstKindBcast, root: a.root}))
 }
 
 func (c *Comm) mstReduce(ctx context.Context, a *call) error {
@@ -129,7 +128,7 @@ func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 	if a.red.user != nil && !a.red.comm {
 		M /= 2 // buffer X is the scratch of peer-op-own reductions
 	}
-	s := c.sched(MST, mstKindReduce, a.root, mstSchedule)
+	s := c.sched(schedKey{alg: MST, kind: mstKindReduce, root: a.root})
 	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
@@ -139,7 +138,7 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	s := c.sched(MST, mstKindScatter, a.root, mstSchedule)
+	s := c.sched(schedKey{alg: MST, kind: mstKindScatter, root: a.root})
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {
@@ -170,7 +169,7 @@ func (c *Comm) mstGather(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	s := c.sched(MST, mstKindGather, a.root, mstSchedule)
+	s := c.sched(schedKey{alg: MST, kind: mstKindGather, root: a.root})
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {

@@ -81,18 +81,18 @@ func ringSchedule(p, root int, kind uint8) *schedule {
 }
 
 func (c *Comm) ringAllreduce(ctx context.Context, a *call) error {
-	s := c.sched(Ring, ringKindAllreduce, a.root, ringSchedule)
+	s := c.sched(schedKey{alg: Ring, kind: ringKindAllreduce})
 	return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
 }
 
 func (c *Comm) ringReduceScatter(ctx context.Context, a *call) error {
-	return c.schedReduceScatter(ctx, a, c.sched(Ring, ringKindReduceScatter, a.root, ringSchedule))
+	return c.schedReduceScatter(ctx, a, c.sched(schedKey{alg: Ring, kind: ringKindReduceScatter}))
 }
 
 func (c *Comm) ringAllgather(ctx context.Context, a *call) error {
-	return c.schedAllgather(ctx, a, c.sched(Ring, ringKindAllgather, a.root, ringSchedule))
+	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: Ring, kind: ringKindAllgather}))
 }
 
 func (c *Comm) ringBcast(ctx context.Context, a *call) error {
-	return c.schedBcast(ctx, a, c.sched(Ring, ringKindBcast, a.root, ringSchedule))
+	return c.schedBcast(ctx, a, c.sched(schedKey{alg: Ring, kind: ringKindBcast, root: a.root}))
 }

@@ -29,7 +29,7 @@ func symRun(t *testing.T, s *schedule, st symState) {
 			if rd >= len(rs.rounds) {
 				continue
 			}
-			for _, x := range rs.rounds[rd].xfers {
+			for _, x := range rs.rounds[rd] {
 				for i := range int(x.phi - x.plo) {
 					pv := snap[x.from][x.pbuf][int(x.plo)+i]
 					if pv == nil {
@@ -130,7 +130,7 @@ func countAcks(s *schedule) int {
 	n := 0
 	for _, rs := range s.ranks {
 		for _, rd := range rs.rounds {
-			for _, x := range rd.xfers {
+			for _, x := range rd {
 				n += len(x.acks)
 			}
 		}

@@ -146,14 +146,6 @@ func (k treeKind) lead(h int) float64 {
 	return float64(h - 1)
 }
 
-// delay is the round in which a rank of depth d takes result block 0.
-func (k treeKind) delay(n, d int) int {
-	if k == treeReduceBcast {
-		return n - 1 + d
-	}
-	return d
-}
-
 // treeSeg is one segment of a tree algorithm's call a: m elements cut
 // into n blocks, run in step e.
 type treeSeg struct {
@@ -219,7 +211,10 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)
 		n := machineCost.blocks(kind.lead(nd.height), m*esz, m, machineCost.beta+machineCost.gamma)
-		D := kind.delay(n, nd.depth)
+		D := nd.depth // the round in which this rank takes result block 0
+		if kind == treeReduceBcast {
+			D += n - 1
+		}
 		e, err := c.begin(ctx)
 		if err != nil {
 			return err
