@@ -118,6 +118,13 @@ func singleMin(coll Collective, over bool) int {
 			return 1 << 20
 		}
 		return 8 << 10
+	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter:
+		// From shmbench run -algo single,auto at np = 2; ranks that
+		// share CPUs keep the slots (not measured against them yet).
+		if over {
+			return 0
+		}
+		return 16 << 10
 	}
 	return 0
 }
@@ -147,13 +154,29 @@ func (c *Comm) CrossMemory() error { return c.ep.CrossMemory() }
 
 // singleOn reports whether the communicator can run Single: cross-memory
 // attach is on and a slot half holds the table.
-func (c *Comm) singleOn() bool { return c.ep.CrossMemory() == nil && 24*c.size <= c.half }
+func (c *Comm) singleOn() bool {
+	return c.ep.CrossMemory() == nil && singleTableBytes(c.size) <= c.half
+}
+
+// singleTableBytes is the size of a table of p ranks: two ranges and a
+// state word per rank.
+func singleTableBytes(p int) int { return 40 * p }
 
 // singleReady reports whether this rank may take Single for call a: the
-// communicator can, Single serves the collective, and a is not an
-// alltoall in place.
+// communicator can, Single serves the collective, a is not an alltoall
+// in place, and a reduction's pieces fit in the slot half.
 func (c *Comm) singleReady(a *call) bool {
-	return c.singleOn() && algorithms[a.coll][Single] != nil && !(a.coll == CollAlltoall && a.send == nil)
+	switch a.coll {
+	case CollAlltoall:
+		if a.send == nil {
+			return false
+		}
+	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter:
+		if !c.singleReduceOn() {
+			return false
+		}
+	}
+	return c.singleOn() && algorithms[a.coll][Single] != nil
 }
 
 // vectorAlgorithm returns the algorithm of a gatherv or scatterv (which
@@ -168,10 +191,12 @@ func (c *Comm) vectorAlgorithm(a *call, f impl) (Algorithm, impl) {
 
 // singleTable returns rank q's table of step e: for every rank j, the
 // address (in q's address space) and the length of the range j accesses,
-// then the p state words (singleState).
+// then the p state words (singleState), then for every rank j the address
+// and length of a second range (the reductions: the place of j's block in
+// q's recv, which j writes, beside the first, j's block of q's input).
 func (c *Comm) singleTable(q int, e uint64) []uint64 {
 	h := c.slotHalf(q, e)
-	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(h))), 3*c.size)
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(h))), 5*c.size)
 }
 
 // singleState returns the state word of rank q's entry for rank j in its
@@ -189,16 +214,23 @@ const (
 
 // offer writes b (empty: nothing) as this rank's entry for rank j in its
 // table of step e.
-func (c *Comm) offer(e uint64, j int, b []byte) {
+func (c *Comm) offer(e uint64, j int, b []byte) { c.offer2(e, j, b, nil) }
+
+// offer2 writes b0 and b1 (empty: nothing) as this rank's two ranges for
+// rank j in its table of step e.
+func (c *Comm) offer2(e uint64, j int, b0, b1 []byte) {
 	t := c.singleTable(c.rank, e)
-	t[2*j], t[2*j+1] = 0, uint64(len(b))
 	st := uint64(rangeClosed)
-	if len(b) > 0 {
-		t[2*j] = uint64(shm.AddrOf(b))
-		if singleBadAddr {
-			t[2*j] = badAddr
+	for k, b := range [2][]byte{b0, b1} {
+		w := t[2*j+3*c.size*k:]
+		w[0], w[1] = 0, uint64(len(b))
+		if len(b) > 0 {
+			w[0] = uint64(shm.AddrOf(b))
+			if singleBadAddr {
+				w[0] = badAddr
+			}
+			st = rangeOffered
 		}
-		st = rangeOffered
 	}
 	c.singleState(c.rank, e, j).Store(st)
 }
@@ -258,11 +290,20 @@ const badAddr = 1 << 12
 // waitOffer waits for q's phase 1 of step e and checks that q offers
 // this rank n bytes.
 func (c *Comm) waitOffer(ctx context.Context, q int, e uint64, n int) error {
+	return c.waitOffer2(ctx, q, e, n, 0)
+}
+
+// waitOffer2 waits for q's phase 1 of step e and checks that q offers
+// this rank n0 bytes in its first range and n1 in its second.
+func (c *Comm) waitOffer2(ctx context.Context, q int, e uint64, n0, n1 int) error {
 	if err := c.wait(ctx, q, e, 1); err != nil {
 		return err
 	}
-	if m := c.singleTable(q, e)[2*c.rank+1]; m != uint64(n) {
-		return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, m, c.rank, n))
+	t := c.singleTable(q, e)
+	for k, n := range [2]int{n0, n1} {
+		if m := t[2*c.rank+3*c.size*k+1]; m != uint64(n) {
+			return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, m, c.rank, n))
+		}
 	}
 	return nil
 }
@@ -271,10 +312,15 @@ func (c *Comm) waitOffer(ctx context.Context, q int, e uint64, n int) error {
 // q offers this rank in step e (after waitOffer): q's bytes into local, or
 // local into q's range when write.
 func (c *Comm) move(q int, e uint64, off int, local []byte, write bool) error {
+	return c.moveRange(q, e, 0, off, local, write)
+}
+
+// moveRange is move on q's range k (0 or 1) for this rank.
+func (c *Comm) moveRange(q int, e uint64, k, off int, local []byte, write bool) error {
 	if len(local) == 0 {
 		return nil
 	}
-	addr := uintptr(c.singleTable(q, e)[2*c.rank]) + uintptr(off)
+	addr := uintptr(c.singleTable(q, e)[2*c.rank+3*c.size*k]) + uintptr(off)
 	st := c.singleState(q, e, c.rank)
 	if !st.CompareAndSwap(rangeOffered, rangeCopying) {
 		// q's call failed and withdrew the range; q aborted first.
