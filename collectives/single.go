@@ -21,7 +21,9 @@ import (
 //
 //  1. every rank writes into its slot half a table of p ranges of its own
 //     memory, entry j the range that rank j accesses, and posts phase 1:
-//     allgather(v): the place of j's block in its recv, which j writes;
+//     allgather(v): the place of j's block in its recv, which j writes
+//     (an allgatherv of uneven blocks, singlePull: its own block, which j
+//     reads);
 //     alltoall(v): its send block for j, which j reads; bcast, scatter(v)
 //     and gather(v): at the root j's block of its buffer, at j its recv
 //     (gather: its send), which the two copy between them;
@@ -29,9 +31,9 @@ import (
 //     the length of their entries for it against its own buffer, copies,
 //     and posts phase 2: allgather writes its block into its own recv and
 //     every peer's piece by piece, so that each piece is read from memory
-//     once; alltoall reads its block from every peer; in the rooted calls
-//     the root copies 1/p of every block and each other rank the rest of
-//     its own, at once;
+//     once (or reads every peer's block); alltoall reads its block from
+//     every peer; in the rooted calls the root copies 1/p of every block
+//     and each other rank the rest of its own, at once;
 //  3. a rank whose ranges peers access returns only after every one of
 //     them posted phase 2 (the rooted calls: the root waits for every
 //     rank, every other rank for the root), so the caller owns its buffers
@@ -347,7 +349,10 @@ const singleChunk = 256 << 10
 
 // singleAllgather: every rank offers each peer j the place of j's block
 // in its recv; each rank copies its block into its own recv piece by piece
-// and writes each piece into every peer's recv.
+// and writes each piece into every peer's recv. That costs each rank p
+// times its own block, so an allgatherv whose blocks differ much
+// (singlePull) has every rank read the peers' blocks instead: each rank
+// then copies the whole vector, the same on every rank.
 func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 	esz, p, r := a.esz, c.size, c.rank
 	mine := span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r])
@@ -360,27 +365,71 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
-	c.offerBlocks(e, a, a.recv)
-	for i := 1; i < p; i++ {
-		if err := c.waitOffer(ctx, (r+i)%p, e, len(mine)); err != nil {
-			return err
+	if singlePull(a.counts, len(a.recv)) {
+		for j := range p {
+			if j != r {
+				c.offer(e, j, src)
+			}
 		}
-	}
-	for lo := 0; lo < len(src); lo += singleChunk {
-		hi := min(lo+singleChunk, len(src))
+		c.post(e, 1)
 		if a.send != nil {
-			simd.Copy(mine[lo:hi], a.send[lo:hi])
+			simd.Copy(mine, a.send)
 		}
 		for i := 1; i < p; i++ {
-			q := (r + i) % p
-			if err := c.move(q, e, lo, src[lo:hi], true); err != nil {
+			q := c.next(i)
+			b := span(a.recv, esz, a.displs[q], a.displs[q]+a.counts[q])
+			if err := c.waitOffer(ctx, q, e, len(b)); err != nil {
 				return err
+			}
+			if err := c.move(q, e, 0, b, false); err != nil {
+				return err
+			}
+		}
+	} else {
+		c.offerBlocks(e, a, a.recv)
+		for i := 1; i < p; i++ {
+			if err := c.waitOffer(ctx, (r+i)%p, e, len(mine)); err != nil {
+				return err
+			}
+		}
+		for lo := 0; lo < len(src); lo += singleChunk {
+			hi := min(lo+singleChunk, len(src))
+			if a.send != nil {
+				simd.Copy(mine[lo:hi], a.send[lo:hi])
+			}
+			for i := 1; i < p; i++ {
+				q := (r + i) % p
+				if err := c.move(q, e, lo, src[lo:hi], true); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
 	return c.endAll(ctx, e, 2)
 }
+
+// singlePull reports whether an allgather of blocks of counts elements
+// into recv bytes has every rank read the peers' blocks: the largest block
+// is more than 1/8 above the mean, so that writing it into every peer's
+// recv would keep its rank busy that much longer than the others, and recv
+// is below singlePullMax.
+func singlePull(counts []int, recv int) bool {
+	total, most := 0, 0
+	for _, n := range counts {
+		total += n
+		most = max(most, n)
+	}
+	return 8*most*len(counts) > 9*total && recv < singlePullMax
+}
+
+// singlePullMax bounds the allgathers that read the peers' blocks: from
+// there the copies run at the memory's pace, and the pull, which reads
+// every block from memory once per rank, moves more bytes than the
+// writes, which read each rank's block once (shmbench run -coll
+// allgatherv -algo single at np = 2, this build against the one that
+// always writes).
+const singlePullMax = 32 << 20
 
 func (c *Comm) singleAlltoall(ctx context.Context, a *call) (err error) {
 	esz, p, r := a.esz, c.size, c.rank
