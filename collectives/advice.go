@@ -3,7 +3,6 @@ package collectives
 import (
 	"fmt"
 	"os"
-	"sync/atomic"
 
 	"github.com/shmcoll/shmcoll/internal/clock"
 	"github.com/shmcoll/shmcoll/shm"
@@ -18,9 +17,9 @@ import (
 // writers their large publishes, and the schedule and circulant
 // allreduces probe a few lines (probeRead); two slow ones of a kind in a
 // row make the rank ask every writer for non-temporal stores for the next
-// adviceCalls calls, through its hint word (shm.Endpoint.Hint). Ranks that
-// share CPUs store regularly: the reader most likely runs on the writer's
-// CPU.
+// adviceCalls calls: its hint word (shm.Endpoint.Hint) holds the call
+// number up to which it asks. Ranks that share CPUs store regularly: the
+// reader most likely runs on the writer's CPU.
 //
 // The advice changes how bytes are stored, never which bytes are combined
 // in which order, so results do not depend on it and ranks need not agree
@@ -69,10 +68,6 @@ type storeAdvice struct {
 	sink                              byte   // what probeRead loaded, kept
 }
 
-// hint is rank q's hint word: the call number up to which q asks for
-// non-temporal stores.
-func (s *storeAdvice) hint(q int) *atomic.Uint64 { return s.ep.Hint(q) }
-
 // storeAdviceOff reads the Options field and the environment variable.
 func storeAdviceOff(opt Options) (bool, error) {
 	switch v := os.Getenv(StoreAdviceEnv); v {
@@ -92,7 +87,7 @@ func (s *storeAdvice) advised() bool {
 		return false
 	}
 	for q := range s.ep.Size() {
-		if s.hint(q).Load() >= *s.seq {
+		if s.ep.Hint(q).Load() >= *s.seq {
 			return true
 		}
 	}
@@ -219,7 +214,7 @@ func (s *storeAdvice) judgeRate(slow *int, n int, d int64, rate int64, calls uin
 	}
 	if *slow++; *slow >= 2 {
 		*slow = 0
-		s.hint(s.rank).Store(*s.seq + calls)
+		s.ep.Hint(s.rank).Store(*s.seq + calls)
 	}
 }
 

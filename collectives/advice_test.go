@@ -69,13 +69,13 @@ func TestPublishAdvice(t *testing.T) {
 	check(false)
 	// Rank 1 advises non-temporal stores for the next 64 calls: every
 	// writer follows, and nobody times copies meanwhile.
-	cs[1].adv.hint(1).Store(cs[1].seq + 1000)
+	cs[1].adv.ep.Hint(1).Store(cs[1].seq + 1000)
 	if cs[0].adv.readStart(1<<20) != 0 {
 		t.Error("a rank under advice times its copies")
 	}
 	check(true)
-	cs[0].adv.hint(0).Store(0)
-	cs[1].adv.hint(1).Store(0)
+	cs[0].adv.ep.Hint(0).Store(0)
+	cs[1].adv.ep.Hint(1).Store(0)
 	cs[0].adv.resetSlow()
 	// Two slow copies in a row (a zero start time is "not timed", so use
 	// a start long ago) advise; a fast one in between resets the count.
@@ -90,12 +90,12 @@ func TestPublishAdvice(t *testing.T) {
 		t.Fatal("a fast copy did not reset the count")
 	}
 	c.adv.copyDone(timedFromBytes, 1)
-	if !c.adv.advised() || c.adv.hint(0).Load() != c.seq+adviceCalls {
-		t.Fatalf("two slow copies in a row: advice %d at call %d", c.adv.hint(0).Load(), c.seq)
+	if !c.adv.advised() || c.adv.ep.Hint(0).Load() != c.seq+adviceCalls {
+		t.Fatalf("two slow copies in a row: advice %d at call %d", c.adv.ep.Hint(0).Load(), c.seq)
 	}
 	// Reads and writes are counted apart: a fast write between two slow
 	// reads does not reset the reads' count.
-	c.adv.hint(0).Store(0)
+	c.adv.ep.Hint(0).Store(0)
 	c.adv.copyDone(timedFromBytes, 1)
 	c.adv.judge(&c.adv.slowWrites, timedFromBytes, clock.Nanotime(), slowCopyRate, adviceCalls)
 	c.adv.copyDone(timedFromBytes, 1)
@@ -189,9 +189,9 @@ func TestSmallAllreduceAdvice(t *testing.T) {
 		}
 	}
 	run(false)
-	cs[0].adv.hint(0).Store(cs[0].seq + 1000)
+	cs[0].adv.ep.Hint(0).Store(cs[0].seq + 1000)
 	run(true)
-	cs[0].adv.hint(0).Store(0)
+	cs[0].adv.ep.Hint(0).Store(0)
 
 	c := cs[0]
 	c.adv.resetSlow()
@@ -206,7 +206,7 @@ func TestSmallAllreduceAdvice(t *testing.T) {
 	}
 	c.adv.judge(&c.adv.slowReads, sampledReduceMin, 1, slowReduceRate, sampledAdviceCalls)
 	c.adv.judge(&c.adv.slowReads, sampledReduceMin, 1, slowReduceRate, sampledAdviceCalls)
-	if got := c.adv.hint(0).Load(); got != c.seq+sampledAdviceCalls {
+	if got := c.adv.ep.Hint(0).Load(); got != c.seq+sampledAdviceCalls {
 		t.Errorf("two slow samples: advice %d at call %d, want %d", got, c.seq, c.seq+sampledAdviceCalls)
 	}
 }
@@ -321,7 +321,7 @@ func TestPublishOwn(t *testing.T) {
 					if err := Barrier(context.Background(), c); err != nil {
 						return err
 					}
-					c.adv.hint(r).Store(0)
+					c.adv.ep.Hint(r).Store(0)
 					c.adv.resetSlow()
 					if err := Barrier(context.Background(), c); err != nil {
 						return err
@@ -393,7 +393,7 @@ func TestProbeRead(t *testing.T) {
 				}
 			}
 			check(false)
-			cs[p-1].adv.hint(p - 1).Store(cs[p-1].seq + 1000)
+			cs[p-1].adv.ep.Hint(p - 1).Store(cs[p-1].seq + 1000)
 			c := cs[0]
 			before := c.adv.samples
 			if !c.adv.probeRead(make([]byte, probeBytes)) {
@@ -403,8 +403,8 @@ func TestProbeRead(t *testing.T) {
 				t.Errorf("%v p=%d: a rank under advice probed", alg, p)
 			}
 			check(true)
-			cs[p-1].adv.hint(p - 1).Store(0)
-			c.adv.hint(0).Store(0)
+			cs[p-1].adv.ep.Hint(p - 1).Store(0)
+			c.adv.ep.Hint(0).Store(0)
 			c.adv.resetSlow()
 			// probeRead's judgement of a probe of n bytes in d ns.
 			probeDone := func(n int, d int64) { c.adv.judgeRate(&c.adv.slowProbes, n, d, slowProbeRate, adviceCalls) }
@@ -418,10 +418,10 @@ func TestProbeRead(t *testing.T) {
 				t.Fatal("a fast probe did not reset the count")
 			}
 			probeDone(probeBytes, probeBytes)
-			if got := c.adv.hint(0).Load(); got != c.seq+adviceCalls {
+			if got := c.adv.ep.Hint(0).Load(); got != c.seq+adviceCalls {
 				t.Fatalf("two slow probes in a row: advice %d at call %d, want %d", got, c.seq, c.seq+adviceCalls)
 			}
-			c.adv.hint(0).Store(0)
+			c.adv.ep.Hint(0).Store(0)
 		}
 	}
 }
@@ -432,8 +432,8 @@ func TestProbeRead(t *testing.T) {
 func TestStoreAdviceOff(t *testing.T) {
 	check := func(name string, cs []*Comm) {
 		t.Helper()
-		cs[1].adv.hint(1).Store(cs[1].seq + 1000)
-		defer cs[1].adv.hint(1).Store(0)
+		cs[1].adv.ep.Hint(1).Store(cs[1].seq + 1000)
+		defer cs[1].adv.ep.Hint(1).Store(0)
 		c := cs[0]
 		if c.adv.advised() || c.adv.timed(1<<30) || c.adv.sample(1) || c.adv.probeRead(make([]byte, probeBytes)) {
 			t.Errorf("%s: advice off but advised, timed or sampled", name)

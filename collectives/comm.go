@@ -101,7 +101,7 @@ type Comm struct {
 	sc      scratch // memory the calls reuse
 	chosen  [numColls]choice
 	checked []uint64 // checked[q] == step: q's descriptor for this step was compared
-	half    int      // bytes of a slot half
+	half    int      // bytes of a slot half: at least half a page (shm rounds slots to pages)
 	adv     storeAdvice
 
 	opt   Options

@@ -396,8 +396,8 @@ func TestDirectBitwise(t *testing.T) {
 					// The ranks ask for non-temporal stores, as on
 					// different dies: two ranks not in place each reduce
 					// both blocks.
-					c.adv.hint(r).Store(math.MaxUint64)
-					defer c.adv.hint(r).Store(0)
+					c.adv.ep.Hint(r).Store(math.MaxUint64)
+					defer c.adv.ep.Hint(r).Store(0)
 				}
 				recv, _ := Alloc[float64](c, n)
 				var send []float64

@@ -45,9 +45,8 @@ import (
 //
 // Phases: a rank posts phase 1 when it begins the step (the root of a
 // bcast posts the last phase at once: its whole segment is in its half),
-// and phase i+1 before
-// round i in which it exposes a block, after rounds 0..i-1 are done; in
-// round i a rank waits for its peer's phase i+1. The schedules guarantee
+// and phase i+1 before round i in which it exposes a block, after rounds
+// 0..i-1 are done; in round i a rank waits for its peer's phase i+1. The schedules guarantee
 // that what a peer exposes in round i it received (bcast, allgatherv) or
 // completed (reduce, reduce-scatter) in an earlier round.
 //
@@ -83,32 +82,21 @@ type costModel struct {
 	alpha, beta, gamma float64
 }
 
-// machineCost is the model of the two-core machine shmcoll is built on.
-// BenchmarkCostModel (nblock_bench_test.go) measures its constants: alpha
-// as half a phase ping-pong between two in-process ranks, beta as the time
-// per byte of copying 64 KiB blocks from a peer's slot half into one's own,
-// gamma as that of reducing them (float64 sum) less beta:
-//
-//	go test -run='^$' -bench=CostModel -benchtime=1x -count=5 ./collectives/
-//
+// machineCost is the model of the two-core machine shmcoll is built on,
+// its constants measured by BenchmarkCostModel (nblock_bench_test.go).
 // alpha is the hand-off of ranks that outnumber the cores, which needs the
-// scheduler, not the idle cache-line hand-off: the machine runs more ranks
-// than its cores (as CI and the np = 8 targets do), where
-// BenchmarkNblockBlocks finds bcast and the dual-root allreduce fastest
-// with few blocks. Every rank must use the same values: the block count is
-// not part of the call descriptor.
+// scheduler: the machine's usual case (CI, np = 8), where few blocks are
+// best (BenchmarkNblockBlocks). Every rank must use the same values: the
+// block count is not part of the call descriptor.
 var machineCost = costModel{alpha: 20000, beta: 0.03, gamma: 0.03}
 
-// fitCost is the model for the n-block reduce when every rank has a CPU
-// of its own: a hand-off is one cache line changing owner, and the ranks
-// run at once, so a rank's copy of a
-// block of its input into its slot (expose), just before the round that
-// lets its reader in, overlaps the reader's reduction of the block before:
-// a stage of lead more (nblocks). With the papers' count (n-1+q rounds:
-// one block for p=2) nothing overlaps it. The other n-block collectives
-// copy a whole segment in before their rounds: more blocks only add
-// rounds there, so they keep machineCost; so does a reduce of more than
-// one segment, whose steps overlap the same way.
+// fitCost is the model for the n-block reduce of one segment when every
+// rank has a CPU of its own: a hand-off is one cache line changing owner,
+// and a rank's copy of an input block into its slot (expose) overlaps its
+// reader's reduction of the block before, one pipeline stage more
+// (nblocks). The other n-block collectives copy their segment in before
+// the rounds, and the steps of a reduce of several segments overlap each
+// other instead: more blocks only add rounds there (machineCost).
 var fitCost = costModel{alpha: 200, beta: 0.03, gamma: 0.03}
 
 // maxBlocks bounds the number of blocks of an n-block step (a reduce keeps
@@ -132,12 +120,9 @@ func (m costModel) blocks(lead float64, bytes, elems int, perByte float64) int {
 
 // nblocks is the block count of an n-block collective of bytes (elems
 // elements in the widest piece) with a schedule of q rounds of latency:
-// n-1+q rounds of copies, or of reductions when reduce is set. exposes
-// says that the collective copies each block into the slot just before
-// its first round, and that nothing else overlaps that copy (the reduce of
-// one segment): where the ranks run at once, it is a stage of the
-// pipeline (fitCost), as for pipeElems: ranks that are not oversubscribed
-// (shm: process ranks no more than the online CPUs, or goroutine ranks).
+// n-1+q rounds of copies, or of reductions if reduce. exposes: each block
+// is copied into the slot just before its first round and nothing else
+// overlaps the copy (fitCost where the ranks are not oversubscribed).
 // Every rank computes the same count.
 func (c *Comm) nblocks(q, bytes, elems int, reduce, exposes bool) int {
 	m, lead := machineCost, float64(q-1)

@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"context"
-	"fmt"
 	"math/bits"
 	"slices"
 
@@ -96,14 +95,16 @@ func rabHalvings(bytes, L int) int {
 	return h
 }
 
+// rabMember is a member of a butterfly group: its rank, the range of
+// positions it holds and the buffer that holds them.
 type rabMember struct {
 	rank, lo, hi int
 	buf          uint8
 }
 
-// rabUnit is a pair (w < 0) or a triple of one level: a keeps [lo, mid),
-// b keeps [mid, hi), w is eliminated.
-type rabUnit struct{ a, b, w, lo, mid, hi int }
+// rabUnit is a pair or a triple of one level: a keeps [lo, mid), b keeps
+// [mid, hi).
+type rabUnit struct{ a, b, lo, mid, hi int }
 
 // rabExchange adds the reads of round t in which the adjacent members
 // x < y of a group exchange: halving, x keeps the lower half and y the
@@ -160,47 +161,20 @@ func rabTriple(b *schedBuilder, avail []int, m0, m1, m2 *rabMember, halving bool
 	return *x, *y, w.rank
 }
 
-// rabSchedule builds the schedule for p ranks: 2-to-1 elimination if
-// elim21, else 3-to-2; the first h levels halve, the others exchange whole
-// ranges (h = L for a reduce-scatter).
-func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
-	L := floorLog2(p)
-	P := 1 << L
-	b := newSchedBuilder(p, P, false)
-	keeper := make([]int, p)
-	for i := range keeper {
-		keeper[i] = -1
-	}
-	var members []rabMember
-	if elim21 {
-		z := p - P
-		for i := range z {
-			b.read(2*i, 2*i+1, bufW, 0, P, bufW, 0, bufW, 0, xReduce)
-			keeper[2*i+1] = 2 * i
-			members = append(members, rabMember{rank: 2 * i, hi: P})
-		}
-		if z > 0 {
-			b.endRound()
-		}
-		for r := 2 * z; r < p; r++ {
-			members = append(members, rabMember{rank: r, hi: P})
-		}
-	} else {
-		for r := range p {
-			members = append(members, rabMember{rank: r, hi: P})
-		}
-	}
-
-	// Reduce-scatter levels. Each member goes on as soon as its unit is
-	// done, so a triple's second round overlaps the next level of the
-	// others (the paper's overlapping).
-	avail := make([]int, p)
+// rabButterfly adds the reduce-scatter levels of the butterfly on groups
+// of adjacent members: L levels, the first h halving; a group of odd size
+// ends in a triple, whose eliminated member's keeper it records in keeper.
+// Each member goes on as soon as its unit is done, so a triple's second
+// round overlaps the next level of the others (the paper's overlapping).
+// It returns the groups before each level and after the last
+// (levels[0..L]) and the units of each level by group (units[l][group]).
+func rabButterfly(b *schedBuilder, groups [][]rabMember, L, h int, keeper []int) ([][][]rabMember, [][][]rabUnit) {
+	avail := make([]int, b.s.p)
 	for r := range avail {
 		avail[r] = b.t
 	}
-	groups := [][]rabMember{members}
 	levels := [][][]rabMember{groups}
-	units := make([][][]rabUnit, L) // units[l][group]
+	units := make([][][]rabUnit, L)
 	for l := range L {
 		halving := l < h
 		var next [][]rabMember
@@ -218,13 +192,13 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 				t := max(avail[x.rank], avail[y.rank])
 				rabExchange(b, t, x, y, halving)
 				avail[x.rank], avail[y.rank] = t+1, t+1
-				gu = append(gu, rabUnit{a: x.rank, b: y.rank, w: -1, lo: lo, mid: (lo + hi) / 2, hi: hi})
+				gu = append(gu, rabUnit{a: x.rank, b: y.rank, lo: lo, mid: (lo + hi) / 2, hi: hi})
 				lower, upper = append(lower, *x), append(upper, *y)
 			}
 			if n%2 == 1 {
 				x, y, w := rabTriple(b, avail, &g[n-3], &g[n-2], &g[n-1], halving)
 				keeper[w] = x.rank
-				gu = append(gu, rabUnit{a: x.rank, b: y.rank, w: w, lo: lo, mid: (lo + hi) / 2, hi: hi})
+				gu = append(gu, rabUnit{a: x.rank, b: y.rank, lo: lo, mid: (lo + hi) / 2, hi: hi})
 				lower, upper = append(lower, x), append(upper, y)
 			}
 			units[l] = append(units[l], gu)
@@ -236,16 +210,92 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 	for end := slices.Max(avail); b.t < end; {
 		b.endRound()
 	}
+	return levels, units
+}
+
+// rabAllgather adds the butterfly's allgather: the levels of units in
+// reverse, the members of each unit copying the half they gave away from
+// their partner; buf[r] is the buffer that holds rank r's range.
+func rabAllgather(b *schedBuilder, units [][][]rabUnit, buf []uint8) {
+	for l := len(units) - 1; l >= 0; l-- {
+		for _, gu := range units[l] {
+			for _, u := range gu {
+				b.read(u.a, u.b, buf[u.b], u.mid, u.hi, bufW, 0, buf[u.a], u.mid, xCopy)
+				b.read(u.b, u.a, buf[u.a], u.lo, u.mid, bufW, 0, buf[u.b], u.lo, xCopy)
+			}
+		}
+		b.endRound()
+	}
+}
+
+// rabGather adds a reduce's binomial gather on the butterfly's groups:
+// the collector of a group, that of the subgroup holding target if any,
+// else of the lower one, copies the other half from the other subgroup's
+// collector, in the levels below h. It returns the collector of the whole
+// range.
+func rabGather(b *schedBuilder, levels [][][]rabMember, units [][][]rabUnit, h int, buf []uint8, target int) int {
+	var coll []int // the collectors of the groups of the level below
+	for _, g := range levels[len(units)] {
+		coll = append(coll, g[0].rank)
+	}
+	for l := len(units) - 1; l >= 0; l-- {
+		var up []int
+		for i, gu := range units[l] {
+			x, y, u := coll[2*i], coll[2*i+1], gu[0]
+			c, o, lo, hi := x, y, u.mid, u.hi
+			if y == target {
+				c, o, lo, hi = y, x, u.lo, u.mid
+			}
+			up = append(up, c)
+			if l < h {
+				b.read(c, o, buf[o], lo, hi, bufW, 0, buf[c], lo, xCopy)
+			}
+		}
+		if l < h {
+			b.endRound()
+		}
+		coll = up
+	}
+	return coll[0]
+}
+
+// rabSchedule builds the schedule for p ranks: 2-to-1 elimination if
+// elim21, else 3-to-2; the first h levels halve, the others exchange whole
+// ranges (h = L for a reduce-scatter).
+func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
+	L := floorLog2(p)
+	P := 1 << L
+	b := newSchedBuilder(p, P, false)
+	keeper := make([]int, p)
+	for i := range keeper {
+		keeper[i] = -1
+	}
+	z := 0 // ranks 2i+1 < 2z hand their vector to rank 2i (2-to-1)
+	if elim21 {
+		z = p - P
+	}
+	for i := range z {
+		b.read(2*i, 2*i+1, bufW, 0, P, bufW, 0, bufW, 0, xReduce)
+		keeper[2*i+1] = 2 * i
+	}
+	if z > 0 {
+		b.endRound()
+	}
+	var members []rabMember
+	for r := range p {
+		if keeper[r] < 0 {
+			members = append(members, rabMember{rank: r, hi: P})
+		}
+	}
+	levels, units := rabButterfly(b, [][]rabMember{members}, L, h, keeper)
 	b.s.eliminated = make([]bool, p)
 	for r, k := range keeper {
 		b.s.eliminated[r] = k >= 0
 	}
-	buf := make([]uint8, p)
+	buf := make([]uint8, p) // the buffer of each rank's result
 	pos := make([]int, p)
-	for _, g := range groups {
-		for _, m := range g {
-			buf[m.rank], pos[m.rank] = m.buf, m.lo
-		}
+	for _, g := range levels[L] {
+		buf[g[0].rank], pos[g[0].rank] = g[0].buf, g[0].lo
 	}
 	final := func(e int) int {
 		k := keeper[e]
@@ -254,85 +304,46 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 		}
 		return k
 	}
-	out := make([]uint8, p)
+	// An eliminated rank reads its result (allreduce), its position
+	// (reduce-scatter) or the root's (reduce) from its final keeper.
+	last := false
 	switch kind {
-	case rabKindAllreduce, rabKindReduce:
-		// Allgather levels in reverse. For reduce, a binomial gather: the
-		// collector of a group, that of the subgroup holding the root (or
-		// the root's keeper) if any, else of the lower one, copies the
-		// other half from the other subgroup's collector.
+	case rabKindAllreduce:
+		rabAllgather(b, units[:h], buf)
+		for e := range p {
+			if keeper[e] >= 0 {
+				k := final(e)
+				b.read(e, k, buf[k], 0, P, bufW, 0, bufW, 0, xCopy)
+				buf[e], last = bufW, true
+			}
+		}
+	case rabKindReduce:
 		target := root
 		if keeper[root] >= 0 {
 			target = final(root)
 		}
-		coll := make([][]int, L+1)
-		for _, g := range levels[L] {
-			coll[L] = append(coll[L], g[0].rank)
-		}
-		for l := L - 1; l >= 0; l-- {
-			for i := range levels[l] {
-				x := coll[l+1][2*i]
-				if coll[l+1][2*i+1] == target {
-					x = coll[l+1][2*i+1]
-				}
-				coll[l] = append(coll[l], x)
-			}
-			if l >= h {
-				continue
-			}
-			for i, gu := range units[l] {
-				if kind == rabKindReduce {
-					x, y, u := coll[l+1][2*i], coll[l+1][2*i+1], gu[0]
-					if y == target {
-						b.read(y, x, buf[x], u.lo, u.mid, bufW, 0, buf[y], u.lo, xCopy)
-					} else {
-						b.read(x, y, buf[y], u.mid, u.hi, bufW, 0, buf[x], u.mid, xCopy)
-					}
-					continue
-				}
-				for _, u := range gu {
-					b.read(u.a, u.b, buf[u.b], u.mid, u.hi, bufW, 0, buf[u.a], u.mid, xCopy)
-					b.read(u.b, u.a, buf[u.a], u.lo, u.mid, bufW, 0, buf[u.b], u.lo, xCopy)
-				}
-			}
-			b.endRound()
-		}
-		simd.Copy(out, buf)
-		last := false
-		if kind == rabKindAllreduce {
-			for e := range p {
-				if keeper[e] >= 0 {
-					k := final(e)
-					b.read(e, k, buf[k], 0, P, bufW, 0, bufW, 0, xCopy)
-					out[e] = bufW
-					last = true
-				}
-			}
-		} else if c := coll[0][0]; root != c {
+		if c := rabGather(b, levels, units, h, buf, target); root != c {
 			b.read(root, c, buf[c], 0, P, bufW, 0, bufW, 0, xCopy)
-			out[root] = bufW
-			last = true
+			buf[root], last = bufW, true
 		}
-		if last {
-			b.endRound()
+	case rabKindReduceScatter:
+		s := b.s
+		s.posBlocks = make([][]int, P)
+		for r := range p {
+			k := r
+			if keeper[r] >= 0 {
+				k = final(r)
+				b.read(r, k, bufW, pos[k], pos[k]+1, bufW, 0, bufW, pos[k], xCopy)
+				last = true
+			}
+			s.posBlocks[pos[k]] = append(s.posBlocks[pos[k]], r)
 		}
-		return b.done(out)
+		buf = nil
 	}
-	// Reduce-scatter: every eliminated rank reads its keeper's position.
-	s := b.s
-	s.posBlocks = make([][]int, P)
-	for r := range p {
-		k := r
-		if keeper[r] >= 0 {
-			k = final(r)
-			b.read(r, k, bufW, pos[k], pos[k]+1, bufW, 0, bufW, pos[k], xCopy)
-		}
-		s.posBlocks[pos[k]] = append(s.posBlocks[pos[k]], r)
-	}
-	if p > P {
+	if last {
 		b.endRound()
 	}
-	return b.done(nil)
+	return b.done(buf)
 }
 
 // rabSched returns the cached schedule of algorithm alg.
@@ -349,9 +360,6 @@ func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 		return c.pairAllreduce(ctx, a)
 	}
 	M := c.half / a.esz / 2
-	if M < 1 {
-		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
-	}
 	kind, root := rabKindAllreduce, 0
 	if a.coll == CollReduce {
 		kind, root = rabKindReduce, a.root
@@ -521,39 +529,16 @@ func rabOddSchedule(p int, kind uint8) *schedule {
 			groups[k] = append(groups[k], rabMember{rank: g*q + k, lo: lo, hi: hi})
 		}
 	}
-	all := groups
-	units := make([][]rabUnit, n)
-	for l := range n {
-		var next [][]rabMember
-		for _, g := range all {
-			var lower, upper []rabMember
-			for i := 0; i+1 < len(g); i += 2 {
-				x, y := &g[i], &g[i+1]
-				lo, hi := x.lo, x.hi
-				rabExchange(b, b.t, x, y, true)
-				units[l] = append(units[l], rabUnit{a: x.rank, b: y.rank, w: -1, lo: lo, mid: (lo + hi) / 2, hi: hi})
-				lower, upper = append(lower, *x), append(upper, *y)
-			}
-			next = append(next, lower, upper)
-		}
-		all = next
-		b.endRound()
-	}
+	levels, units := rabButterfly(b, groups, n, n, nil)
 	if kind == rabKindReduceScatter {
 		s := b.s
 		s.posBlocks = make([][]int, p)
-		for _, g := range all {
+		for _, g := range levels[n] {
 			s.posBlocks[g[0].lo] = []int{g[0].rank}
 		}
 		return b.done(nil)
 	}
-	for l := n - 1; l >= 0; l-- {
-		for _, u := range units[l] {
-			b.read(u.a, u.b, bufW, u.mid, u.hi, bufW, 0, bufW, u.mid, xCopy)
-			b.read(u.b, u.a, bufW, u.lo, u.mid, bufW, 0, bufW, u.lo, xCopy)
-		}
-		b.endRound()
-	}
+	rabAllgather(b, units, make([]uint8, p))
 	if q > 1 {
 		for r := range p {
 			g, k := r/q, r%q
@@ -579,9 +564,6 @@ func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
 		return c.pairAllreduce(ctx, a)
 	}
 	M := c.half / a.esz / 2
-	if M < 1 {
-		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
-	}
 	s := c.rabOddSched(rabKindAllreduce)
 	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }

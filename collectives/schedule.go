@@ -396,10 +396,8 @@ type schedOut struct {
 	// base+off[i] (vector) or block i at element c.sc.uoff[i] (blocks):
 	// the fused reductions read it.
 	in []byte
-	// probe: the fused reductions of an allreduce's segments
-	// (schedVector), where the ranks have CPUs of their own, probe the
-	// placement and store non-temporally when advised (probeRead), like
-	// the circulant allreduce's.
+	// probe: the fused reductions probe the placement and store
+	// non-temporally when advised (probeRead), as the circulant allreduce's.
 	probe bool
 }
 
@@ -417,28 +415,21 @@ var (
 	schedCache atomic.Pointer[map[schedKey]*schedule]
 )
 
+func init() { schedCache.Store(&map[schedKey]*schedule{}) }
+
 func cachedSchedule(k schedKey, build func() *schedule) *schedule {
-	if m := schedCache.Load(); m != nil {
-		if s, ok := (*m)[k]; ok {
-			return s
-		}
+	if s, ok := (*schedCache.Load())[k]; ok {
+		return s
 	}
 	schedMu.Lock()
 	defer schedMu.Unlock()
-	old := schedCache.Load()
-	if old != nil {
-		if s, ok := (*old)[k]; ok {
-			return s
-		}
+	if s, ok := (*schedCache.Load())[k]; ok {
+		return s
 	}
-	s := build()
-	m := make(map[schedKey]*schedule)
-	if old != nil {
-		maps.Copy(m, *old)
-	}
-	m[k] = s
+	m := maps.Clone(*schedCache.Load())
+	m[k] = build()
 	schedCache.Store(&m)
-	return s
+	return m[k]
 }
 
 // sched returns the schedule of alg's kind for this p and root, which
@@ -448,24 +439,18 @@ func (c *Comm) sched(alg Algorithm, kind uint8, root int, build func(p, root int
 	return cachedSchedule(schedKey{alg: alg, kind: kind, p: p, a: root}, func() *schedule { return build(p, root, kind) })
 }
 
-// schedOff returns the element offset of position i of rank x in a buffer:
-// off[i] in the natural layout, the rotated offset otherwise (blocks in
-// c.sc.pre).
-func (c *Comm) schedOff(s *schedule, off []int, x, i int) int {
-	if s.rotated {
-		return c.roff(x, i)
-	}
-	return off[i]
-}
-
 // schedSpan returns positions [lo, hi) of buffer buf of rank x's half h,
-// elements of esz bytes.
+// elements of esz bytes: position i at off[i] in the natural layout, at
+// the rotated offset of block (x+i) mod p otherwise (blocks in c.sc.pre).
 func (c *Comm) schedSpan(esz int, s *schedule, h []byte, off []int, xoff, x int, buf uint8, lo, hi int) []byte {
 	base := 0
 	if buf == bufX {
 		base = xoff
 	}
-	return span(h, esz, base+c.schedOff(s, off, x, lo), base+c.schedOff(s, off, x, hi))
+	if s.rotated {
+		return span(h, esz, base+c.roff(x, lo), base+c.roff(x, hi))
+	}
+	return span(h, esz, base+off[lo], base+off[hi])
 }
 
 // runSchedule runs the calling rank's rounds of s in step e. The driver has
@@ -611,8 +596,6 @@ func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) err
 		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(c.rank, e)
-		// Copy in what is read before the rank reduces into it; the
-		// fused reductions read the rest from send.
 		for _, rg := range s.ranks[c.rank].slotIn {
 			for j := int(rg[0]); j < int(rg[1]); j++ {
 				simd.Copy(span(h, esz, pre[j], pre[j+1]), span(a.send, esz, uoff[j], uoff[j]+pre[j+1]-pre[j]))

@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/shmcoll/shmcoll/simd"
 )
@@ -187,29 +186,26 @@ func (s *treeSeg) peer(q, phase, off, b int) ([]byte, error) {
 // children's partial areas (offset 0, phase 2t+2).
 func (s *treeSeg) up(nd treeNode, t int, dst, x []byte) error {
 	red := &s.a.red
-	switch {
-	case nd.c0 < 0:
+	if nd.c0 < 0 {
 		simd.Copy(dst, x)
-	case nd.c1 < 0:
-		l, err := s.peer(nd.c0, 2*t+2, 0, t)
-		if err != nil {
-			return err
-		}
+		return nil
+	}
+	l, err := s.peer(nd.c0, 2*t+2, 0, t)
+	if err != nil {
+		return err
+	}
+	if nd.c1 < 0 {
 		red.reduce3(dst, l, x)
 		s.c.last.Reduced++
-	default:
-		l, err := s.peer(nd.c0, 2*t+2, 0, t)
-		if err != nil {
-			return err
-		}
-		r, err := s.peer(nd.c1, 2*t+2, 0, t)
-		if err != nil {
-			return err
-		}
-		red.reduce3(dst, l, r)
-		red.reduce(dst, x)
-		s.c.last.Reduced += 2
+		return nil
 	}
+	r, err := s.peer(nd.c1, 2*t+2, 0, t)
+	if err != nil {
+		return err
+	}
+	red.reduce3(dst, l, r)
+	red.reduce(dst, x)
+	s.c.last.Reduced += 2
 	return nil
 }
 
@@ -218,9 +214,6 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 	nd := treeNodeOf(kind, p, c.rank)
 	area := c.half / 2 &^ (lineBytes - 1)
 	M := area / esz
-	if M < 1 {
-		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small", ErrInvalidArgument, c.half))
-	}
 	in := a.input()
 	singleRoot := nd.parent < 0 && nd.peerRoot < 0
 	for base := 0; base == 0 || base < N; base += M {
@@ -293,37 +286,29 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 	return nil
 }
 
-// The single pipelined binary tree of Träff (002) used one way: reduce up
-// the balanced postorder tree of the p ranks (tree.go), bcast down it. The
-// tree's root is rank p-1; the collective's root, if another rank, is
+// Tree's reduce and bcast: the same postorder tree of the p ranks used one
+// way. Its root is rank p-1; the collective's root, if another rank, is
 // joined by one more hand-off rather than by renumbering the ranks, which
 // would rotate the reduction order:
 //
-//   - reduce: in round t every rank computes partial block t over its
-//     subtree, (first child's) op (second child's) op own input — rank
-//     order, so non-commutative operators are correct — and exposes it to
-//     its parent; rank p-1's partial blocks are the result. A root other
-//     than p-1 takes result block t-h from rank p-1 in round t (h the tree
-//     height), after exposing its own partial block t. n-1+h rounds, one
-//     more with the hand-off.
+//   - reduce: the up rounds of the allreduce; rank p-1's partial blocks
+//     are the result. A root other than p-1 takes result block t-h from
+//     rank p-1 in round t (h the tree height), after exposing its own
+//     partial block t. n-1+h rounds, one more with the hand-off.
 //   - bcast: the root exposes its whole segment at once; every other rank
 //     takes block b from its parent (rank p-1: from the root) and exposes
 //     it to its children. n-1+h rounds, one more with the hand-off.
 //
-// Number of blocks: the pipelining lemma on n-1+h(+1) rounds, lead h-1
-// (h with the hand-off), see costModel.blocks; every rank computes it from
-// p, the root and the segment size.
-//
-// Phases of step e: 1 at the start; reduce: 2t+2 when partial block t is
-// exposed (the phases of tree.go's up, whose code it shares); bcast:
-// b+2 when block b is (the root posts n+1 at once).
+// Number of blocks: the pipelining lemma with lead h-1, h with the
+// hand-off (rootedLead); every rank computes it from p, the root and the
+// segment size. Phases of step e: 1 at the start; reduce: 2t+2 when
+// partial block t is exposed, as in the allreduce; bcast: b+2 when block
+// b is (the root posts n+1 at once).
 //
 // Slot reuse within a step (structure): a rank writes each block of its
-// slot half once, before the phase that exposes it, and never again. The
-// whole half holds the segment: a reduce's partial blocks or a bcast's
-// blocks. In place at a reduce root, input block t is read in round t and
-// result block t written in round t or later (from the slot of rank p-1,
-// or from its own slot when it is rank p-1).
+// slot half, which holds the whole segment, once, before the phase that
+// exposes it. In place at a reduce root, input block t is read in round t
+// and result block t written in round t or later.
 
 func init() {
 	register(CollReduce, Tree, (*Comm).treeReduce, true)

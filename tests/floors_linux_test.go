@@ -12,8 +12,10 @@ import (
 // TestFloorPrograms builds the C programs of docs/floors, which
 // docs/PERFORMANCE.md quotes as the floors of the cells that miss their
 // targets, and runs each once: allgather_floor checks its result,
-// bcast_rule each value it receives, oversub_floor every counter each rank
-// sees when it leaves a barrier, and all must print their figures.
+// bcast_rule each value it receives, rooted_floor each call's changed
+// element and descriptor and the last call's whole result, oversub_floor
+// every counter each rank sees when it leaves a barrier, and all must
+// print their figures.
 // Their timings are not judged here. The programs pin a thread to each of
 // CPUs 0 and 1 (oversub_floor runs its processes there), which disturbs
 // whatever else runs there, so plain go test skips them: SHMCOLL_LONG=1
@@ -41,6 +43,10 @@ func TestFloorPrograms(t *testing.T) {
 		{"bcast_rule", []string{"waits", "symmetric", "5000"}, `^symmetric +barrier, root waits  : slower rank +[0-9]+ ns`},
 		{"bcast_rule", []string{"returns", "root-first", "5000"}, `^root-first +barrier, root returns: slower rank +[0-9]+ ns`},
 		{"bcast_rule", []string{"waits", "receiver-first", "5000"}, `^receiver-first barrier, root waits  : slower rank +[0-9]+ ns`},
+		{"rooted_floor", []string{"bcast", "eager", "root-first", "8", "5000"}, `^bcast  eager root-first        8 B: slower rank +[0-9]+ ns \(median\); root +[0-9]+, non-root +[0-9]+; handoff +[0-9]+ ns\n$`},
+		{"rooted_floor", []string{"bcast", "early", "symmetric", "4096", "5000"}, `^bcast  early symmetric      4096 B: slower rank `},
+		{"rooted_floor", []string{"reduce", "early", "nonroot-first", "1000", "5000"}, `^reduce early nonroot-first  1000 B: slower rank `},
+		{"rooted_floor", []string{"reduce", "waits", "symmetric", "64", "5000"}, `^reduce waits symmetric        64 B: slower rank `},
 		{"oversub_floor", []string{"yield", "free", "2000"}, `^8 processes on 2 CPUs, free   wait yield    : iteration median +[0-9.]+ us, p99 +[0-9.]+ us, mean +[0-9.]+ us \(1800 iterations\)\n$`},
 		{"oversub_floor", []string{"futex", "spread", "2000"}, `^8 processes on 2 CPUs, spread wait futex    : iteration median `},
 	}
@@ -65,7 +71,7 @@ func TestFloorPrograms(t *testing.T) {
 		}
 	}
 	// A wrong use is refused with the usage line.
-	for _, r := range []struct{ prog, arg string }{{"allgather_floor", "0"}, {"bcast_rule", "sometimes"}, {"oversub_floor", "often"}} {
+	for _, r := range []struct{ prog, arg string }{{"allgather_floor", "0"}, {"bcast_rule", "sometimes"}, {"rooted_floor", "bcast"}, {"oversub_floor", "often"}} {
 		out, err := exec.Command(filepath.Join(dir, r.prog), r.arg, "2").CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !regexp.MustCompile(`^usage: `+r.prog).Match(out) {
 			t.Errorf("%s %s 2: %v, %s; want exit 2 and the usage line", r.prog, r.arg, err, out)

@@ -17,7 +17,9 @@ import (
 )
 
 // The size bands each collective is served in, per communicator size p
-// ("*": every p not listed), as up to four ranges min:max of the total
+// (a number, a range lo-hi or lo-inf, or "*" for every p; later lines
+// override earlier ones, and every p from 64 up shares one entry), as up
+// to four ranges min:max of the total
 // bytes of the call's type signature (allreduce, bcast, reduce, scan,
 // exscan: the vector; reduce_scatter, allgatherv: the whole vector;
 // reduce_scatter_block, allgather, alltoall, gather, scatter: one rank's
@@ -123,12 +125,19 @@ func setBand(coll, p, ranges string) error {
 	}
 	first, last := 0, C.SC_BAND_P-1
 	if p != "*" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 {
-			return fmt.Errorf("%s: process count %q: want a number from 1, or *", coll, p)
+		a, b, isRange := strings.Cut(p, "-")
+		lo, err1 := strconv.Atoi(a)
+		hi, err2 := lo, error(nil)
+		if isRange && b != "inf" {
+			hi, err2 = strconv.Atoi(b)
 		}
-		first = min(n, C.SC_BAND_P-1)
-		last = first
+		if err1 != nil || err2 != nil || lo < 1 || hi < lo {
+			return fmt.Errorf("%s: process count %q: want a number from 1, a range lo-hi or lo-inf, or *", coll, p)
+		}
+		if isRange && b == "inf" {
+			hi = C.SC_BAND_P - 1
+		}
+		first, last = min(lo, C.SC_BAND_P-1), min(hi, C.SC_BAND_P-1)
 	}
 	for i := first; i <= last; i++ {
 		for k := range lo {

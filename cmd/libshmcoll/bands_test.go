@@ -35,13 +35,29 @@ func TestBands(t *testing.T) {
 			t.Errorf("%v p=%d %d bytes: served %v, want %v", c.coll, c.p, c.bytes, got, c.want)
 		}
 	}
+	if err := loadBands("allreduce@3-5=none;bcast@8-inf=none;reduce@70=none"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		coll collectives.Collective
+		p    int
+		want bool
+	}{
+		{collectives.CollAllreduce, 2, true}, {collectives.CollAllreduce, 3, false}, {collectives.CollAllreduce, 5, false},
+		{collectives.CollAllreduce, 6, true}, {collectives.CollBcast, 7, true}, {collectives.CollBcast, 8, false},
+		{collectives.CollBcast, 1000, false}, {collectives.CollReduce, 64, false}, {collectives.CollReduce, 63, true},
+	} {
+		if got := inBand(c.coll, c.p, 16<<20); got != c.want {
+			t.Errorf("%v p=%d 16 MiB: served %v, want %v", c.coll, c.p, got, c.want)
+		}
+	}
 	if err := loadBands("all"); err != nil {
 		t.Fatal(err)
 	}
 	if !inBand(collectives.CollAlltoallv, 4, 0) || !inBand(collectives.CollBcast, 2, 1<<20) || inBand(collectives.CollBcast, 2, 0) {
 		t.Errorf("SHMCOLL_MPI_BANDS=all does not serve every call of a byte or more")
 	}
-	for _, bad := range []string{"bcast", "bcast=1", "nosuch=1:2", "bcast@0=1:2", "bcast=1:2,3:4,5:6,7:8,9:10", "bcast=x:2"} {
+	for _, bad := range []string{"bcast", "bcast=1", "nosuch=1:2", "bcast@0=1:2", "bcast=1:2,3:4,5:6,7:8,9:10", "bcast=x:2", "bcast@5-3=1:2", "bcast@0-3=1:2", "bcast@3-=1:2"} {
 		if err := loadBands(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

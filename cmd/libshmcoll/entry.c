@@ -50,6 +50,7 @@ uint64_t sc_passed[SC_NCOLL][SC_NPASS];
 #define SC_PACK (-2)
 
 static pthread_once_t sc_once = PTHREAD_ONCE_INIT;
+static int sc_ready;     // sc_init has run (read with acquire, so sc_on is seen)
 static int sc_on;        // serving: set once by sc_init
 static int sc_done;      // MPI_Finalize seen
 static int sc_keyval = MPI_KEYVAL_INVALID;
@@ -343,11 +344,24 @@ typedef struct sc_state {
 	int size; // ranks
 } sc_state;
 
+// The state of the communicator a thread used last, so that a call on it
+// finds its state without the MPI's attribute lookup (most programs run
+// their collectives on one communicator). It is valid while sc_gen, which
+// every deletion of a state bumps, has not moved: a freed communicator's
+// handle, which the MPI may reuse for a new one, never finds a stale state.
+static uint64_t sc_gen;
+static __thread struct {
+	MPI_Comm comm;
+	sc_state *s;
+	uint64_t gen;
+} sc_last __attribute__((tls_model("initial-exec")));
+
 static int sc_delete_attr(MPI_Comm comm, int key, void *val, void *extra) {
 	(void)comm;
 	(void)key;
 	(void)extra;
 	sc_state *s = val;
+	__atomic_fetch_add(&sc_gen, 1, __ATOMIC_ACQ_REL);
 	if (s->id >= 0) shmcollRelease(s->id);
 	free(s);
 	return MPI_SUCCESS;
@@ -373,6 +387,11 @@ static void sc_init(void) {
 	if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, sc_delete_attr, &sc_keyval, NULL) != MPI_SUCCESS) return;
 	if (shmcollStart() != 0) return;
 	sc_on = 1;
+}
+
+static void sc_init_once(void) {
+	sc_init();
+	__atomic_store_n(&sc_ready, 1, __ATOMIC_RELEASE);
 }
 
 // sc_setup makes the state of a communicator at its first intercepted
@@ -437,18 +456,26 @@ static const int sc_hier_has[SC_NCOLL] = {
 // sc_state_of returns the communicator's state when it is served, else
 // counts the call as passed and returns NULL.
 static sc_state *sc_state_of(MPI_Comm comm, int coll) {
-	pthread_once(&sc_once, sc_init);
+	if (!__atomic_load_n(&sc_ready, __ATOMIC_ACQUIRE)) pthread_once(&sc_once, sc_init_once);
 	if (!sc_on || sc_done || comm == MPI_COMM_NULL) {
 		sc_pass(coll, SC_PASS_OFF);
 		return NULL;
 	}
-	void *v = NULL;
-	int flag = 0;
+	uint64_t gen = __atomic_load_n(&sc_gen, __ATOMIC_ACQUIRE);
 	sc_state *s;
-	if (PMPI_Comm_get_attr(comm, sc_keyval, &v, &flag) == MPI_SUCCESS && flag)
-		s = v;
-	else
-		s = sc_setup(comm);
+	if (sc_last.comm == comm && sc_last.gen == gen && sc_last.s) {
+		s = sc_last.s;
+	} else {
+		void *v = NULL;
+		int flag = 0;
+		if (PMPI_Comm_get_attr(comm, sc_keyval, &v, &flag) == MPI_SUCCESS && flag)
+			s = v;
+		else
+			s = sc_setup(comm);
+		sc_last.comm = comm;
+		sc_last.s = s;
+		sc_last.gen = gen;
+	}
 	if (!s || !s->served || s->id < 0 || (s->hier && !sc_hier_has[coll])) {
 		sc_pass(coll, SC_PASS_COMM);
 		return NULL;
