@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -133,13 +134,24 @@ func singleMin(coll Collective, over bool) int {
 
 // singleTakes reports whether a call of coll on bytes takes Single: it is
 // pinned, or nothing else is and the call has at least singleMin bytes
-// (an alltoall: and fewer than singleAlltoallMax).
+// and fewer than singleMax.
 func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
 	if pin == Single {
 		return true
 	}
 	m := singleMin(coll, over)
-	return pin == Auto && m > 0 && bytes >= m && (coll != CollAlltoall || bytes < singleAlltoallMax)
+	return pin == Auto && m > 0 && bytes >= m && bytes < singleMax(coll)
+}
+
+// singleMax bounds the calls of coll that take Single without a pin.
+func singleMax(coll Collective) int {
+	switch coll {
+	case CollAlltoall:
+		return singleAlltoallMax
+	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter:
+		return singleReduceMax
+	}
+	return math.MaxInt
 }
 
 // singleAlltoallMax bounds the alltoalls that take Single without a pin:
@@ -147,6 +159,12 @@ func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
 // with the copies into them, is ahead (shmbench run -algo single,flat at
 // np = 2).
 const singleAlltoallMax = 32 << 20
+
+// singleReduceMax bounds the reductions that take Single without a pin:
+// from there the slots' algorithms, whose large reductions store
+// non-temporally, are ahead (an MPI program with libshmcoll preloaded,
+// SHMCOLL_ALGO_ALLREDUCE=single against rabenseifner, at np = 2).
+const singleReduceMax = 16 << 20
 
 // CrossMemory returns nil if the ranks of c can read each other's private
 // memory (cross-memory attach, agreed by every rank when the communicator
