@@ -52,14 +52,12 @@ func bruckSchedule(p int, reduce bool) *schedule {
 }
 
 func (c *Comm) bruckAllgather(ctx context.Context, a *call) error {
-	p := c.size
-	s := cachedSchedule(schedKey{alg: Bruck, p: p}, func() *schedule { return bruckSchedule(p, false) })
-	return c.schedAllgather(ctx, a, s)
+	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: Bruck, coll: CollAllgather}))
 }
 
 func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 	esz, p, N, r := a.esz, c.size, a.count, c.rank
-	s := cachedSchedule(schedKey{alg: Bruck, kind: 1, p: p}, func() *schedule { return bruckSchedule(p, true) })
+	s := c.sched(schedKey{alg: Bruck, coll: CollAllreduce})
 	M := c.half / esz / 2
 	in := a.input()
 	for base := 0; base == 0 || base < N; base += M {

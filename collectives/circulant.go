@@ -43,24 +43,17 @@ func init() {
 	register(CollAlltoall, Circulant, (*Comm).circAlltoall, true)
 }
 
-// plan returns the circulant plan of kind for this rank, built on first use.
-func (c *Comm) plan(kind circulant.Kind) (*circulant.Plan, error) {
-	if pl := c.plans[kind-1]; pl != nil {
-		return pl, nil
+// plan returns the circulant plan of kind for this rank, built on first
+// use. It cannot fail: newComm checked c.skips (circulant.CheckSkips).
+func (c *Comm) plan(kind circulant.Kind) *circulant.Plan {
+	if c.plans[kind-1] == nil {
+		pl, err := circulant.NewPlan(kind, c.size, c.rank, c.skips, nil)
+		if err != nil {
+			panic(err)
+		}
+		c.plans[kind-1] = pl
 	}
-	pl, err := circulant.NewPlan(kind, c.size, c.rank, c.skips, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-	}
-	c.plans[kind-1] = pl
-	return pl, nil
-}
-
-func (c *Comm) count(rd *circulant.Round) {
-	c.last.add(Stats{Rounds: 1, Sent: uint64(rd.Send.Len()), Received: uint64(rd.Recv.Len())})
-	if rd.Op == circulant.OpReduce {
-		c.last.Reduced += uint64(rd.Recv.Len())
-	}
+	return c.plans[kind-1]
 }
 
 // rounds runs the rounds of pl in step e on the rotated buffer in the
@@ -84,7 +77,10 @@ func (c *Comm) rounds(ctx context.Context, a *call, pl *circulant.Plan, e uint64
 		rlo, rhi := c.roff(c.rank, rd.Recv.Lo), c.roff(c.rank, rd.Recv.Hi)
 		plo := c.roff(rd.From, rd.Send.Lo)
 		peer := func(rot, n int) []byte { return span(ph, esz, plo+rot-rlo, plo+rot-rlo+n) }
-		c.count(rd)
+		c.last.add(Stats{Rounds: 1, Sent: uint64(rd.Send.Len()), Received: uint64(rd.Recv.Len())})
+		if rd.Op == circulant.OpReduce {
+			c.last.Reduced += uint64(rd.Recv.Len())
+		}
 		switch {
 		case rd.Op == circulant.OpReduce && k == 0 && in != nil:
 			if k == last && out != nil { // p = 2 reduce-scatter: R[0] is the result
@@ -92,6 +88,8 @@ func (c *Comm) rounds(ctx context.Context, a *call, pl *circulant.Plan, e uint64
 				break
 			}
 			if out != nil && finalFirst(pl) { // p = 2 allreduce
+				// The probe, not the reduction's time (memory-bound at
+				// either placement), gives the store advice.
 				if (rhi-rlo)*esz >= pipelineBytes/8 && !c.ep.Oversubscribed() {
 					c.adv.probeRead(peer(0, rhi-rlo))
 				}
@@ -144,10 +142,6 @@ func finalFirst(pl *circulant.Plan) bool {
 // reduction just wrote from L1. dst may be in. The slot gets its copy
 // from the string copy, not from the kernel's stores: where the vCPUs sit
 // on different dies, the peer reads lines the string copy stored faster.
-//
-// The placement probe (probeRead) gives the store advice (the copy-in's
-// non-temporal stores), not the reduction's time, which at large sizes
-// runs at memory speed at either placement.
 func (r *reducer) reduceResult(dst, slot, in, peer []byte) {
 	for lo := 0; lo < len(dst); lo += resultChunk {
 		hi := min(lo+resultChunk, len(dst))
@@ -162,8 +156,8 @@ func (r *reducer) reduceResult(dst, slot, in, peer []byte) {
 const resultChunk = 16 << 10
 
 // copyIn copies R[i..i2) of the calling rank from the user buffer u
-// (elements of esz bytes),
-// for the peers to read (publish: non-temporally when they ask for it).
+// (elements of esz bytes), for the peers to read (publish: non-temporally
+// when they ask for it).
 func (c *Comm) copyIn(esz int, h, u []byte, i, i2 int) {
 	c.eachRun(i, i2, func(rot, user, n int) {
 		c.adv.publish(span(h, esz, rot, rot+n), span(u, esz, user, user+n))
@@ -177,17 +171,13 @@ func (c *Comm) copyOut(esz int, u, h []byte, i, i2 int) {
 	})
 }
 
-// circSegBytes is the largest segment of the circulant allreduce: the L2
-// of the reference machine.
+// circSegBytes is the largest segment of the circulant allreduce, so that
+// each round's blocks stay in L2 (the reference machine's).
 const circSegBytes = 1 << 20
 
 func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
-	pl, err := c.plan(circulant.Allreduce)
-	if err != nil {
-		return c.fail(err)
-	}
-	// Segments of at most circSegBytes keep each round's blocks in L2.
+	pl := c.plan(circulant.Allreduce)
 	M := min(c.half, circSegBytes) / esz
 	in := a.input()
 	first := pl.Rounds[0].Recv.Hi
@@ -222,10 +212,7 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 
 func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
-	pl, err := c.plan(circulant.ReduceScatter)
-	if err != nil {
-		return c.fail(err)
-	}
+	pl := c.plan(circulant.ReduceScatter)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
@@ -253,10 +240,7 @@ func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
 
 func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
-	pl, err := c.plan(circulant.Allgather)
-	if err != nil {
-		return c.fail(err)
-	}
+	pl := c.plan(circulant.Allgather)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
@@ -287,10 +271,7 @@ func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 // sum of distinct skips, so after the last round every rank has heard,
 // directly or not, from every other.
 func (c *Comm) circBarrier(ctx context.Context, a *call) error {
-	pl, err := c.plan(circulant.ReduceScatter)
-	if err != nil {
-		return c.fail(err)
-	}
+	pl := c.plan(circulant.ReduceScatter)
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err
@@ -315,12 +296,11 @@ func (c *Comm) circBarrier(ctx context.Context, a *call) error {
 // Slot reuse: a rank writes its half once in the step, before phase 2, and
 // its readers read after phase 2 (structure).
 
-// treeParent returns the parent of relative rank i > 0 and the round it
-// receives in.
-func treeParent(t []int, i int) (parent, round int) {
+// treeParent returns the parent of relative rank i > 0.
+func treeParent(t []int, i int) int {
 	for k := 0; k+1 < len(t); k++ {
 		if i >= t[k] && i < t[k+1] {
-			return i - t[k], k
+			return i - t[k]
 		}
 	}
 	panic("collectives: rank outside the tree")
@@ -350,8 +330,7 @@ func (c *Comm) circBcast(ctx context.Context, a *call) error {
 			c.post(e, 2)
 		} else {
 			c.post(e, 1)
-			par, _ := treeParent(t, i)
-			q := (par + a.root) % p
+			q := (treeParent(t, i) + a.root) % p
 			if err := c.wait(ctx, q, e, 2); err != nil {
 				return err
 			}
@@ -457,15 +436,14 @@ func (c *Comm) skipTable() []int {
 // k are in place", 2k+2 = "I have read round k".
 func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 	esz, p, n := a.esz, c.size, a.count
-	pl := c.a2a
-	if pl == nil {
-		var err error
-		if pl, err = circulant.NewAlltoallPlan(p, c.rank, c.skips); err != nil {
-			return c.fail(fmt.Errorf("%w: %v", ErrInvalidArgument, err))
+	if c.a2a == nil {
+		pl, err := circulant.NewAlltoallPlan(p, c.rank, c.skips)
+		if err != nil {
+			panic(err) // as plan's: c.skips were checked
 		}
-		c.a2a = pl
-		c.where = make([]uint8, p)
+		c.a2a, c.where = pl, make([]uint8, p)
 	}
+	pl := c.a2a
 	per := c.half / esz / (2 * p)
 	if per < 1 {
 		return c.fail(fmt.Errorf("%w: slot half of %d bytes cannot hold 2×%d pieces", ErrInvalidArgument, c.half, p))

@@ -139,9 +139,12 @@ func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 // its first source: rank 0.
 func (c *Comm) flatReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
+	S := 1 // the blocks are packed in rank order in a.send: one piece each if it fits
+	if len(a.send) > c.half {
+		var err error
+		if S, err = numPieces(a.counts, c.half/esz); err != nil {
+			return c.fail(err)
+		}
 	}
 	ownIn := !c.ep.Oversubscribed() && (c.rank == 0 || !overlaps(a.send, a.recv))
 	for k := range S {

@@ -152,9 +152,8 @@ const (
 	// Direct (allreduce, reduce-scatter, allgather(v), bcast): for buffers
 	// from [Alloc] on every rank, the ranks read each other's buffers in
 	// place, with no copy into the slots; reductions are split as in Flat.
-	// Taken without a pin from 1 MiB up (allgather: 4 MiB, 16 MiB when
-	// ranks outnumber the CPUs) when every buffer of the call is in the
-	// arena.
+	// Taken without a pin for large calls whose buffers are all in the
+	// arena (see [Select]).
 	Direct
 	// Single (allgather(v), bcast, alltoall(v), gather(v), scatter(v)):
 	// one copy for private buffers by cross-memory attach: every rank

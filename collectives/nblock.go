@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync"
 
@@ -58,10 +57,8 @@ import (
 // partial block is exposed exactly once, after all contributions). Across
 // steps see step.go.
 //
-// Number of blocks: the linear cost model (see costModel) gives the time of
-// n-1+q rounds moving V/n bytes each as (n-1+q)(alpha + w*V/n), w the cost
-// of a byte (beta to copy, beta+gamma to reduce), minimal at
-// n = sqrt((q-1)*w*V/alpha).
+// Number of blocks: the pipelining lemma on the linear cost model of n-1+q
+// rounds (costModel.blocks, nblocks).
 
 func init() {
 	register(CollBcast, Nblock, (*Comm).nblockBcast, true)
@@ -144,16 +141,16 @@ var testBlocks int
 // ranks and computed once, in O(p log p).
 var nblockTables sync.Map // int -> *circulant.Table
 
-func nblockTable(p int) (*circulant.Table, error) {
+func nblockTable(p int) *circulant.Table {
 	if t, ok := nblockTables.Load(p); ok {
-		return t.(*circulant.Table), nil
+		return t.(*circulant.Table)
 	}
 	s, err := circulant.NewSchedules(p)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		panic(err) // p is a communicator's size, far below MaxSchedulesP
 	}
 	t, _ := nblockTables.LoadOrStore(p, s.NewTable())
-	return t.(*circulant.Table), nil
+	return t.(*circulant.Table)
 }
 
 // nbRound is round i of an n-block broadcast on this rank: the round
@@ -193,10 +190,7 @@ func blockSpan(base, L, n, b int) (lo, hi int) {
 
 func (c *Comm) nblockBcast(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
-	t, err := nblockTable(p)
-	if err != nil {
-		return c.fail(err)
-	}
+	t := nblockTable(p)
 	s := t.Schedules()
 	M := c.half / esz
 	for base := 0; base == 0 || base < N; base += M {
@@ -249,10 +243,7 @@ func (s *blockSet) add(b int)      { s[b>>6] |= 1 << (b & 63) }
 
 func (c *Comm) nblockReduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
-	t, err := nblockTable(p)
-	if err != nil {
-		return c.fail(err)
-	}
+	t := nblockTable(p)
 	s := t.Schedules()
 	in := a.input()
 	M := c.half / esz
@@ -333,10 +324,7 @@ func (c *Comm) nblockReduce(ctx context.Context, a *call) error {
 // n-1+q rounds, every rank the root of its own piece.
 func (c *Comm) nblockAllgatherv(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
-	t, err := nblockTable(p)
-	if err != nil {
-		return c.fail(err)
-	}
+	t := nblockTable(p)
 	s := t.Schedules()
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
@@ -407,18 +395,13 @@ func (c *Comm) nblockAllgatherv(ctx context.Context, a *call) error {
 	return nil
 }
 
-// nblockReduceScatter: p simultaneous reductions in n-1+q rounds, rank j
-// the root of block j of the vector; round i is the allgatherv's round
-// R-1-i with every transfer reversed. A rank copies the blocks of the
-// others into its half, reduces into them what it receives, and exposes
-// each partial block once, when complete; its own block is reduced into
-// recv.
+// nblockReduceScatter runs round i as the allgatherv's round R-1-i with
+// every transfer reversed: a rank copies the blocks of the others into its
+// half, reduces into them what it receives, and exposes each partial block
+// once, when complete; its own block is reduced into recv.
 func (c *Comm) nblockReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
-	t, err := nblockTable(p)
-	if err != nil {
-		return c.fail(err)
-	}
+	t := nblockTable(p)
 	s := t.Schedules()
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {

@@ -76,24 +76,7 @@ func init() {
 // at least this many bytes, and exchanges it whole otherwise.
 var rabHalvingMinBytes = 8192
 
-// What a Rabenseifner schedule computes.
-const (
-	rabKindAllreduce uint8 = iota
-	rabKindReduce
-	rabKindReduceScatter
-)
-
 func floorLog2(p int) int { return bits.Len(uint(p)) - 1 }
-
-// rabHalvings returns the number of leading butterfly levels that halve a
-// range of a segment of the given bytes, of L levels.
-func rabHalvings(bytes, L int) int {
-	h := 0
-	for h < L && bytes>>h >= rabHalvingMinBytes {
-		h++
-	}
-	return h
-}
 
 // rabMember is a member of a butterfly group: its rank, the range of
 // positions it holds and the buffer that holds them.
@@ -124,14 +107,11 @@ func rabExchange(b *schedBuilder, t int, x, y *rabMember, halving bool) {
 	x.buf, y.buf = otherBuf(x.buf), otherBuf(y.buf)
 }
 
-// rabTriple adds the reads of the triple m0 < m1 < m2 (adjacent members):
-// x, the end member that is ready last (the middle one cannot be: its
-// operand must stay between the others'), does one reduction; y and w, the
-// other two, exchange halves (y keeping the upper, w the lower one) as
-// soon as both are ready, then x reduces w's lower half and y x's upper
-// half, with the operands in rank order. It returns x (the lower half's
-// member), y (the upper's) and w's rank (eliminated). avail[r] is the
-// first round in which member r's state may be read.
+// rabTriple adds the reads of the triple m0 < m1 < m2 of adjacent members
+// (see above); x is the end member that is ready last (the middle one
+// cannot be: its operand must stay between the others'). It returns x
+// (the lower half's member), y (the upper's) and w's rank (eliminated).
+// avail[r] is the first round in which member r's state may be read.
 func rabTriple(b *schedBuilder, avail []int, m0, m1, m2 *rabMember, halving bool) (rabMember, rabMember, int) {
 	x, y, w := m0, m1, m2
 	xop, yop := xReduce, xReduceRev // x left of y and w
@@ -164,10 +144,9 @@ func rabTriple(b *schedBuilder, avail []int, m0, m1, m2 *rabMember, halving bool
 // rabButterfly adds the reduce-scatter levels of the butterfly on groups
 // of adjacent members: L levels, the first h halving; a group of odd size
 // ends in a triple, whose eliminated member's keeper it records in keeper.
-// Each member goes on as soon as its unit is done, so a triple's second
-// round overlaps the next level of the others (the paper's overlapping).
-// It returns the groups before each level and after the last
-// (levels[0..L]) and the units of each level by group (units[l][group]).
+// Each member goes on as soon as its unit is done. It returns the groups
+// before each level and after the last (levels[0..L]) and the units of
+// each level by group (units[l][group]).
 func rabButterfly(b *schedBuilder, groups [][]rabMember, L, h int, keeper []int) ([][][]rabMember, [][][]rabUnit) {
 	avail := make([]int, b.s.p)
 	for r := range avail {
@@ -262,7 +241,7 @@ func rabGather(b *schedBuilder, levels [][][]rabMember, units [][][]rabUnit, h i
 // rabSchedule builds the schedule for p ranks: 2-to-1 elimination if
 // elim21, else 3-to-2; the first h levels halve, the others exchange whole
 // ranges (h = L for a reduce-scatter).
-func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
+func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule {
 	L := floorLog2(p)
 	P := 1 << L
 	b := newSchedBuilder(p, P, false)
@@ -308,7 +287,7 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 	// (reduce-scatter) or the root's (reduce) from its final keeper.
 	last := false
 	switch kind {
-	case rabKindAllreduce:
+	case CollAllreduce:
 		rabAllgather(b, units[:h], buf)
 		for e := range p {
 			if keeper[e] >= 0 {
@@ -317,7 +296,7 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 				buf[e], last = bufW, true
 			}
 		}
-	case rabKindReduce:
+	case CollReduce:
 		target := root
 		if keeper[root] >= 0 {
 			target = final(root)
@@ -326,7 +305,7 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 			b.read(root, c, buf[c], 0, P, bufW, 0, bufW, 0, xCopy)
 			buf[root], last = bufW, true
 		}
-	case rabKindReduceScatter:
+	case CollReduceScatter:
 		s := b.s
 		s.posBlocks = make([][]int, P)
 		for r := range p {
@@ -346,31 +325,25 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 	return b.done(buf)
 }
 
-// rabSched returns the cached schedule of algorithm alg.
-func (c *Comm) rabSched(alg Algorithm, kind uint8, h, root int) *schedule {
-	p := c.size
-	elim21 := alg == Rabenseifner21
-	return cachedSchedule(schedKey{alg: alg, kind: kind, p: p, a: h, b: root}, func() *schedule {
-		return rabSchedule(p, elim21, h, kind, root)
-	})
-}
-
 func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 	if c.size == 2 && a.coll == CollAllreduce && a.alg != RecDoubling {
 		return c.pairAllreduce(ctx, a)
 	}
 	M := c.half / a.esz / 2
-	kind, root := rabKindAllreduce, 0
+	root := 0 // the schedule of an allreduce has no root
 	if a.coll == CollReduce {
-		kind, root = rabKindReduce, a.root
+		root = a.root
 	}
 	L := floorLog2(c.size)
 	return c.schedVector(ctx, a, M, func(m int) *schedule {
-		h := 0
+		h := 0 // the leading levels, whose ranges are large enough to halve
 		if a.alg != RecDoubling {
-			h = rabHalvings(m*a.esz, L)
+			bytes := m * a.esz
+			for h < L && bytes>>h >= rabHalvingMinBytes {
+				h++
+			}
 		}
-		return c.rabSched(a.alg, kind, h, root)
+		return c.sched(schedKey{alg: a.alg, coll: a.coll, root: root, h: h})
 	})
 }
 
@@ -423,7 +396,7 @@ func (c *Comm) rabReduceScatter(ctx context.Context, a *call) error {
 	if c.size == 2 {
 		return c.pairReduceScatter(ctx, a)
 	}
-	return c.rabScatter(ctx, a, c.rabSched(a.alg, rabKindReduceScatter, floorLog2(c.size), 0))
+	return c.rabScatter(ctx, a, c.sched(schedKey{alg: a.alg, coll: CollReduceScatter, h: floorLog2(c.size)}))
 }
 
 // rabScatter runs a reduce-scatter whose positions hold the blocks
@@ -471,17 +444,17 @@ func (c *Comm) rabScatter(ctx context.Context, a *call, s *schedule) error {
 }
 
 // RabenseifnerOdd: the factorization of 001, p = 2^n q with q odd, on read
-// schedules (see schedule.go). The ranks form 2^n groups of
-// q adjacent ranks (group g: ranks gq .. gq+q-1); the segment is cut into
-// p positions, part k of the vector being positions [k 2^n, (k+1) 2^n).
+// schedules. The ranks form 2^n groups of q adjacent ranks (group g: ranks
+// gq .. gq+q-1); the segment is cut into p positions, part k of the
+// vector being positions [k 2^n, (k+1) 2^n).
 //
 //  1. Odd factor, the "ring" of the paper (alltoall and local reduction):
 //     in one round, member k of each group reduces part k of the other
 //     q-1 members into its own, folding the left neighbours in as left
 //     operands and the right ones as right operands, so the part is the
 //     group's reduction in rank order.
-//  2. Factor 2^n: the butterfly (rabenseifner.go) among the members k of
-//     the 2^n groups on part k, adjacent groups paired: n rounds.
+//  2. Factor 2^n: the butterfly (above) among the members k of the 2^n
+//     groups on part k, adjacent groups paired: n rounds.
 //  3. Allreduce: the butterfly's allgather (n rounds), then in one round
 //     every rank copies the other q-1 parts from its group.
 //
@@ -502,7 +475,7 @@ func init() {
 	register(CollReduceScatter, RabenseifnerOdd, (*Comm).rabOddReduceScatter, true)
 }
 
-func rabOddSchedule(p int, kind uint8) *schedule {
+func rabOddSchedule(p int, kind Collective) *schedule {
 	n := bits.TrailingZeros(uint(p))
 	G := 1 << n // groups
 	q := p / G  // members per group
@@ -530,7 +503,7 @@ func rabOddSchedule(p int, kind uint8) *schedule {
 		}
 	}
 	levels, units := rabButterfly(b, groups, n, n, nil)
-	if kind == rabKindReduceScatter {
+	if kind == CollReduceScatter {
 		s := b.s
 		s.posBlocks = make([][]int, p)
 		for _, g := range levels[n] {
@@ -554,17 +527,12 @@ func rabOddSchedule(p int, kind uint8) *schedule {
 	return b.done(nil)
 }
 
-func (c *Comm) rabOddSched(kind uint8) *schedule {
-	p := c.size
-	return cachedSchedule(schedKey{alg: RabenseifnerOdd, kind: kind, p: p}, func() *schedule { return rabOddSchedule(p, kind) })
-}
-
 func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
 	if c.size == 2 {
 		return c.pairAllreduce(ctx, a)
 	}
 	M := c.half / a.esz / 2
-	s := c.rabOddSched(rabKindAllreduce)
+	s := c.sched(schedKey{alg: RabenseifnerOdd, coll: CollAllreduce})
 	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
@@ -572,5 +540,5 @@ func (c *Comm) rabOddReduceScatter(ctx context.Context, a *call) error {
 	if c.size == 2 {
 		return c.pairReduceScatter(ctx, a)
 	}
-	return c.rabScatter(ctx, a, c.rabOddSched(rabKindReduceScatter))
+	return c.rabScatter(ctx, a, c.sched(schedKey{alg: RabenseifnerOdd, coll: CollReduceScatter}))
 }

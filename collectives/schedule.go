@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -89,13 +90,11 @@ type schedXfer struct {
 	fused bool
 }
 
-type schedRound struct{ xfers []schedXfer }
-
 // rankSchedule is one rank's part of a schedule.
 type rankSchedule struct {
-	rounds []schedRound // up to its last round with a read
-	out    uint8        // the buffer that holds the rank's result
-	fully  bool         // the rank has waited, transitively, for every rank
+	rounds [][]schedXfer // the reads of each round, up to its last with one
+	out    uint8         // the buffer that holds the rank's result
+	fully  bool          // the rank has waited, transitively, for every rank
 	// slotOut: the position ranges of the result that are not written
 	// directly (the driver copies them from the slot).
 	slotOut [][2]int32
@@ -126,12 +125,12 @@ type readRec struct{ reader, round, lo, hi int32 }
 type schedBuilder struct {
 	s     *schedule
 	t     int
-	cur   [][]schedXfer  // reads of round t, per rank
-	later [][]laterRead  // reads of later rounds, by round - t - 1
-	reads [][2][]readRec // per rank and buffer: the reads of it so far
-	know  [][]int32      // know[r][x]: the highest phase of x that r knows x posted
-	snaps [][][]int32    // snaps[r][phase]: know[r] when r posted phase
-	rds   [][]schedRound // rounds per rank
+	cur   [][]schedXfer   // reads of round t, per rank
+	later [][]laterRead   // reads of later rounds, by round - t - 1
+	reads [][2][]readRec  // per rank and buffer: the reads of it so far
+	know  [][]int32       // know[r][x]: the highest phase of x that r knows x posted
+	snaps [][][]int32     // snaps[r][phase]: know[r] when r posted phase
+	rds   [][][]schedXfer // rounds per rank
 	stats []Stats
 }
 
@@ -141,7 +140,7 @@ func newSchedBuilder(p, npos int, rotated bool) *schedBuilder {
 	b.reads = make([][2][]readRec, p)
 	b.know = make([][]int32, p)
 	b.snaps = make([][][]int32, p)
-	b.rds = make([][]schedRound, p)
+	b.rds = make([][][]schedXfer, p)
 	b.stats = make([]Stats, p)
 	for r := range p {
 		b.know[r] = make([]int32, p)
@@ -151,9 +150,8 @@ func newSchedBuilder(p, npos int, rotated bool) *schedBuilder {
 	return b
 }
 
-// read adds to the current round: rank r reads positions [plo, phi) of
-// buffer pbuf of rank from and combines them by op with its own positions
-// from olo of obuf into its positions from dlo of dbuf.
+// read adds a read of rank r from rank from (see schedXfer) to the
+// current round.
 func (b *schedBuilder) read(r, from int, pbuf uint8, plo, phi int, obuf uint8, olo int, dbuf uint8, dlo int, op xop) {
 	b.readAt(b.t, r, from, pbuf, plo, phi, obuf, olo, dbuf, dlo, op)
 }
@@ -216,7 +214,7 @@ func (b *schedBuilder) endRound() {
 			continue
 		}
 		for len(b.rds[r]) < t {
-			b.rds[r] = append(b.rds[r], schedRound{})
+			b.rds[r] = append(b.rds[r], nil)
 		}
 		xs := b.cur[r]
 		for i := range xs {
@@ -240,7 +238,7 @@ func (b *schedBuilder) endRound() {
 			}
 			b.stats[x.from].Sent += uint64(n)
 		}
-		b.rds[r] = append(b.rds[r], schedRound{xfers: xs})
+		b.rds[r] = append(b.rds[r], xs)
 	}
 	for r := range p {
 		for _, x := range b.cur[r] {
@@ -275,12 +273,7 @@ func (b *schedBuilder) done(out []uint8) *schedule {
 		if out != nil {
 			rs.out = out[r]
 		}
-		rs.fully = true
-		for _, v := range b.know[r] {
-			if v < 1 {
-				rs.fully = false
-			}
-		}
+		rs.fully = slices.Min(b.know[r]) >= 1
 		b.markDirect(r, rs)
 		b.markFused(r, rs)
 	}
@@ -294,21 +287,13 @@ func (b *schedBuilder) done(out []uint8) *schedule {
 func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
 	touched := make([]bool, b.s.npos) // used or written by r so far
 	fused := make([]bool, b.s.npos)
-	mark := func(lo, hi int32) {
-		for k := lo; k < hi; k++ {
-			touched[k] = true
-		}
-	}
 	for t, rd := range rs.rounds {
-		for i := range rd.xfers {
-			x := &rd.xfers[i]
+		for i := range rd {
+			x := &rd[i]
 			n := x.phi - x.plo
 			lo, hi := x.olo, x.olo+n
 			if x.op != xCopy && x.obuf == bufW && x.dbuf == bufW && x.dlo == x.olo {
-				ok := true
-				for k := lo; k < hi; k++ {
-					ok = ok && !touched[k]
-				}
+				ok := !slices.Contains(touched[lo:hi], true)
 				for _, rec := range b.reads[r][bufW] {
 					if int(rec.round) <= t && rec.lo < hi && lo < rec.hi {
 						ok = false
@@ -316,16 +301,14 @@ func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
 				}
 				if ok {
 					x.fused = true
-					for k := lo; k < hi; k++ {
-						fused[k] = true
-					}
+					setRange(fused, lo, hi)
 				}
 			}
 			if x.op != xCopy && x.obuf == bufW {
-				mark(lo, hi)
+				setRange(touched, lo, hi)
 			}
 			if x.dbuf == bufW {
-				mark(x.dlo, x.dlo+n)
+				setRange(touched, x.dlo, x.dlo+n)
 			}
 		}
 	}
@@ -337,8 +320,8 @@ func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
 func (b *schedBuilder) markDirect(r int, rs *rankSchedule) {
 	direct := make([]bool, b.s.npos)
 	for t, rd := range rs.rounds {
-		for i := range rd.xfers {
-			x := &rd.xfers[i]
+		for i := range rd {
+			x := &rd[i]
 			if x.op != xCopy || x.dbuf != rs.out {
 				continue
 			}
@@ -350,7 +333,7 @@ func (b *schedBuilder) markDirect(r int, rs *rankSchedule) {
 				}
 			}
 			for t2 := t; t2 < len(rs.rounds) && !later; t2++ {
-				for j, y := range rs.rounds[t2].xfers {
+				for j, y := range rs.rounds[t2] {
 					if (t2 > t || j > i) && y.dbuf == x.dbuf && y.dlo < hi && lo < y.dlo+y.phi-y.plo {
 						later = true
 					}
@@ -358,13 +341,18 @@ func (b *schedBuilder) markDirect(r int, rs *rankSchedule) {
 			}
 			if !later {
 				x.direct = true
-				for k := lo; k < hi; k++ {
-					direct[k] = true
-				}
+				setRange(direct, lo, hi)
 			}
 		}
 	}
 	rs.slotOut = appendUnset(rs.slotOut, direct)
+}
+
+// setRange sets marks[lo:hi].
+func setRange(marks []bool, lo, hi int32) {
+	for k := lo; k < hi; k++ {
+		marks[k] = true
+	}
 }
 
 // appendUnset appends to runs the maximal ranges [i, j) of positions not
@@ -401,11 +389,30 @@ type schedOut struct {
 	probe bool
 }
 
-// Schedules are pure functions of their key, built once per process.
+// schedKey names a schedule, a pure function of its key built once per
+// process: the algorithm, the collective it computes, p, the root (rooted
+// collectives) and the halving levels (Rabenseifner).
 type schedKey struct {
-	alg     Algorithm
-	kind    uint8
-	p, a, b int
+	alg        Algorithm
+	coll       Collective
+	p, root, h int
+}
+
+// build builds the schedule k names.
+func (k schedKey) build() *schedule {
+	switch k.alg {
+	case Ring:
+		return ringSchedule(k.p, k.root, k.coll)
+	case MST:
+		return mstSchedule(k.p, k.root, k.coll)
+	case BDE:
+		return bdeSchedule(k.p, k.coll)
+	case Bruck:
+		return bruckSchedule(k.p, k.coll == CollAllreduce)
+	case RabenseifnerOdd:
+		return rabOddSchedule(k.p, k.coll)
+	}
+	return rabSchedule(k.p, k.alg == Rabenseifner21, k.h, k.coll, k.root)
 }
 
 // The cache is an immutable map replaced on insertion, so that the
@@ -417,7 +424,9 @@ var (
 
 func init() { schedCache.Store(&map[schedKey]*schedule{}) }
 
-func cachedSchedule(k schedKey, build func() *schedule) *schedule {
+// sched returns the schedule k names for this communicator's p.
+func (c *Comm) sched(k schedKey) *schedule {
+	k.p = c.size
 	if s, ok := (*schedCache.Load())[k]; ok {
 		return s
 	}
@@ -427,16 +436,9 @@ func cachedSchedule(k schedKey, build func() *schedule) *schedule {
 		return s
 	}
 	m := maps.Clone(*schedCache.Load())
-	m[k] = build()
+	m[k] = k.build()
 	schedCache.Store(&m)
 	return m[k]
-}
-
-// sched returns the schedule of alg's kind for this p and root, which
-// build makes once per process (ring, MST).
-func (c *Comm) sched(alg Algorithm, kind uint8, root int, build func(p, root int, kind uint8) *schedule) *schedule {
-	p := c.size
-	return cachedSchedule(schedKey{alg: alg, kind: kind, p: p, a: root}, func() *schedule { return build(p, root, kind) })
 }
 
 // schedSpan returns positions [lo, hi) of buffer buf of rank x's half h,
@@ -465,7 +467,7 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 		if t > 0 {
 			c.post(e, t+1)
 		}
-		xs := rs.rounds[t].xfers
+		xs := rs.rounds[t]
 		for i := range xs {
 			x := &xs[i]
 			from := int(x.from)
@@ -630,22 +632,20 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(r, e)
+		var out schedOut // no direct copies in the rotated layout
 		if s.rotated {
 			c.copyIn(a.esz, h, a.recv, 0, 1)
 		} else {
 			simd.Copy(span(h, esz, pre[r], pre[r+1]), span(a.recv, esz, uoff[r], uoff[r]+pre[r+1]-pre[r]))
+			out = schedOut{buf: a.recv, blocks: true}
 		}
 		c.post(e, 1)
+		if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
+			return err
+		}
 		if s.rotated {
-			if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
-				return err
-			}
 			c.copyOut(a.esz, a.recv, h, 1, p)
 		} else {
-			out := schedOut{buf: a.recv, blocks: true}
-			if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
-				return err
-			}
 			c.copyResult(a.esz, s, h, pre, 0, out, r)
 		}
 		c.end(e)

@@ -1,7 +1,6 @@
 package collectives
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	_ "embed"
@@ -155,11 +154,9 @@ func LoadTable(file string) (*Table, error) {
 // name) prefixes its errors, which give the line and the problem.
 func ParseTable(name string, text []byte) (*Table, error) {
 	t := &Table{}
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	sc.Buffer(nil, 1<<20)
 	head := true
-	for ln := 1; sc.Scan(); ln++ {
-		s := strings.TrimSpace(sc.Text())
+	for n, line := range strings.Split(string(text), "\n") {
+		ln, s := n+1, strings.TrimSpace(line)
 		if c, ok := strings.CutPrefix(s, "#"); ok {
 			// The header ends at a bare "#" or the column legend.
 			c = strings.TrimSpace(c)
@@ -185,9 +182,6 @@ func ParseTable(name string, text []byte) (*Table, error) {
 		}
 		e.line, e.Reason = ln, reason
 		t.Entries = append(t.Entries, e)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: selection table %s: %w", ErrInvalidArgument, name, err)
 	}
 	if err := t.check(name); err != nil {
 		return nil, err
@@ -422,12 +416,10 @@ func (t *Table) Merge(u *Table) *Table {
 func (t *Table) Ps() []int {
 	var ps []int
 	for _, e := range t.Entries {
-		if !slices.Contains(ps, e.P) {
-			ps = append(ps, e.P)
-		}
+		ps = append(ps, e.P)
 	}
 	slices.Sort(ps)
-	return ps
+	return slices.Compact(ps)
 }
 
 // selection is the part of a table that one communicator uses: the

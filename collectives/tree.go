@@ -27,9 +27,8 @@ import (
 // [ceil(p/2), p), whose roots exchange their partial blocks and both
 // compute result block t = (lower tree's) op (upper tree's), bitwise the
 // same on both. A DualRoot rank with k children receives and reduces k
-// partial blocks a round and a root also the other root's; the number of
-// blocks comes from the pipelining lemma on 6h+1+3(n-1) steps, h the tree
-// height (treeKind.lead).
+// partial blocks a round and a root also the other root's. The number of
+// blocks comes from the pipelining lemma (treeKind.lead).
 //
 // Slot layout: a rank's slot half holds the partial area (blocks going
 // up) and, at alignUp(half/2), the result area (blocks going down); the
@@ -146,14 +145,6 @@ func (k treeKind) lead(h int) float64 {
 	return float64(h - 1)
 }
 
-// delay is the round in which a rank of depth d takes result block 0.
-func (k treeKind) delay(n, d int) int {
-	if k == treeReduceBcast {
-		return n - 1 + d
-	}
-	return d
-}
-
 // treeSeg is one segment of a tree algorithm's call a: m elements cut
 // into n blocks, run in step e.
 type treeSeg struct {
@@ -219,7 +210,10 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)
 		n := machineCost.blocks(kind.lead(nd.height), m*esz, m, machineCost.beta+machineCost.gamma)
-		D := kind.delay(n, nd.depth)
+		D := nd.depth // the round in which this rank takes result block 0
+		if kind == treeReduceBcast {
+			D += n - 1
+		}
 		e, err := c.begin(ctx)
 		if err != nil {
 			return err

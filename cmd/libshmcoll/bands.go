@@ -27,7 +27,8 @@ import (
 // ranks, so its band is all or nothing: served when it contains 0. The
 // shipped ranges (defaultBands, per MPI in link_*.go) are where shmcoll
 // through this library was faster than the MPI it was built for, at p = 2
-// (docs/PERFORMANCE.md, "libshmcoll"), applied to every p.
+// for every p, with entries for more ranks where p = 4 and 8 differed
+// (docs/PERFORMANCE.md, "libshmcoll").
 // SHMCOLL_MPI_BANDS overrides entries, in the same form with ';' between
 // them, or is "all" to serve every call of at least one byte:
 //

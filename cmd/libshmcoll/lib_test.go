@@ -185,6 +185,9 @@ func TestSmoke(t *testing.T) {
 			if !strings.Contains(out, "No Errors") {
 				t.Fatalf("preloaded run: no \"No Errors\":\n%s\n%s", out, errs)
 			}
+			if strings.Contains(errs, "pass:fallback=") {
+				t.Errorf("served calls fell back to the MPI:\n%s", errs)
+			}
 			st := stats(errs)
 			for _, c := range []string{"allreduce", "reduce_scatter_block", "reduce_scatter", "allgather", "allgatherv",
 				"bcast", "reduce", "barrier", "alltoall", "alltoallv", "scatter", "gather", "scan", "exscan"} {

@@ -8,16 +8,16 @@ import "C"
 // defaultBands for MPICH (see allBands for the form). shmcoll copies
 // private buffers once by cross-memory attach (the single algorithm), so
 // data movement is served from small blocks up, but the largest alltoall
-// blocks; MPICH's bcast of a few bytes returns at the root at once, and
-// its gather and scatter of small blocks are a single eager message;
-// alltoallv passes (all or nothing).
+// blocks; MPICH's bcast below 16 KiB (an eager message down a tree, which
+// returns at the root at once) and its gather and scatter of small blocks
+// (a single eager message) pass; alltoallv passes (all or nothing).
 const defaultBands = `
 allreduce            *  1:inf
 reduce_scatter_block *  1:inf
 reduce_scatter       *  1:inf
 allgather            *  1:inf
 allgatherv           *  1:inf
-bcast                *  512:inf
+bcast                *  16K:inf
 reduce               *  1:inf
 barrier              *  0:inf
 alltoall             *  1:64K

@@ -8,21 +8,29 @@ import "C"
 // defaultBands for Open MPI (see allBands for the form). shmcoll copies
 // private buffers once by cross-memory attach (the single algorithm), as
 // Open MPI does, so data movement is served at every size but the
-// largest alltoall blocks; reduce passes in the middle sizes, where Open
-// MPI's pipelined tree is faster; alltoallv passes (all or nothing).
+// largest alltoall blocks and scatter's middle blocks; reduce passes in
+// the middle sizes, where Open MPI's pipelined tree is faster; alltoallv
+// passes (all or nothing). From 5 ranks (oversubscribed on small nodes)
+// the smallest calls of allreduce, reduce_scatter_block, allgather,
+// reduce and alltoall pass too, where Open MPI's own were faster at p = 8.
 const defaultBands = `
-allreduce            *  1:inf
-reduce_scatter_block *  1:8,2K:inf
-reduce_scatter       *  1:16,4K:inf
-allgather            *  1:inf
-allgatherv           *  1:inf
-bcast                *  1:inf
-reduce               *  1:4K,2M:inf
-barrier              *  0:inf
-alltoall             *  1:64K
-alltoallv            *  none
-scatter              *  1:inf
-gather               *  1:inf
-scan                 *  1:inf
-exscan               *  1:inf
+allreduce            *      1:inf
+allreduce            5-inf  256:inf
+reduce_scatter_block *      1:8,2K:inf
+reduce_scatter_block 5-inf  2K:inf
+reduce_scatter       *      1:16,4K:inf
+allgather            *      1:inf
+allgather            5-inf  64:inf
+allgatherv           *      1:inf
+bcast                *      1:inf
+reduce               *      1:4K,2M:inf
+reduce               5-inf  2M:inf
+barrier              *      0:inf
+alltoall             *      1:64K
+alltoall             5-inf  64:64K
+alltoallv            *      none
+scatter              *      1:128K,4M:inf
+gather               *      1:inf
+scan                 *      1:inf
+exscan               *      1:inf
 `

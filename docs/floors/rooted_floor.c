@@ -8,7 +8,9 @@
 // call's descriptor: collective, count, root), then stores the sequence
 // word: the header shares its line with the first 48 bytes of data, so a
 // call moves ceil((16 + n) / 64) lines from one cache to the other, the
-// fewest any call of n bytes between private buffers can move. The rank
+// fewest any call of n bytes between private buffers can move. It writes
+// the lines after the first one before the header's line, which it writes
+// last and at once. The rank
 // that receives waits for the sequence word, compares the descriptor with
 // its own, asks for the other lines of the cell at once (prefetch: all in
 // flight, rather than as many as the copy's loads keep), then copies the
@@ -135,8 +137,13 @@ static void *rank(void *arg) {
 		barrier(r, i);
 		uint64_t t0 = now();
 		if (r == sender) {
+			// The lines after the header's first, then the header's line
+			// in one go: the receiver polls that line, and every store
+			// to it would have to take it back.
+			size_t h = n < 64 - HDR ? n : 64 - HDR;
+			memcpy(cell + 64, (char *)me + h, n - h);
 			hdr[1] = desc();
-			memcpy(cell + HDR, me, n);
+			memcpy(cell + HDR, me, h);
 			__atomic_store_n(&hdr[0], i, __ATOMIC_RELEASE);
 			if (mode == 2) {
 				await(&ack[1 - r].v[0], i);

@@ -382,6 +382,20 @@ static void test_comms(void) {
 		CHECK(sum == size * (size - 1) / 2, "dup %d allreduce", i);
 		MPI_Comm_free(&c);
 	}
+	// A communicator of other ranks made right after one is freed (the
+	// MPI may give it the freed handle): it gets state of its own, not
+	// the freed one's that the library remembered for this thread.
+	for (int i = 0; i < 8; i++) {
+		MPI_Comm c;
+		int odd = i % 2;
+		MPI_Comm_split(MPI_COMM_WORLD, odd ? rank % 2 : 0, rank, &c);
+		want = 0;
+		for (int q = 0; q < size; q++)
+			if (!odd || q % 2 == rank % 2) want += q;
+		MPI_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, c);
+		CHECK(sum == want, "split %d allreduce %d want %d", i, sum, want);
+		MPI_Comm_free(&c);
+	}
 }
 
 int main(int argc, char **argv) {
