@@ -14,9 +14,8 @@ import (
 // targets, and runs each once: allgather_floor and allgather_cma_floor
 // check their results, bcast_rule each value it receives, rooted_floor
 // each call's changed element and descriptor and the last call's whole
-// result, oversub_floor
-// every counter each rank sees when it leaves a barrier, and all must
-// print their figures.
+// result, oversub_floor every counter each rank sees when it leaves a
+// barrier, and all must print their figures.
 // Their timings are not judged here. The programs pin a thread to each of
 // CPUs 0 and 1 (oversub_floor runs its processes there), which disturbs
 // whatever else runs there, so plain go test skips them: SHMCOLL_LONG=1
