@@ -22,8 +22,8 @@ func (c *Comm) start(ctx context.Context, coll Collective, t simd.Type) (*call, 
 	c.countCall(coll, t, Stats{Calls: 1})
 	a := &c.args
 	*a = call{coll: coll, typ: t, esz: t.Size()}
-	if err := c.ep.Err(); err != nil {
-		return nil, c.fail(err)
+	if !c.ep.Ok() { // inlined; Err, which names the cause, is not
+		return nil, c.fail(c.ep.Err())
 	}
 	return a, nil
 }

@@ -34,13 +34,6 @@ func init() {
 	register(CollAllreduce, BDE, (*Comm).bdeAllreduce, false)
 }
 
-// What a BDE schedule computes.
-const (
-	bdeKindAllreduce uint8 = iota
-	bdeKindReduceScatter
-	bdeKindAllgather
-)
-
 // bdeUnit: the range [lo, hi) split at mid.
 type bdeUnit struct{ lo, mid, hi int }
 
@@ -66,10 +59,10 @@ func bdeLevels(p int) [][]bdeUnit {
 	}
 }
 
-func bdeSchedule(p int, kind uint8) *schedule {
+func bdeSchedule(p int, kind Collective) *schedule {
 	levels := bdeLevels(p)
 	b := newSchedBuilder(p, p, false)
-	if kind != bdeKindAllgather {
+	if kind != CollAllgather {
 		for _, us := range levels {
 			for _, u := range us {
 				half := u.mid - u.lo
@@ -85,7 +78,7 @@ func bdeSchedule(p int, kind uint8) *schedule {
 			b.endRound()
 		}
 	}
-	if kind != bdeKindReduceScatter {
+	if kind != CollReduceScatter {
 		for l := len(levels) - 1; l >= 0; l-- {
 			for _, u := range levels[l] {
 				half := u.mid - u.lo
@@ -105,14 +98,14 @@ func bdeSchedule(p int, kind uint8) *schedule {
 }
 
 func (c *Comm) bdeAllgather(ctx context.Context, a *call) error {
-	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: BDE, kind: bdeKindAllgather}))
+	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: BDE, coll: CollAllgather}))
 }
 
 func (c *Comm) bdeReduceScatter(ctx context.Context, a *call) error {
-	return c.schedReduceScatter(ctx, a, c.sched(schedKey{alg: BDE, kind: bdeKindReduceScatter}))
+	return c.schedReduceScatter(ctx, a, c.sched(schedKey{alg: BDE, coll: CollReduceScatter}))
 }
 
 func (c *Comm) bdeAllreduce(ctx context.Context, a *call) error {
-	s := c.sched(schedKey{alg: BDE, kind: bdeKindAllreduce})
+	s := c.sched(schedKey{alg: BDE, coll: CollAllreduce})
 	return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
 }

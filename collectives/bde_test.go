@@ -16,7 +16,7 @@ func TestBDESchedules(t *testing.T) {
 		}
 		q := uint64(ceilLog2(p))
 		pow2 := p&(p-1) == 0
-		s := bdeSchedule(p, bdeKindAllreduce)
+		s := bdeSchedule(p, CollAllreduce)
 		st := symFull(p, p)
 		symRun(t, s, st)
 		for r := range p {
@@ -24,7 +24,7 @@ func TestBDESchedules(t *testing.T) {
 				checkReduced(t, fmt.Sprintf("p=%d bde allreduce rank %d block %d", p, r, i), st[r][bufW][i], p, false)
 			}
 		}
-		s = bdeSchedule(p, bdeKindReduceScatter)
+		s = bdeSchedule(p, CollReduceScatter)
 		st = symFull(p, p)
 		symRun(t, s, st)
 		for r := range p {
@@ -34,7 +34,7 @@ func TestBDESchedules(t *testing.T) {
 				t.Errorf("p=%d bde reduce-scatter rank %d: %d rounds, %+v", p, r, s.nrounds, got)
 			}
 		}
-		s = bdeSchedule(p, bdeKindAllgather)
+		s = bdeSchedule(p, CollAllgather)
 		st = newSym(p, p)
 		for r := range p {
 			st[r][bufW][r] = []int{r}
@@ -51,7 +51,7 @@ func TestBDESchedules(t *testing.T) {
 				t.Errorf("p=%d bde allgather rank %d: %d rounds, %+v", p, r, s.nrounds, got)
 			}
 		}
-		for _, k := range []uint8{bdeKindAllreduce, bdeKindReduceScatter, bdeKindAllgather} {
+		for _, k := range []Collective{CollAllreduce, CollReduceScatter, CollAllgather} {
 			if n := countAcks(bdeSchedule(p, k)); n != 0 {
 				t.Errorf("p=%d bde kind %d: %d acknowledgements", p, k, n)
 			}

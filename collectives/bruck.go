@@ -32,12 +32,6 @@ func init() {
 	register(CollAllreduce, Bruck, (*Comm).bruckAllreduce, true)
 }
 
-// What a Bruck schedule computes.
-const (
-	bruckKindAllgather uint8 = iota
-	bruckKindAllreduce
-)
-
 // bruckSchedule: the allgather rounds; with reduce, an empty round 0 comes
 // first (the k-way reduction, done by the driver) and R is buffer X.
 func bruckSchedule(p int, reduce bool) *schedule {
@@ -58,12 +52,12 @@ func bruckSchedule(p int, reduce bool) *schedule {
 }
 
 func (c *Comm) bruckAllgather(ctx context.Context, a *call) error {
-	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: Bruck, kind: bruckKindAllgather}))
+	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: Bruck, coll: CollAllgather}))
 }
 
 func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 	esz, p, N, r := a.esz, c.size, a.count, c.rank
-	s := c.sched(schedKey{alg: Bruck, kind: bruckKindAllreduce})
+	s := c.sched(schedKey{alg: Bruck, coll: CollAllreduce})
 	M := c.half / esz / 2
 	in := a.input()
 	for base := 0; base == 0 || base < N; base += M {

@@ -3,7 +3,6 @@ package collectives
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/shmcoll/shmcoll/circulant"
 	"github.com/shmcoll/shmcoll/simd"
@@ -172,14 +171,13 @@ func (c *Comm) copyOut(esz int, u, h []byte, i, i2 int) {
 	})
 }
 
-// circSegBytes is the largest segment of the circulant allreduce: the L2
-// of the reference machine.
+// circSegBytes is the largest segment of the circulant allreduce, so that
+// each round's blocks stay in L2 (the reference machine's).
 const circSegBytes = 1 << 20
 
 func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 	esz, p, N := a.esz, c.size, a.count
 	pl := c.plan(circulant.Allreduce)
-	// Segments of at most circSegBytes keep each round's blocks in L2.
 	M := min(c.half, circSegBytes) / esz
 	in := a.input()
 	first := pl.Rounds[0].Recv.Hi
@@ -411,8 +409,11 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 // skipTable returns the ascending skips 1 = t[0] < ... < t[q] = p.
 func (c *Comm) skipTable() []int {
 	if c.table == nil {
-		c.table = slices.Clone(c.skips)
-		slices.Reverse(c.table)
+		n := len(c.skips)
+		c.table = make([]int, n)
+		for k, s := range c.skips {
+			c.table[n-1-k] = s
+		}
 	}
 	return c.table
 }

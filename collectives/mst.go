@@ -37,14 +37,6 @@ func init() {
 	register(CollGather, MST, (*Comm).mstGather, true)
 }
 
-// What an MST schedule computes.
-const (
-	mstKindBcast uint8 = iota
-	mstKindReduce
-	mstKindScatter
-	mstKindGather
-)
-
 // mstUnit: on range [lo, hi) split at mid, holder h deals with o.
 type mstUnit struct{ lo, mid, hi, h, o int }
 
@@ -76,10 +68,10 @@ func mstLevels(p, root int) [][]mstUnit {
 	}
 }
 
-func mstSchedule(p, root int, kind uint8) *schedule {
+func mstSchedule(p, root int, kind Collective) *schedule {
 	levels := mstLevels(p, root)
 	npos := p
-	if kind == mstKindBcast || kind == mstKindReduce {
+	if kind == CollBcast || kind == CollReduce {
 		npos = 1
 	}
 	b := newSchedBuilder(p, npos, false)
@@ -88,11 +80,11 @@ func mstSchedule(p, root int, kind uint8) *schedule {
 }
 
 // mstAdd adds the rounds of an MST bcast, reduce, scatter or gather.
-func mstAdd(b *schedBuilder, levels [][]mstUnit, kind uint8) {
+func mstAdd(b *schedBuilder, levels [][]mstUnit, kind Collective) {
 	n := len(levels)
 	for i := range n {
 		l := i
-		if kind == mstKindReduce || kind == mstKindGather {
+		if kind == CollReduce || kind == CollGather {
 			l = n - 1 - i
 		}
 		for _, u := range levels[l] {
@@ -101,17 +93,17 @@ func mstAdd(b *schedBuilder, levels [][]mstUnit, kind uint8) {
 				olo, ohi = u.lo, u.mid
 			}
 			switch kind {
-			case mstKindBcast:
+			case CollBcast:
 				b.read(u.o, u.h, bufW, 0, b.s.npos, bufW, 0, bufW, 0, xCopy)
-			case mstKindScatter:
+			case CollScatter:
 				b.read(u.o, u.h, bufW, olo, ohi, bufW, 0, bufW, olo, xCopy)
-			case mstKindReduce:
+			case CollReduce:
 				op := xReduce
 				if u.h >= u.mid {
 					op = xReduceRev
 				}
 				b.read(u.h, u.o, bufW, 0, 1, bufW, 0, bufW, 0, op)
-			case mstKindGather:
+			case CollGather:
 				b.read(u.h, u.o, bufW, olo, ohi, bufW, 0, bufW, olo, xCopy)
 			}
 		}
@@ -120,7 +112,7 @@ func mstAdd(b *schedBuilder, levels [][]mstUnit, kind uint8) {
 }
 
 func (c *Comm) mstBcast(ctx context.Context, a *call) error {
-	return c.schedBcast(ctx, a, c.sched(schedKey{alg: MST, kind: mstKindBcast, root: a.root}))
+	return c.schedBcast(ctx, a, c.sched(schedKey{alg: MST, coll: CollBcast, root: a.root}))
 }
 
 func (c *Comm) mstReduce(ctx context.Context, a *call) error {
@@ -128,7 +120,7 @@ func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 	if a.red.user != nil && !a.red.comm {
 		M /= 2 // buffer X is the scratch of peer-op-own reductions
 	}
-	s := c.sched(schedKey{alg: MST, kind: mstKindReduce, root: a.root})
+	s := c.sched(schedKey{alg: MST, coll: CollReduce, root: a.root})
 	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
@@ -138,7 +130,7 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	s := c.sched(schedKey{alg: MST, kind: mstKindScatter, root: a.root})
+	s := c.sched(schedKey{alg: MST, coll: CollScatter, root: a.root})
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {
@@ -169,7 +161,7 @@ func (c *Comm) mstGather(ctx context.Context, a *call) error {
 	if err != nil {
 		return c.fail(err)
 	}
-	s := c.sched(schedKey{alg: MST, kind: mstKindGather, root: a.root})
+	s := c.sched(schedKey{alg: MST, coll: CollGather, root: a.root})
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {

@@ -17,7 +17,7 @@ func TestMSTSchedules(t *testing.T) {
 		q := ceilLog2(p)
 		for _, root := range []int{0, p - 1, p / 2, 1} {
 			what := fmt.Sprintf("p=%d root %d", p, root)
-			s := mstSchedule(p, root, mstKindBcast)
+			s := mstSchedule(p, root, CollBcast)
 			st := newSym(p, 1)
 			st[root][bufW][0] = []int{root}
 			symRun(t, s, st)
@@ -33,7 +33,7 @@ func TestMSTSchedules(t *testing.T) {
 				t.Errorf("%s bcast: %d rounds, %d sent, %d received, root %+v", what, s.nrounds, sent, recv, s.ranks[root].stats)
 			}
 
-			s = mstSchedule(p, root, mstKindReduce)
+			s = mstSchedule(p, root, CollReduce)
 			st = symFull(p, 1)
 			symRun(t, s, st)
 			checkReduced(t, what+" reduce", st[root][bufW][0], p, true)
@@ -41,7 +41,7 @@ func TestMSTSchedules(t *testing.T) {
 				t.Errorf("%s reduce: %d rounds, root %+v", what, s.nrounds, s.ranks[root].stats)
 			}
 
-			s = mstSchedule(p, root, mstKindScatter)
+			s = mstSchedule(p, root, CollScatter)
 			st = newSym(p, p)
 			for j := range p {
 				if j != root {
@@ -58,7 +58,7 @@ func TestMSTSchedules(t *testing.T) {
 				t.Errorf("%s scatter: %d rounds, root %+v", what, s.nrounds, s.ranks[root].stats)
 			}
 
-			s = mstSchedule(p, root, mstKindGather)
+			s = mstSchedule(p, root, CollGather)
 			st = newSym(p, p)
 			for r := range p {
 				if r != root {

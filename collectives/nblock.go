@@ -57,10 +57,8 @@ import (
 // partial block is exposed exactly once, after all contributions). Across
 // steps see step.go.
 //
-// Number of blocks: the linear cost model (see costModel) gives the time of
-// n-1+q rounds moving V/n bytes each as (n-1+q)(alpha + w*V/n), w the cost
-// of a byte (beta to copy, beta+gamma to reduce), minimal at
-// n = sqrt((q-1)*w*V/alpha).
+// Number of blocks: the pipelining lemma on the linear cost model of n-1+q
+// rounds (costModel.blocks, nblocks).
 
 func init() {
 	register(CollBcast, Nblock, (*Comm).nblockBcast, true)

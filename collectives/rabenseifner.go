@@ -76,24 +76,7 @@ func init() {
 // at least this many bytes, and exchanges it whole otherwise.
 var rabHalvingMinBytes = 8192
 
-// What a Rabenseifner schedule computes.
-const (
-	rabKindAllreduce uint8 = iota
-	rabKindReduce
-	rabKindReduceScatter
-)
-
 func floorLog2(p int) int { return bits.Len(uint(p)) - 1 }
-
-// rabHalvings returns the number of leading butterfly levels that halve a
-// range of a segment of the given bytes, of L levels.
-func rabHalvings(bytes, L int) int {
-	h := 0
-	for h < L && bytes>>h >= rabHalvingMinBytes {
-		h++
-	}
-	return h
-}
 
 // rabMember is a member of a butterfly group: its rank, the range of
 // positions it holds and the buffer that holds them.
@@ -258,7 +241,7 @@ func rabGather(b *schedBuilder, levels [][][]rabMember, units [][][]rabUnit, h i
 // rabSchedule builds the schedule for p ranks: 2-to-1 elimination if
 // elim21, else 3-to-2; the first h levels halve, the others exchange whole
 // ranges (h = L for a reduce-scatter).
-func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
+func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule {
 	L := floorLog2(p)
 	P := 1 << L
 	b := newSchedBuilder(p, P, false)
@@ -304,7 +287,7 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 	// (reduce-scatter) or the root's (reduce) from its final keeper.
 	last := false
 	switch kind {
-	case rabKindAllreduce:
+	case CollAllreduce:
 		rabAllgather(b, units[:h], buf)
 		for e := range p {
 			if keeper[e] >= 0 {
@@ -313,7 +296,7 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 				buf[e], last = bufW, true
 			}
 		}
-	case rabKindReduce:
+	case CollReduce:
 		target := root
 		if keeper[root] >= 0 {
 			target = final(root)
@@ -322,7 +305,7 @@ func rabSchedule(p int, elim21 bool, h int, kind uint8, root int) *schedule {
 			b.read(root, c, buf[c], 0, P, bufW, 0, bufW, 0, xCopy)
 			buf[root], last = bufW, true
 		}
-	case rabKindReduceScatter:
+	case CollReduceScatter:
 		s := b.s
 		s.posBlocks = make([][]int, P)
 		for r := range p {
@@ -347,17 +330,20 @@ func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 		return c.pairAllreduce(ctx, a)
 	}
 	M := c.half / a.esz / 2
-	kind, root := rabKindAllreduce, 0
+	root := 0 // the schedule of an allreduce has no root
 	if a.coll == CollReduce {
-		kind, root = rabKindReduce, a.root
+		root = a.root
 	}
 	L := floorLog2(c.size)
 	return c.schedVector(ctx, a, M, func(m int) *schedule {
-		h := 0
+		h := 0 // the leading levels, whose ranges are large enough to halve
 		if a.alg != RecDoubling {
-			h = rabHalvings(m*a.esz, L)
+			bytes := m * a.esz
+			for h < L && bytes>>h >= rabHalvingMinBytes {
+				h++
+			}
 		}
-		return c.sched(schedKey{alg: a.alg, kind: kind, root: root, h: h})
+		return c.sched(schedKey{alg: a.alg, coll: a.coll, root: root, h: h})
 	})
 }
 
@@ -410,7 +396,7 @@ func (c *Comm) rabReduceScatter(ctx context.Context, a *call) error {
 	if c.size == 2 {
 		return c.pairReduceScatter(ctx, a)
 	}
-	return c.rabScatter(ctx, a, c.sched(schedKey{alg: a.alg, kind: rabKindReduceScatter, h: floorLog2(c.size)}))
+	return c.rabScatter(ctx, a, c.sched(schedKey{alg: a.alg, coll: CollReduceScatter, h: floorLog2(c.size)}))
 }
 
 // rabScatter runs a reduce-scatter whose positions hold the blocks
@@ -489,7 +475,7 @@ func init() {
 	register(CollReduceScatter, RabenseifnerOdd, (*Comm).rabOddReduceScatter, true)
 }
 
-func rabOddSchedule(p int, kind uint8) *schedule {
+func rabOddSchedule(p int, kind Collective) *schedule {
 	n := bits.TrailingZeros(uint(p))
 	G := 1 << n // groups
 	q := p / G  // members per group
@@ -517,7 +503,7 @@ func rabOddSchedule(p int, kind uint8) *schedule {
 		}
 	}
 	levels, units := rabButterfly(b, groups, n, n, nil)
-	if kind == rabKindReduceScatter {
+	if kind == CollReduceScatter {
 		s := b.s
 		s.posBlocks = make([][]int, p)
 		for _, g := range levels[n] {
@@ -546,7 +532,7 @@ func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
 		return c.pairAllreduce(ctx, a)
 	}
 	M := c.half / a.esz / 2
-	s := c.sched(schedKey{alg: RabenseifnerOdd, kind: rabKindAllreduce})
+	s := c.sched(schedKey{alg: RabenseifnerOdd, coll: CollAllreduce})
 	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
@@ -554,5 +540,5 @@ func (c *Comm) rabOddReduceScatter(ctx context.Context, a *call) error {
 	if c.size == 2 {
 		return c.pairReduceScatter(ctx, a)
 	}
-	return c.rabScatter(ctx, a, c.sched(schedKey{alg: RabenseifnerOdd, kind: rabKindReduceScatter}))
+	return c.rabScatter(ctx, a, c.sched(schedKey{alg: RabenseifnerOdd, coll: CollReduceScatter}))
 }

@@ -22,7 +22,7 @@ func TestRabenseifnerOddSchedules(t *testing.T) {
 		if q > 1 {
 			extra = 1
 		}
-		s := rabOddSchedule(p, rabKindAllreduce)
+		s := rabOddSchedule(p, CollAllreduce)
 		st := symFull(p, p)
 		symRun(t, s, st)
 		for r := range p {
@@ -33,7 +33,7 @@ func TestRabenseifnerOddSchedules(t *testing.T) {
 		if s.nrounds != 2*n+2*extra {
 			t.Errorf("p=%d allreduce: %d rounds, want %d", p, s.nrounds, 2*n+2*extra)
 		}
-		s = rabOddSchedule(p, rabKindReduceScatter)
+		s = rabOddSchedule(p, CollReduceScatter)
 		st = symFull(p, p)
 		symRun(t, s, st)
 		seen := make([]int, p)

@@ -253,11 +253,11 @@ func TestSchedCounts(t *testing.T) {
 				var s *schedule
 				switch alg {
 				case Ring:
-					s = ringSchedule(p, 0, ringKindAllreduce)
+					s = ringSchedule(p, 0, CollAllreduce)
 				case BDE:
-					s = bdeSchedule(p, bdeKindAllreduce)
+					s = bdeSchedule(p, CollAllreduce)
 				default:
-					s = rabSchedule(p, alg == Rabenseifner21, floorLog2(p), rabKindAllreduce, 0)
+					s = rabSchedule(p, alg == Rabenseifner21, floorLog2(p), CollAllreduce, 0)
 				}
 				want := s.ranks[c.Rank()].stats
 				want.Calls, want.Steps = 1, 1

@@ -33,14 +33,6 @@ func init() {
 	register(CollBcast, Ring, (*Comm).ringBcast, true)
 }
 
-// What a ring schedule computes.
-const (
-	ringKindAllreduce uint8 = iota
-	ringKindReduceScatter
-	ringKindAllgather
-	ringKindBcast
-)
-
 func mod(a, p int) int { return ((a % p) + p) % p }
 
 func ringRS(b *schedBuilder, p int) {
@@ -63,36 +55,36 @@ func ringAG(b *schedBuilder, p int) {
 	}
 }
 
-func ringSchedule(p, root int, kind uint8) *schedule {
+func ringSchedule(p, root int, kind Collective) *schedule {
 	b := newSchedBuilder(p, p, false)
 	switch kind {
-	case ringKindAllreduce:
+	case CollAllreduce:
 		ringRS(b, p)
 		ringAG(b, p)
-	case ringKindReduceScatter:
+	case CollReduceScatter:
 		ringRS(b, p)
-	case ringKindAllgather:
+	case CollAllgather:
 		ringAG(b, p)
-	case ringKindBcast:
-		mstAdd(b, mstLevels(p, root), mstKindScatter)
+	case CollBcast:
+		mstAdd(b, mstLevels(p, root), CollScatter)
 		ringAG(b, p)
 	}
 	return b.done(nil)
 }
 
 func (c *Comm) ringAllreduce(ctx context.Context, a *call) error {
-	s := c.sched(schedKey{alg: Ring, kind: ringKindAllreduce})
+	s := c.sched(schedKey{alg: Ring, coll: CollAllreduce})
 	return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
 }
 
 func (c *Comm) ringReduceScatter(ctx context.Context, a *call) error {
-	return c.schedReduceScatter(ctx, a, c.sched(schedKey{alg: Ring, kind: ringKindReduceScatter}))
+	return c.schedReduceScatter(ctx, a, c.sched(schedKey{alg: Ring, coll: CollReduceScatter}))
 }
 
 func (c *Comm) ringAllgather(ctx context.Context, a *call) error {
-	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: Ring, kind: ringKindAllgather}))
+	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: Ring, coll: CollAllgather}))
 }
 
 func (c *Comm) ringBcast(ctx context.Context, a *call) error {
-	return c.schedBcast(ctx, a, c.sched(schedKey{alg: Ring, kind: ringKindBcast, root: a.root}))
+	return c.schedBcast(ctx, a, c.sched(schedKey{alg: Ring, coll: CollBcast, root: a.root}))
 }

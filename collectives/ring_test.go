@@ -16,7 +16,7 @@ func TestRingSchedules(t *testing.T) {
 			continue
 		}
 		b := uint64(p - 1)
-		s := ringSchedule(p, 0, ringKindAllreduce)
+		s := ringSchedule(p, 0, CollAllreduce)
 		st := symFull(p, p)
 		symRun(t, s, st)
 		for r := range p {
@@ -33,7 +33,7 @@ func TestRingSchedules(t *testing.T) {
 				t.Errorf("p=%d ring allreduce rank %d: %+v, want %+v", p, r, s.ranks[r].stats, want)
 			}
 		}
-		s = ringSchedule(p, 0, ringKindReduceScatter)
+		s = ringSchedule(p, 0, CollReduceScatter)
 		st = symFull(p, p)
 		symRun(t, s, st)
 		for r := range p {
@@ -45,7 +45,7 @@ func TestRingSchedules(t *testing.T) {
 				t.Errorf("p=%d ring reduce-scatter rank %d: copies in %v, want block %d only", p, r, in, mod(r-1, p))
 			}
 		}
-		s = ringSchedule(p, 0, ringKindAllgather)
+		s = ringSchedule(p, 0, CollAllgather)
 		st = newSym(p, p)
 		for r := range p {
 			st[r][bufW][r] = []int{r}
@@ -62,7 +62,7 @@ func TestRingSchedules(t *testing.T) {
 			}
 		}
 		for _, root := range []int{0, p - 1, p / 2} {
-			s = ringSchedule(p, root, ringKindBcast)
+			s = ringSchedule(p, root, CollBcast)
 			st = newSym(p, p)
 			for j := range p {
 				st[root][bufW][j] = []int{j}
@@ -79,7 +79,7 @@ func TestRingSchedules(t *testing.T) {
 				t.Errorf("p=%d ring bcast: %d rounds, want at most %d", p, s.nrounds, ceilLog2(p)+p-1)
 			}
 		}
-		for _, k := range []uint8{ringKindAllreduce, ringKindReduceScatter, ringKindAllgather, ringKindBcast} {
+		for _, k := range []Collective{CollAllreduce, CollReduceScatter, CollAllgather, CollBcast} {
 			if n := countAcks(ringSchedule(p, 0, k)); n != 0 {
 				t.Errorf("p=%d ring kind %d: %d acknowledgements", p, k, n)
 			}

@@ -150,9 +150,8 @@ func newSchedBuilder(p, npos int, rotated bool) *schedBuilder {
 	return b
 }
 
-// read adds to the current round: rank r reads positions [plo, phi) of
-// buffer pbuf of rank from and combines them by op with its own positions
-// from olo of obuf into its positions from dlo of dbuf.
+// read adds a read of rank r from rank from (see schedXfer) to the
+// current round.
 func (b *schedBuilder) read(r, from int, pbuf uint8, plo, phi int, obuf uint8, olo int, dbuf uint8, dlo int, op xop) {
 	b.readAt(b.t, r, from, pbuf, plo, phi, obuf, olo, dbuf, dlo, op)
 }
@@ -391,11 +390,11 @@ type schedOut struct {
 }
 
 // schedKey names a schedule, a pure function of its key built once per
-// process: the algorithm, what it computes (the family's kind), p, the
-// root (rooted collectives) and the halving levels (Rabenseifner).
+// process: the algorithm, the collective it computes, p, the root (rooted
+// collectives) and the halving levels (Rabenseifner).
 type schedKey struct {
 	alg        Algorithm
-	kind       uint8
+	coll       Collective
 	p, root, h int
 }
 
@@ -403,17 +402,17 @@ type schedKey struct {
 func (k schedKey) build() *schedule {
 	switch k.alg {
 	case Ring:
-		return ringSchedule(k.p, k.root, k.kind)
+		return ringSchedule(k.p, k.root, k.coll)
 	case MST:
-		return mstSchedule(k.p, k.root, k.kind)
+		return mstSchedule(k.p, k.root, k.coll)
 	case BDE:
-		return bdeSchedule(k.p, k.kind)
+		return bdeSchedule(k.p, k.coll)
 	case Bruck:
-		return bruckSchedule(k.p, k.kind == bruckKindAllreduce)
+		return bruckSchedule(k.p, k.coll == CollAllreduce)
 	case RabenseifnerOdd:
-		return rabOddSchedule(k.p, k.kind)
+		return rabOddSchedule(k.p, k.coll)
 	}
-	return rabSchedule(k.p, k.alg == Rabenseifner21, k.h, k.kind, k.root)
+	return rabSchedule(k.p, k.alg == Rabenseifner21, k.h, k.coll, k.root)
 }
 
 // The cache is an immutable map replaced on insertion, so that the
@@ -431,6 +430,12 @@ func (c *Comm) sched(k schedKey) *schedule {
 	if s, ok := (*schedCache.Load())[k]; ok {
 		return s
 	}
+	return buildSched(k)
+}
+
+// buildSched builds the schedule k names and caches it (the lookup's slow
+// path, kept apart so that the lookup has no deferred call).
+func buildSched(k schedKey) *schedule {
 	schedMu.Lock()
 	defer schedMu.Unlock()
 	if s, ok := (*schedCache.Load())[k]; ok {
@@ -633,20 +638,22 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 		c.pieces(k, S, a.counts, a.displs)
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(r, e)
-		var out schedOut // no direct copies in the rotated layout
 		if s.rotated {
 			c.copyIn(a.esz, h, a.recv, 0, 1)
 		} else {
 			simd.Copy(span(h, esz, pre[r], pre[r+1]), span(a.recv, esz, uoff[r], uoff[r]+pre[r+1]-pre[r]))
-			out = schedOut{buf: a.recv, blocks: true}
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
-			return err
-		}
 		if s.rotated {
+			if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
+				return err
+			}
 			c.copyOut(a.esz, a.recv, h, 1, p)
 		} else {
+			out := schedOut{buf: a.recv, blocks: true}
+			if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
+				return err
+			}
 			c.copyResult(a.esz, s, h, pre, 0, out, r)
 		}
 		c.end(e)

@@ -151,7 +151,7 @@ func TestRabenseifnerSchedules(t *testing.T) {
 		for _, elim21 := range []bool{false, true} {
 			for h := 0; h <= L; h++ {
 				what := fmt.Sprintf("p=%d elim21=%v h=%d", p, elim21, h)
-				s := rabSchedule(p, elim21, h, rabKindAllreduce, 0)
+				s := rabSchedule(p, elim21, h, CollAllreduce, 0)
 				st := symFull(p, P)
 				symRun(t, s, st)
 				for r := range p {
@@ -220,7 +220,7 @@ func TestRabenseifnerSchedules(t *testing.T) {
 					t.Errorf("%s: the butterfly needs %d acknowledgements, want none", what, countAcks(s))
 				}
 				for _, root := range []int{0, p - 1, p / 2} {
-					s := rabSchedule(p, elim21, h, rabKindReduce, root)
+					s := rabSchedule(p, elim21, h, CollReduce, root)
 					st := symFull(p, P)
 					symRun(t, s, st)
 					out := st[root][s.ranks[root].out]
@@ -238,7 +238,7 @@ func TestRabenseifnerSchedules(t *testing.T) {
 					}
 				}
 			}
-			s := rabSchedule(p, elim21, L, rabKindReduceScatter, 0)
+			s := rabSchedule(p, elim21, L, CollReduceScatter, 0)
 			st := symFull(p, P)
 			symRun(t, s, st)
 			seen := make([]int, p)

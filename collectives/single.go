@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,9 @@ import (
 //
 //  1. every rank writes into its slot half a table of p ranges of its own
 //     memory, entry j the range that rank j accesses, and posts phase 1:
-//     allgather(v): the place of j's block in its recv, which j writes;
+//     allgather(v): the place of j's block in its recv, which j writes
+//     (an allgatherv of uneven blocks, singlePull: its own block, which j
+//     reads);
 //     alltoall(v): its send block for j, which j reads; bcast, scatter(v)
 //     and gather(v): at the root j's block of its buffer, at j its recv
 //     (gather: its send), which the two copy between them;
@@ -29,9 +32,9 @@ import (
 //     the length of their entries for it against its own buffer, copies,
 //     and posts phase 2: allgather writes its block into its own recv and
 //     every peer's piece by piece, so that each piece is read from memory
-//     once; alltoall reads its block from every peer; in the rooted calls
-//     the root copies 1/p of every block and each other rank the rest of
-//     its own, at once;
+//     once (or reads every peer's block); alltoall reads its block from
+//     every peer; in the rooted calls the root copies 1/p of every block
+//     and each other rank the rest of its own, at once;
 //  3. a rank whose ranges peers access returns only after every one of
 //     them posted phase 2 (the rooted calls: the root waits for every
 //     rank, every other rank for the root), so the caller owns its buffers
@@ -118,19 +121,37 @@ func singleMin(coll Collective, over bool) int {
 			return 1 << 20
 		}
 		return 8 << 10
+	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter:
+		// From shmbench run -algo single,auto at np = 2; ranks that
+		// share CPUs keep the slots (not measured against them yet).
+		if over {
+			return 0
+		}
+		return 16 << 10
 	}
 	return 0
 }
 
 // singleTakes reports whether a call of coll on bytes takes Single: it is
 // pinned, or nothing else is and the call has at least singleMin bytes
-// (an alltoall: and fewer than singleAlltoallMax).
+// and fewer than singleMax.
 func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
 	if pin == Single {
 		return true
 	}
 	m := singleMin(coll, over)
-	return pin == Auto && m > 0 && bytes >= m && (coll != CollAlltoall || bytes < singleAlltoallMax)
+	return pin == Auto && m > 0 && bytes >= m && bytes < singleMax(coll)
+}
+
+// singleMax bounds the calls of coll that take Single without a pin.
+func singleMax(coll Collective) int {
+	switch coll {
+	case CollAlltoall:
+		return singleAlltoallMax
+	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter:
+		return singleReduceMax
+	}
+	return math.MaxInt
 }
 
 // singleAlltoallMax bounds the alltoalls that take Single without a pin:
@@ -138,6 +159,12 @@ func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
 // with the copies into them, is ahead (shmbench run -algo single,flat at
 // np = 2).
 const singleAlltoallMax = 32 << 20
+
+// singleReduceMax bounds the reductions that take Single without a pin:
+// from there the slots' algorithms, whose large reductions store
+// non-temporally, are ahead (an MPI program with libshmcoll preloaded,
+// SHMCOLL_ALGO_ALLREDUCE=single against rabenseifner, at np = 2).
+const singleReduceMax = 16 << 20
 
 // CrossMemory returns nil if the ranks of c can read each other's private
 // memory (cross-memory attach, agreed by every rank when the communicator
@@ -147,13 +174,29 @@ func (c *Comm) CrossMemory() error { return c.ep.CrossMemory() }
 
 // singleOn reports whether the communicator can run Single: cross-memory
 // attach is on and a slot half holds the table.
-func (c *Comm) singleOn() bool { return c.ep.CrossMemory() == nil && 24*c.size <= c.half }
+func (c *Comm) singleOn() bool {
+	return c.ep.CrossMemory() == nil && singleTableBytes(c.size) <= c.half
+}
+
+// singleTableBytes is the size of a table of p ranks: two ranges and a
+// state word per rank.
+func singleTableBytes(p int) int { return 40 * p }
 
 // singleReady reports whether this rank may take Single for call a: the
-// communicator can, Single serves the collective, and a is not an
-// alltoall in place.
+// communicator can, Single serves the collective, a is not an alltoall
+// in place, and a reduction's pieces fit in the slot half.
 func (c *Comm) singleReady(a *call) bool {
-	return c.singleOn() && algorithms[a.coll][Single] != nil && !(a.coll == CollAlltoall && a.send == nil)
+	switch a.coll {
+	case CollAlltoall:
+		if a.send == nil {
+			return false
+		}
+	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter:
+		if !c.singleReduceOn() {
+			return false
+		}
+	}
+	return c.singleOn() && algorithms[a.coll][Single] != nil
 }
 
 // vectorAlgorithm returns the algorithm of a gatherv or scatterv (which
@@ -168,10 +211,12 @@ func (c *Comm) vectorAlgorithm(a *call, f impl) (Algorithm, impl) {
 
 // singleTable returns rank q's table of step e: for every rank j, the
 // address (in q's address space) and the length of the range j accesses,
-// then the p state words (singleState).
+// then the p state words (singleState), then for every rank j the address
+// and length of a second range (the reductions: the place of j's block in
+// q's recv, which j writes, beside the first, j's block of q's input).
 func (c *Comm) singleTable(q int, e uint64) []uint64 {
 	h := c.slotHalf(q, e)
-	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(h))), 3*c.size)
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(h))), 5*c.size)
 }
 
 // singleState returns the state word of rank q's entry for rank j in its
@@ -189,16 +234,23 @@ const (
 
 // offer writes b (empty: nothing) as this rank's entry for rank j in its
 // table of step e.
-func (c *Comm) offer(e uint64, j int, b []byte) {
+func (c *Comm) offer(e uint64, j int, b []byte) { c.offer2(e, j, b, nil) }
+
+// offer2 writes b0 and b1 (empty: nothing) as this rank's two ranges for
+// rank j in its table of step e.
+func (c *Comm) offer2(e uint64, j int, b0, b1 []byte) {
 	t := c.singleTable(c.rank, e)
-	t[2*j], t[2*j+1] = 0, uint64(len(b))
 	st := uint64(rangeClosed)
-	if len(b) > 0 {
-		t[2*j] = uint64(shm.AddrOf(b))
-		if singleBadAddr {
-			t[2*j] = badAddr
+	for k, b := range [2][]byte{b0, b1} {
+		w := t[2*j+3*c.size*k:]
+		w[0], w[1] = 0, uint64(len(b))
+		if len(b) > 0 {
+			w[0] = uint64(shm.AddrOf(b))
+			if singleBadAddr {
+				w[0] = badAddr
+			}
+			st = rangeOffered
 		}
-		st = rangeOffered
 	}
 	c.singleState(c.rank, e, j).Store(st)
 }
@@ -258,11 +310,20 @@ const badAddr = 1 << 12
 // waitOffer waits for q's phase 1 of step e and checks that q offers
 // this rank n bytes.
 func (c *Comm) waitOffer(ctx context.Context, q int, e uint64, n int) error {
+	return c.waitOffer2(ctx, q, e, n, 0)
+}
+
+// waitOffer2 waits for q's phase 1 of step e and checks that q offers
+// this rank n0 bytes in its first range and n1 in its second.
+func (c *Comm) waitOffer2(ctx context.Context, q int, e uint64, n0, n1 int) error {
 	if err := c.wait(ctx, q, e, 1); err != nil {
 		return err
 	}
-	if m := c.singleTable(q, e)[2*c.rank+1]; m != uint64(n) {
-		return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, m, c.rank, n))
+	t := c.singleTable(q, e)
+	for k, n := range [2]int{n0, n1} {
+		if m := t[2*c.rank+3*c.size*k+1]; m != uint64(n) {
+			return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, m, c.rank, n))
+		}
 	}
 	return nil
 }
@@ -271,10 +332,15 @@ func (c *Comm) waitOffer(ctx context.Context, q int, e uint64, n int) error {
 // q offers this rank in step e (after waitOffer): q's bytes into local, or
 // local into q's range when write.
 func (c *Comm) move(q int, e uint64, off int, local []byte, write bool) error {
+	return c.moveRange(q, e, 0, off, local, write)
+}
+
+// moveRange is move on q's range k (0 or 1) for this rank.
+func (c *Comm) moveRange(q int, e uint64, k, off int, local []byte, write bool) error {
 	if len(local) == 0 {
 		return nil
 	}
-	addr := uintptr(c.singleTable(q, e)[2*c.rank]) + uintptr(off)
+	addr := uintptr(c.singleTable(q, e)[2*c.rank+3*c.size*k]) + uintptr(off)
 	st := c.singleState(q, e, c.rank)
 	if !st.CompareAndSwap(rangeOffered, rangeCopying) {
 		// q's call failed and withdrew the range; q aborted first.
@@ -301,7 +367,10 @@ const singleChunk = 256 << 10
 
 // singleAllgather: every rank offers each peer j the place of j's block
 // in its recv; each rank copies its block into its own recv piece by piece
-// and writes each piece into every peer's recv.
+// and writes each piece into every peer's recv. That costs each rank p
+// times its own block, so an allgatherv whose blocks differ much
+// (singlePull) has every rank read the peers' blocks instead: each rank
+// then copies the whole vector, the same on every rank.
 func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 	esz, p, r := a.esz, c.size, c.rank
 	mine := span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r])
@@ -314,27 +383,71 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
-	c.offerBlocks(e, a, a.recv)
-	for i := 1; i < p; i++ {
-		if err := c.waitOffer(ctx, (r+i)%p, e, len(mine)); err != nil {
-			return err
+	if singlePull(a.counts, len(a.recv)) {
+		for j := range p {
+			if j != r {
+				c.offer(e, j, src)
+			}
 		}
-	}
-	for lo := 0; lo < len(src); lo += singleChunk {
-		hi := min(lo+singleChunk, len(src))
+		c.post(e, 1)
 		if a.send != nil {
-			simd.Copy(mine[lo:hi], a.send[lo:hi])
+			simd.Copy(mine, a.send)
 		}
 		for i := 1; i < p; i++ {
-			q := (r + i) % p
-			if err := c.move(q, e, lo, src[lo:hi], true); err != nil {
+			q := c.next(i)
+			b := span(a.recv, esz, a.displs[q], a.displs[q]+a.counts[q])
+			if err := c.waitOffer(ctx, q, e, len(b)); err != nil {
 				return err
+			}
+			if err := c.move(q, e, 0, b, false); err != nil {
+				return err
+			}
+		}
+	} else {
+		c.offerBlocks(e, a, a.recv)
+		for i := 1; i < p; i++ {
+			if err := c.waitOffer(ctx, (r+i)%p, e, len(mine)); err != nil {
+				return err
+			}
+		}
+		for lo := 0; lo < len(src); lo += singleChunk {
+			hi := min(lo+singleChunk, len(src))
+			if a.send != nil {
+				simd.Copy(mine[lo:hi], a.send[lo:hi])
+			}
+			for i := 1; i < p; i++ {
+				q := (r + i) % p
+				if err := c.move(q, e, lo, src[lo:hi], true); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
 	return c.endAll(ctx, e, 2)
 }
+
+// singlePull reports whether an allgather of blocks of counts elements
+// into recv bytes has every rank read the peers' blocks: the largest block
+// is more than 1/8 above the mean, so that writing it into every peer's
+// recv would keep its rank busy that much longer than the others, and recv
+// is below singlePullMax.
+func singlePull(counts []int, recv int) bool {
+	total, most := 0, 0
+	for _, n := range counts {
+		total += n
+		most = max(most, n)
+	}
+	return 8*most*len(counts) > 9*total && recv < singlePullMax
+}
+
+// singlePullMax bounds the allgathers that read the peers' blocks: from
+// there the copies run at the memory's pace, and the pull, which reads
+// every block from memory once per rank, moves more bytes than the
+// writes, which read each rank's block once (shmbench run -coll
+// allgatherv -algo single at np = 2, this build against the one that
+// always writes).
+const singlePullMax = 32 << 20
 
 func (c *Comm) singleAlltoall(ctx context.Context, a *call) (err error) {
 	esz, p, r := a.esz, c.size, c.rank

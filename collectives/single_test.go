@@ -283,7 +283,7 @@ func TestSinglePinNeedsCrossMemory(t *testing.T) {
 // cross-memory attach is on and the buffers are private, and never
 // otherwise.
 func TestSingleSelection(t *testing.T) {
-	for _, coll := range []Collective{CollAllgather, CollAllgatherv, CollBcast, CollAlltoall, CollAlltoallv, CollGather, CollScatter} {
+	for _, coll := range []Collective{CollAllgather, CollAllgatherv, CollBcast, CollAlltoall, CollAlltoallv, CollGather, CollScatter, CollAllreduce, CollReduceScatterBlock, CollReduceScatter} {
 		m := singleMin(coll, false)
 		if m <= 0 {
 			continue
@@ -293,8 +293,9 @@ func TestSingleSelection(t *testing.T) {
 			want bool
 		}{
 			{Call{Coll: coll, Bytes: m, P: 2, CrossMemory: true}, true},
-			{Call{Coll: coll, Bytes: 16 << 20, P: 2, CrossMemory: true}, true},
-			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true}, coll != CollAlltoall},
+			{Call{Coll: coll, Bytes: 16 << 20, P: 2, CrossMemory: true}, 16<<20 < singleMax(coll)},
+			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true}, 64<<20 < singleMax(coll)},
+			{Call{Coll: coll, Bytes: singleMax(coll) - 1, P: 2, CrossMemory: true}, true},
 			{Call{Coll: coll, Bytes: m - 1, P: 2, CrossMemory: true}, false},
 			{Call{Coll: coll, Bytes: 64 << 20, P: 2}, false},
 			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true, Arena: true}, false},
@@ -700,5 +701,31 @@ func TestSingleFailedCallReleasesBuffers(t *testing.T) {
 		if t.Failed() {
 			return
 		}
+	}
+}
+
+// TestSinglePull: an allgather writes its block into the peers' recvs
+// unless one block is more than 1/8 above the mean and the call is below
+// singlePullMax (singlePull); the tests above run both (p = 2: near
+// blocks; p > 2: one empty block).
+func TestSinglePull(t *testing.T) {
+	for _, tc := range []struct {
+		counts []int
+		want   bool
+	}{
+		{[]int{4, 4}, false},
+		{[]int{1000, 1001}, false},
+		{[]int{8, 10}, false},
+		{[]int{3, 5}, true},
+		{[]int{1, 3}, true},
+		{[]int{10, 0, 11}, true},
+		{[]int{0, 0}, false},
+	} {
+		if got := singlePull(tc.counts, 1<<20); got != tc.want {
+			t.Errorf("singlePull(%v) = %v, want %v", tc.counts, got, tc.want)
+		}
+	}
+	if singlePull([]int{1, 3}, singlePullMax) {
+		t.Errorf("singlePull at singlePullMax bytes")
 	}
 }

@@ -416,12 +416,10 @@ func (t *Table) Merge(u *Table) *Table {
 func (t *Table) Ps() []int {
 	var ps []int
 	for _, e := range t.Entries {
-		if !slices.Contains(ps, e.P) {
-			ps = append(ps, e.P)
-		}
+		ps = append(ps, e.P)
 	}
 	slices.Sort(ps)
-	return ps
+	return slices.Compact(ps)
 }
 
 // selection is the part of a table that one communicator uses: the

@@ -27,9 +27,8 @@ import (
 // [ceil(p/2), p), whose roots exchange their partial blocks and both
 // compute result block t = (lower tree's) op (upper tree's), bitwise the
 // same on both. A DualRoot rank with k children receives and reduces k
-// partial blocks a round and a root also the other root's; the number of
-// blocks comes from the pipelining lemma on 6h+1+3(n-1) steps, h the tree
-// height (treeKind.lead).
+// partial blocks a round and a root also the other root's. The number of
+// blocks comes from the pipelining lemma (treeKind.lead).
 //
 // Slot layout: a rank's slot half holds the partial area (blocks going
 // up) and, at alignUp(half/2), the result area (blocks going down); the
@@ -178,26 +177,29 @@ func (s *treeSeg) peer(q, phase, off, b int) ([]byte, error) {
 // children's partial areas (offset 0, phase 2t+2).
 func (s *treeSeg) up(nd treeNode, t int, dst, x []byte) error {
 	red := &s.a.red
-	if nd.c0 < 0 {
+	switch {
+	case nd.c0 < 0:
 		simd.Copy(dst, x)
-		return nil
-	}
-	l, err := s.peer(nd.c0, 2*t+2, 0, t)
-	if err != nil {
-		return err
-	}
-	if nd.c1 < 0 {
+	case nd.c1 < 0:
+		l, err := s.peer(nd.c0, 2*t+2, 0, t)
+		if err != nil {
+			return err
+		}
 		red.reduce3(dst, l, x)
 		s.c.last.Reduced++
-		return nil
+	default:
+		l, err := s.peer(nd.c0, 2*t+2, 0, t)
+		if err != nil {
+			return err
+		}
+		r, err := s.peer(nd.c1, 2*t+2, 0, t)
+		if err != nil {
+			return err
+		}
+		red.reduce3(dst, l, r)
+		red.reduce(dst, x)
+		s.c.last.Reduced += 2
 	}
-	r, err := s.peer(nd.c1, 2*t+2, 0, t)
-	if err != nil {
-		return err
-	}
-	red.reduce3(dst, l, r)
-	red.reduce(dst, x)
-	s.c.last.Reduced += 2
 	return nil
 }
 
