@@ -73,7 +73,8 @@
 //   - Rabenseifner, Rabenseifner21, RecDoubling, RabenseifnerOdd:
 //     rabenseifner.go (the pair loop they run at p = 2: pair.go)
 //   - Ring: ring.go; MST: mst.go; BDE: bde.go; Bruck: bruck.go
-//   - Direct: direct.go; Single: single.go
+//   - Direct: direct.go; Single: single.go (its allreduce and
+//     reduce-scatters: singlereduce.go)
 //
 // Machinery: selection in select.go (decide) and table.go ([Table];
 // tune/default.txt as shmbench tune wrote it, tune/overrides.txt the

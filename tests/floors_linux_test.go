@@ -11,11 +11,11 @@ import (
 
 // TestFloorPrograms builds the C programs of docs/floors, which
 // docs/PERFORMANCE.md quotes as the floors of the cells that miss their
-// targets, and runs each once: allgather_floor checks its result,
-// bcast_rule each value it receives, rooted_floor each call's changed
-// element and descriptor and the last call's whole result, oversub_floor
-// every counter each rank sees when it leaves a barrier, and all must
-// print their figures.
+// targets, and runs each once: allgather_floor and allgather_cma_floor
+// check their results, bcast_rule each value it receives, rooted_floor
+// each call's changed element and descriptor and the last call's whole
+// result, oversub_floor every counter each rank sees when it leaves a
+// barrier, and all must print their figures.
 // Their timings are not judged here. The programs pin a thread to each of
 // CPUs 0 and 1 (oversub_floor runs its processes there), which disturbs
 // whatever else runs there, so plain go test skips them: SHMCOLL_LONG=1
@@ -40,6 +40,9 @@ func TestFloorPrograms(t *testing.T) {
 		{"allgather_floor", []string{"512", "2"}, `^512 KiB blocks, 2 slots: slowest rank median [0-9.]+ us\n  rank 0: publish`},
 		{"allgather_floor", []string{"600", "2"}, `^600 KiB blocks, 2 slots: `},
 		{"allgather_floor", []string{"512", "4", "unread"}, `^512 KiB blocks, 4 slots, copy-out from the own slot: `},
+		{"allgather_cma_floor", []string{"512", "chunk-write", "50"}, `^chunk-write 512 KiB blocks \(allgather of 1024 KiB\): slower process median [0-9.]+ us, [0-9.]+ GB/s moved; CPU time `},
+		{"allgather_cma_floor", []string{"64", "own-read", "50"}, `^own-read 64 KiB blocks `},
+		{"allgather_cma_floor", []string{"64", "copies", "50"}, `^copies 64 KiB blocks `},
 		{"bcast_rule", []string{"waits", "symmetric", "5000"}, `^symmetric +barrier, root waits  : slower rank +[0-9]+ ns`},
 		{"bcast_rule", []string{"returns", "root-first", "5000"}, `^root-first +barrier, root returns: slower rank +[0-9]+ ns`},
 		{"bcast_rule", []string{"waits", "receiver-first", "5000"}, `^receiver-first barrier, root waits  : slower rank +[0-9]+ ns`},
@@ -71,7 +74,7 @@ func TestFloorPrograms(t *testing.T) {
 		}
 	}
 	// A wrong use is refused with the usage line.
-	for _, r := range []struct{ prog, arg string }{{"allgather_floor", "0"}, {"bcast_rule", "sometimes"}, {"rooted_floor", "bcast"}, {"oversub_floor", "often"}} {
+	for _, r := range []struct{ prog, arg string }{{"allgather_floor", "0"}, {"allgather_cma_floor", "0"}, {"bcast_rule", "sometimes"}, {"rooted_floor", "bcast"}, {"oversub_floor", "often"}} {
 		out, err := exec.Command(filepath.Join(dir, r.prog), r.arg, "2").CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !regexp.MustCompile(`^usage: `+r.prog).Match(out) {
 			t.Errorf("%s %s 2: %v, %s; want exit 2 and the usage line", r.prog, r.arg, err, out)
