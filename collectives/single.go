@@ -121,7 +121,7 @@ func singleMin(coll Collective, over bool) int {
 			return 1 << 20
 		}
 		return 8 << 10
-	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter:
+	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
 		// From shmbench run -algo single,auto at np = 2; ranks that
 		// share CPUs keep the slots (not measured against them yet).
 		if over {
@@ -148,7 +148,7 @@ func singleMax(coll Collective) int {
 	switch coll {
 	case CollAlltoall:
 		return singleAlltoallMax
-	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter:
+	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
 		return singleReduceMax
 	}
 	return math.MaxInt
@@ -191,7 +191,7 @@ func (c *Comm) singleReady(a *call) bool {
 		if a.send == nil {
 			return false
 		}
-	case CollAllreduce, CollReduceScatterBlock, CollReduceScatter:
+	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
 		if !c.singleReduceOn() {
 			return false
 		}

@@ -283,7 +283,7 @@ func TestSinglePinNeedsCrossMemory(t *testing.T) {
 // cross-memory attach is on and the buffers are private, and never
 // otherwise.
 func TestSingleSelection(t *testing.T) {
-	for _, coll := range []Collective{CollAllgather, CollAllgatherv, CollBcast, CollAlltoall, CollAlltoallv, CollGather, CollScatter, CollAllreduce, CollReduceScatterBlock, CollReduceScatter} {
+	for _, coll := range []Collective{CollAllgather, CollAllgatherv, CollBcast, CollAlltoall, CollAlltoallv, CollGather, CollScatter, CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter} {
 		m := singleMin(coll, false)
 		if m <= 0 {
 			continue

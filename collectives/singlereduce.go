@@ -2,25 +2,29 @@ package collectives
 
 import "context"
 
-// The Single reductions: allreduce, reduce-scatter and reduce-scatter
-// block of private buffers without copying the inputs into the slots.
-// Rank r reduces block r of the p inputs, reading each peer's piece of it
-// by cross-memory attach into its own slot half (a piece at a time, so
-// that it is read from the cache), and reduces the pieces with its own in
-// rank order into block r of its recv; the allreduce then writes each
-// reduced piece, still in the cache, into every peer's recv. Each input
+// The Single reductions: allreduce, reduce, reduce-scatter and
+// reduce-scatter block of private buffers without copying the inputs into
+// the slots. Rank r reduces block r of the p inputs, reading each peer's
+// piece of it by cross-memory attach into its own slot half (a piece at a
+// time, so that it is read from the cache), and reduces the pieces with
+// its own in rank order into block r of its recv; the allreduce then
+// writes each reduced piece, still in the cache, into every peer's recv,
+// and a reduce's non-root writes it into the root's recv only. Each input
 // byte is read from memory once and each result byte written once per
 // rank that holds it, where the slots add a copy in and a copy out.
 //
 // One step, as the other Single calls (single.go): every rank offers
 // every peer j, in its table, block j of its input (which j reads) and,
-// for the allreduce, the place of block j in its recv (which j writes);
-// posts phase 1; reduces; posts phase 2; returns once every peer posted
-// phase 2. In place, block j of a rank's buffer is read and then written
-// by j alone, a piece at a time, and the rank's own block by itself.
+// for the allreduce and at a reduce's root, the place of block j in its
+// recv (which j writes); posts phase 1; reduces; posts phase 2; returns
+// once every peer posted phase 2 (a reduce's non-root too: the peers read
+// its input until then). In place, block j of a rank's buffer is read and
+// then written by j alone, a piece at a time, and the rank's own block by
+// itself.
 
 func init() {
 	register(CollAllreduce, Single, (*Comm).singleAllreduce, true)
+	register(CollReduce, Single, (*Comm).singleReduceRoot, true)
 	register(CollReduceScatterBlock, Single, (*Comm).singleReduceScatter, true)
 	register(CollReduceScatter, Single, (*Comm).singleReduceScatter, true)
 }
@@ -45,19 +49,42 @@ func (c *Comm) singleReducePiece() int {
 }
 
 func (c *Comm) singleAllreduce(ctx context.Context, a *call) error {
+	return c.singleEven(ctx, a, singleToAll)
+}
+
+func (c *Comm) singleReduceRoot(ctx context.Context, a *call) error {
+	return c.singleEven(ctx, a, a.root)
+}
+
+// singleEven runs singleReduce on p blocks of about equal size.
+func (c *Comm) singleEven(ctx context.Context, a *call, to int) error {
 	pre := c.sc.pre
 	evenSplit(pre, c.size, a.count)
-	return c.singleReduce(ctx, a, func(j int) (int, int) { return pre[j] * a.esz, pre[j+1] * a.esz }, a.recv[pre[c.rank]*a.esz:pre[c.rank+1]*a.esz], true)
+	var dst []byte
+	if to == singleToAll || to == c.rank {
+		dst = a.recv[pre[c.rank]*a.esz : pre[c.rank+1]*a.esz]
+	}
+	return c.singleReduce(ctx, a, func(j int) (int, int) { return pre[j] * a.esz, pre[j+1] * a.esz }, dst, to)
 }
 
 func (c *Comm) singleReduceScatter(ctx context.Context, a *call) error {
-	return c.singleReduce(ctx, a, func(j int) (int, int) { return a.displs[j] * a.esz, (a.displs[j] + a.counts[j]) * a.esz }, a.recv, false)
+	return c.singleReduce(ctx, a, func(j int) (int, int) { return a.displs[j] * a.esz, (a.displs[j] + a.counts[j]) * a.esz }, a.recv, singleToNone)
 }
 
+// Where a Single reduction writes each reduced block besides this rank's
+// recv (singleReduce's to): nowhere, every peer's recv, or (a rank) the
+// root's.
+const (
+	singleToNone = -1
+	singleToAll  = -2
+)
+
 // singleReduce reduces block r (bytes [block(r)) of every rank's input)
-// into dst; with all, it also writes the result into block r of every
-// peer's recv and offers the peers block q of its own recv.
-func (c *Comm) singleReduce(ctx context.Context, a *call, block func(j int) (int, int), dst []byte, all bool) (err error) {
+// into dst, and writes the result into block r of the recv of every peer
+// (to == singleToAll) or of rank to, which offer their recv's blocks to
+// the peers. A rank with no dst (a reduce's non-root) reduces each piece
+// in its slot half.
+func (c *Comm) singleReduce(ctx context.Context, a *call, block func(j int) (int, int), dst []byte, to int) (err error) {
 	p, r := c.size, c.rank
 	in := a.input()
 	e, err := c.begin(ctx)
@@ -65,64 +92,75 @@ func (c *Comm) singleReduce(ctx context.Context, a *call, block func(j int) (int
 		return err
 	}
 	defer c.withdraw(e, &err)
+	offers := to == singleToAll || to == r
 	for j := range p {
 		if j == r {
 			continue
 		}
 		lo, hi := block(j)
 		var out []byte
-		if all {
+		if offers {
 			out = a.recv[lo:hi]
 		}
 		c.offer2(e, j, in[lo:hi], out)
 	}
 	c.post(e, 1)
 	lo, hi := block(r)
-	n1 := 0
-	if all {
-		n1 = hi - lo
-	}
 	for i := 1; i < p; i++ {
-		if err := c.waitOffer2(ctx, c.next(i), e, hi-lo, n1); err != nil {
+		q := c.next(i)
+		n1 := 0
+		if to == singleToAll || to == q {
+			n1 = hi - lo
+		}
+		if err := c.waitOffer2(ctx, q, e, hi-lo, n1); err != nil {
 			return err
 		}
 	}
 	own := in[lo:hi]
-	inPlace := unsafePtr(own) == unsafePtr(dst) && len(dst) > 0
 	piece := c.singleReducePiece() / a.esz * a.esz
 	scratch := c.slotHalf(r, e)[(singleTableBytes(p)+lineBytes-1)&^(lineBytes-1):]
+	// The k-way kernel writes over only its first source, so the own
+	// piece goes to the scratch first where dst is the own input (in
+	// place) and that is not the first source, or where the piece is
+	// reduced into the first source's scratch (no dst) and that source
+	// is the own input.
+	toScratch := dst == nil && r == 0 || len(dst) > 0 && unsafePtr(own) == unsafePtr(dst) && r != 0
 	srcs := c.sc.chunk
-	for plo := 0; plo < len(dst); plo += piece {
-		phi := min(plo+piece, len(dst))
+	for plo := 0; plo < len(own); plo += piece {
+		phi := min(plo+piece, len(own))
 		for q := range p {
-			if q == r {
-				srcs[q] = own[plo:phi]
-				if inPlace && r != 0 {
-					// The k-way kernel writes over only its first
-					// source.
-					srcs[q] = scratch[q*piece : q*piece+phi-plo]
-					copy(srcs[q], own[plo:phi])
-				}
-				continue
-			}
 			srcs[q] = scratch[q*piece : q*piece+phi-plo]
-			if err := c.move(q, e, plo, srcs[q], false); err != nil {
-				return err
+			if q != r {
+				if err := c.move(q, e, plo, srcs[q], false); err != nil {
+					return err
+				}
+			} else if toScratch {
+				copy(srcs[q], own[plo:phi])
+			} else {
+				srcs[q] = own[plo:phi]
 			}
 		}
-		a.red.reduceK(dst[plo:phi], srcs)
-		if !all {
-			continue
+		out := srcs[0]
+		if dst != nil {
+			out = dst[plo:phi]
 		}
+		a.red.reduceK(out, srcs)
 		for i := 1; i < p; i++ {
-			if err := c.moveRange(c.next(i), e, 1, plo, dst[plo:phi], true); err != nil {
-				return err
+			if q := c.next(i); to == singleToAll || to == q {
+				if err := c.moveRange(q, e, 1, plo, out, true); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	st := Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1), Reduced: uint64(p - 1)}
-	if all {
+	switch {
+	case to == singleToAll:
 		st.Rounds, st.Sent, st.Received = 2, 2*st.Sent, 2*st.Received
+	case to == r:
+		st.Rounds, st.Received = 2, 2*st.Received
+	case to >= 0:
+		st.Rounds, st.Sent = 2, st.Sent+1
 	}
 	c.last.add(st)
 	return c.endAll(ctx, e, 2)

@@ -20,8 +20,8 @@ var (
 	opLast  = NewOp("last", func(dst, src []int32) { copy(dst, src) }, false)
 )
 
-// singleReduceCalls runs allreduce, reduce-scatter block and
-// reduce-scatter (irregular counts, one of them 0 for p > 2) on c with
+// singleReduceCalls runs allreduce, reduce (to the first and the last
+// rank), reduce-scatter block and reduce-scatter (irregular counts, one of them 0 for p > 2) on c with
 // vectors of n elements per rank, out of place and in place, with exact
 // integer sums, the non-commutative first and last, and float64 sums whose
 // bits every rank compares with every other's; want is the algorithm
@@ -111,6 +111,29 @@ func singleReduceCalls(c *Comm, n int, want Algorithm) error {
 		if err := check(fmt.Sprintf("reduce_scatter in place=%v", inPlace), vout, off); err != nil {
 			return err
 		}
+
+		// Reduce to the first and the last rank; in place at the root.
+		for _, root := range []int{0, p - 1} {
+			var send, recv []int32
+			if r == root {
+				recv = make([]int32, n)
+			}
+			if inPlace && r == root {
+				fill(recv)
+			} else {
+				send = fill(make([]int32, n))
+			}
+			if err := Reduce(bg, c, send, recv, Sum, root); err != nil {
+				return err
+			}
+			if r == root {
+				if err := check(fmt.Sprintf("reduce to %d in place=%v", root, inPlace), recv, 0); err != nil {
+					return err
+				}
+			} else if err := took(fmt.Sprintf("reduce to %d", root)); err != nil {
+				return err
+			}
+		}
 	}
 
 	// Rank order with operators that do not commute.
@@ -128,6 +151,22 @@ func singleReduceCalls(c *Comm, n int, want Algorithm) error {
 		if err := took(fmt.Sprintf("allreduce %v", op)); err != nil {
 			return err
 		}
+		root := p - 1 - k
+		var red []int32
+		if r == root {
+			red = make([]int32, n)
+		}
+		if err := Reduce(bg, c, fill(make([]int32, n)), red, op, root); err != nil {
+			return err
+		}
+		for i, v := range red {
+			if v != in(want, i) {
+				return fmt.Errorf("rank %d: reduce %v to %d n=%d: element %d = %d, want rank %d's %d", r, op, root, n, i, v, want, in(want, i))
+			}
+		}
+		if err := took(fmt.Sprintf("reduce %v", op)); err != nil {
+			return err
+		}
 	}
 
 	// Floating point: every rank holds the same bits.
@@ -141,6 +180,17 @@ func singleReduceCalls(c *Comm, n int, want Algorithm) error {
 	}
 	if err := took("allreduce float64"); err != nil {
 		return err
+	}
+	z := make([]float64, n)
+	if err := Reduce(bg, c, x, z, Sum, 0); err != nil {
+		return err
+	}
+	if r == 0 {
+		for i := range z {
+			if math.Float64bits(z[i]) != math.Float64bits(y[i]) {
+				return fmt.Errorf("rank 0: float64 reduce n=%d: element %d is %v, the allreduce's %v", n, i, z[i], y[i])
+			}
+		}
 	}
 	bits := make([]uint64, n)
 	for i, v := range y {
@@ -235,12 +285,17 @@ func singleReduceDie(t *testing.T, c *Comm) {
 	if c.Rank() == c.Size()-1 {
 		time.AfterFunc(30*time.Millisecond, func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) })
 	}
+	// Allreduces and reduces to rank 0 alternate until the peer dies.
 	var err error
-	for err == nil {
-		err = Allreduce(bg, c, send, recv, Sum)
+	for i := 0; err == nil; i++ {
+		if i%2 == 0 {
+			err = Allreduce(bg, c, send, recv, Sum)
+		} else {
+			err = Reduce(bg, c, send, recv, Sum, 0)
+		}
 	}
 	if !errors.Is(err, ErrPeerDead) {
-		t.Errorf("rank %d: an allreduce with a dead peer: %v, want ErrPeerDead", c.Rank(), err)
+		t.Errorf("rank %d: an allreduce or reduce with a dead peer: %v, want ErrPeerDead", c.Rank(), err)
 	}
 	t.Logf("rank %d: %v", c.Rank(), err)
 }
