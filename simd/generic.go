@@ -447,3 +447,62 @@ func halfPass(bf bool, op Op, dst []byte, srcs *[maxK][]byte, m int) {
 		}
 	}
 }
+
+// many computes d = ((s0 op s1) op s2) ... over whole elements of a short vector,
+// len(srcs) >= 2; d may be srcs[0] exactly and overlaps no other source. Each element
+// is combined across the sources in a register, in source order, with the rounding
+// and NaN rule of the two-operand loop: the result is that of the loop run once per
+// source, bit for bit, without a call per source.
+type many func(d []byte, srcs [][]byte)
+
+// genericKernelK returns the k-source loop of op on t, nil where ReduceK calls the
+// two-operand loop once per source instead.
+func genericKernelK(t Type, op Op) many {
+	if op != Sum {
+		return nil
+	}
+	switch t {
+	case Float32:
+		return sumKFloat[float32]
+	case Float64:
+		return sumKFloat[float64]
+	case Int32:
+		return sumKInt[int32]
+	case Int64:
+		return sumKInt[int64]
+	case Uint32:
+		return sumKInt[uint32]
+	case Uint64:
+		return sumKInt[uint64]
+	}
+	return nil
+}
+
+func sumKFloat[T float](d []byte, srcs [][]byte) {
+	dd := view[T](d)
+	s0 := view[T](srcs[0])[:len(dd)]
+	for i := range dd {
+		r := s0[i]
+		for _, s := range srcs[1:] {
+			b := view[T](s)[i]
+			x := T(r + b)
+			if x != x {
+				x = nanResult(r, b, x)
+			}
+			r = x
+		}
+		dd[i] = r
+	}
+}
+
+func sumKInt[T integer](d []byte, srcs [][]byte) {
+	dd := view[T](d)
+	s0 := view[T](srcs[0])[:len(dd)]
+	for i := range dd {
+		r := s0[i]
+		for _, s := range srcs[1:] {
+			r += view[T](s)[i]
+		}
+		dd[i] = r
+	}
+}

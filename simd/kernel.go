@@ -40,6 +40,7 @@ type Kernel struct {
 	impl impl
 	half int8 // 0, or halfBF16 / halfFP16: widened to float32
 	gen  two  // pure-Go loop (not used for half types)
+	genK many // pure-Go loop over k sources of a short vector, nil for none (ReduceK)
 	asm  int  // vector function id (see callAsm), 0 for none
 	nt   int  // its variant with non-temporal stores (dst aligned to gran), 0 for none
 	gran int  // bytes the vector function handles per step (a power of two)
@@ -116,6 +117,7 @@ func newKernel(i impl, t Type, op Op) Kernel {
 		k.half = halfFP16
 	default:
 		k.gen = genericKernel(t, op)
+		k.genK = genericKernelK(t, op)
 	}
 	return k
 }
@@ -225,7 +227,13 @@ func (k *Kernel) ReduceK(dst []byte, srcs [][]byte) {
 	}
 	if len(dst) < k.gran && k.half == 0 && len(srcs) > 1 {
 		// Shorter than one vector step: the pure-Go loop straight away,
-		// without the sources' array, which would cost more than the loop.
+		// without the sources' array, which would cost more than the loop;
+		// over all sources in one call where there is one (sums), one
+		// call per source otherwise.
+		if k.genK != nil {
+			k.genK(dst, srcs)
+			return
+		}
 		k.gen(dst, srcs[0], srcs[1])
 		for _, s := range srcs[2:] {
 			k.gen(dst, dst, s)
