@@ -91,6 +91,7 @@ type Comm struct {
 	full    bool                     // the current step made this rank depend on every rank's data of it (end)
 	desc    callDesc                 // the descriptor of call seq, which its steps publish
 	prog    atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
+	nb      bool                     // prog is set: a plain load, so that await inlines
 	closed  bool
 	pinned  [numColls]Algorithm
 	kernels kernelCache // the built-in kernels the small-call path uses

@@ -99,6 +99,7 @@ func (c *Comm) enqueue(ctx context.Context, coll Collective, run func(ctx contex
 		p = &progress{c: c, exit: make(chan struct{})}
 		p.wake.L = &p.mu
 		c.prog.Store(p)
+		c.nb = true // before the goroutine starts, which reads it in await
 		go p.loop()
 	}
 	r.ctx = progressCtx{Context: ctx, p: p}
@@ -139,15 +140,25 @@ func (p *progress) loop() {
 	}
 }
 
-// await is the entry of every blocking call: it returns at once (two
-// loads) on a communicator that never made a nonblocking call and has no
-// early return to check, and otherwise waits until the outstanding nonblocking calls have completed.
+// await is the entry of every blocking call: it inlines and returns at
+// once (two plain loads) on a communicator that never made a nonblocking
+// call and has no early return to check, and otherwise (awaitSlow) waits
+// until the outstanding nonblocking calls have completed.
 // If ctx ends first, it aborts the communicator, so that the outstanding
 // calls end too, and fails the call as a cancelled blocking call fails.
 //
 // It then makes the check that the rank's last call left out if it
 // returned early (settle), which fails this call with that call's error.
 func (c *Comm) await(ctx context.Context, coll Collective) error {
+	if c.late != 0 || c.nb {
+		return c.awaitSlow(ctx, coll)
+	}
+	return nil
+}
+
+// awaitSlow is await for a communicator with nonblocking calls or an early
+// return to check, out of line so that await inlines.
+func (c *Comm) awaitSlow(ctx context.Context, coll Collective) error {
 	if c.prog.Load() != nil {
 		if err := c.awaitCalls(ctx, coll); err != nil {
 			return err

@@ -218,30 +218,35 @@ func (r *reducer) reduceK(dst []byte, srcs [][]byte) {
 // finds the kernel of every operator a program alternates without
 // binding it: a miss costs a table lookup in simd, never the general path.
 type kernelCache [4]struct {
-	key uint16 // type<<8 | operator hash (a built-in's is below 256); 0: empty
+	key uint64 // type<<8 | operator hash (a built-in's is below 256); 0: empty
 	k   *simd.Kernel
 }
 
-// get returns the kernel of the built-in op for elements of type t: from
-// the cache (inlined), else from simd (fill); nil for a user-defined
-// operator, Avg (whose division runs after the general path), the zero Op
-// or an unsupported pair, which the general path reports.
-func (kc *kernelCache) get(t simd.Type, op Op) *simd.Kernel {
-	key := uint16(t)<<8 | uint16(op.hash)
-	if e := &kc[key%uint16(len(kc))]; e.key == key && op.hash < 256 && op.user == nil {
-		return e.k // a built-in's key is never 0, an empty entry's
+// cacheKey is the kernelCache key of op for t. Only a built-in's hash is
+// below 256 (the others have bit 62 or 63 set), so no other operator's key
+// equals a cached one: one compare finds the kernel.
+func cacheKey(t simd.Type, hash uint64) uint64 { return hash | uint64(t)<<8 }
+
+// get returns the cached kernel of the operator of hash for elements of
+// type t, nil if none: for a miss, a user-defined operator, Avg, the zero
+// Op (an empty entry holds nil) or an unsupported pair, which the general
+// path reports.
+func (kc *kernelCache) get(t simd.Type, hash uint64) *simd.Kernel {
+	key := cacheKey(t, hash)
+	if e := &kc[key%uint64(len(kc))]; e.key == key {
+		return e.k
 	}
 	return nil
 }
 
 // fill looks the kernel get missed up and caches it.
-func (kc *kernelCache) fill(t simd.Type, op Op) *simd.Kernel {
+func (kc *kernelCache) fill(t simd.Type, op *Op) *simd.Kernel {
 	if op.user != nil || op.hash == 0 || op.hash >= 256 {
 		return nil
 	}
 	k, err := simd.Lookup(t, op.builtin)
-	if key := uint16(t)<<8 | uint16(op.hash); err == nil {
-		kc[key%uint16(len(kc))].key, kc[key%uint16(len(kc))].k = key, k
+	if key := cacheKey(t, op.hash); err == nil {
+		kc[key%uint64(len(kc))].key, kc[key%uint64(len(kc))].k = key, k
 	}
 	return k
 }

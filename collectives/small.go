@@ -117,13 +117,13 @@ func (c *Comm) lean(ctx context.Context, a *call) (bool, error) {
 }
 
 // kernel returns the cached kernel of the built-in op for t, nil if op is
-// not one (see kernelCache); a hit inlines.
-func (c *Comm) kernel(t simd.Type, op Op) *simd.Kernel {
-	k := c.kernels.get(t, op)
-	if k == nil {
-		k = c.kernels.fill(t, op)
+// not one (see kernelCache). It takes op by pointer, so that no call copies
+// the Op.
+func (c *Comm) kernel(t simd.Type, op *Op) *simd.Kernel {
+	if k := c.kernels.get(t, op.hash); k != nil {
+		return k
 	}
-	return k
+	return c.kernels.fill(t, op)
 }
 
 // oneLine is data if it is one cache line or less, else nil: bcast and
@@ -155,7 +155,7 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	if n == 0 || !c.smallOK(smallAllreduceIdx, n) {
 		return false, nil
 	}
-	k := c.kernel(t, op)
+	k := c.kernel(t, &op)
 	if k == nil || ctx.Err() != nil {
 		return false, nil
 	}
@@ -201,7 +201,7 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	if n == 0 || n > c.half || !c.smallOK(smallReduceIdx, n) || ctx.Err() != nil {
 		return false, nil
 	}
-	k := c.kernel(t, op)
+	k := c.kernel(t, &op)
 	if k == nil {
 		return false, nil
 	}
@@ -261,7 +261,7 @@ func (c *Comm) smallReduceKernel(t simd.Type, send, recv []byte, op Op) *simd.Ke
 	if len(send) == 0 || len(send) > c.half || overlaps(send, recv) {
 		return nil
 	}
-	return c.kernel(t, op)
+	return c.kernel(t, &op)
 }
 
 // smallAlltoall is flatAlltoall on the small-call path, out of place (ok
