@@ -385,11 +385,11 @@ func TestDirectBitwise(t *testing.T) {
 		err := Run(p, Options{SlotBytes: 4096, HeapBytes: 4 << 20}, func(c *Comm) error {
 			r := c.Rank()
 			flat := make([]float64, n)
-			c.pinned[CollAllreduce] = Flat
+			setPin(c, CollAllreduce, Flat)
 			if err := Allreduce(bg, c, in[r], flat, Sum); err != nil {
 				return err
 			}
-			c.pinned[CollAllreduce] = Direct // below directMin
+			setPin(c, CollAllreduce, Direct) // below directMin
 			for _, ip := range []bool{false, true, false} {
 				solo := ip == false && res[r] != nil
 				if solo {
@@ -502,7 +502,7 @@ func TestDirectChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, coll := range []Collective{CollAllreduce, CollReduceScatterBlock, CollReduceScatter, CollAllgather, CollAllgatherv, CollBcast} {
-		c.pinned[coll] = Direct
+		setPin(c, coll, Direct)
 	}
 	if err := directCalls[int32](c, []int{0, 1, 1000}, true); err != nil {
 		t.Fatal(err)

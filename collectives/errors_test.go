@@ -107,9 +107,9 @@ func TestMismatch(t *testing.T) {
 		}},
 		{"algorithm", "algorithm", func(c *Comm) error {
 			if c.Rank() == 1 {
-				c.pinned[CollAllreduce] = Flat
+				setPin(c, CollAllreduce, Flat)
 			} else {
-				c.pinned[CollAllreduce] = Circulant
+				setPin(c, CollAllreduce, Circulant)
 			}
 			return Allreduce(bg, c, make([]int32, 8), make([]int32, 8), Sum)
 		}},

@@ -194,3 +194,15 @@ func allocsTwoRanks(t *testing.T, cs []*Comm, calls func(*Comm) error, check fun
 	}
 	return allocs
 }
+
+// setPin pins alg for coll on c, as Options.Algorithms does, and drops what
+// selection remembers for coll, which holds for the pins it was worked out with.
+func setPin(c *Comm, coll Collective, alg Algorithm) {
+	c.pinned[coll] = alg
+	c.chosen[coll] = choice{}
+	for i := range smallPaths {
+		if smallPaths[i].coll == coll {
+			c.small[i] = smallMemo{}
+		}
+	}
+}

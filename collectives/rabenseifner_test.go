@@ -189,7 +189,7 @@ func TestSchedCounts(t *testing.T) {
 				t.Errorf("rank %d %s: %+v, want %+v", c.Rank(), what, last, want)
 			}
 		}
-		pin := func(coll Collective, alg Algorithm) { c.pinned[coll] = alg }
+		pin := func(coll Collective, alg Algorithm) { setPin(c, coll, alg) }
 		// 600 float64 in 4 KiB slots: rabenseifner's segments hold 128
 		// (buffer X takes the other half of the 2 KiB slot half), so 5.
 		pin(CollAllreduce, Rabenseifner)
@@ -245,7 +245,7 @@ func TestSchedCounts(t *testing.T) {
 	for _, p := range []int{3, 5, 6, 7, 12} {
 		err := Run(p, Options{SlotBytes: 4096}, func(c *Comm) error {
 			for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, Ring, BDE} {
-				c.pinned[CollAllreduce] = alg
+				setPin(c, CollAllreduce, alg)
 				if err := Allreduce(bg, c, make([]float64, 100), make([]float64, 100), Sum); err != nil {
 					return err
 				}
@@ -326,7 +326,7 @@ func TestSchedProcessChild(t *testing.T) {
 	defer c.Close()
 	for _, alg := range schedAlgs {
 		for coll, a := range pinAll(alg).Algorithms {
-			c.pinned[coll] = a
+			setPin(c, coll, a)
 		}
 		if err := matrixCalls(t, c, alg, true, nil); err != nil {
 			t.Fatalf("%v: %v", alg, err)
@@ -347,15 +347,15 @@ func TestSchedMismatch(t *testing.T) {
 				other = Rabenseifner
 			}
 			errs := runAll(t, p, Options{}, func(c *Comm) error {
-				c.pinned[CollAllreduce] = alg
+				setPin(c, CollAllreduce, alg)
 				if c.Rank() == p-1 {
-					c.pinned[CollAllreduce] = other
+					setPin(c, CollAllreduce, other)
 				}
 				return Allreduce(bg, c, make([]float64, 64), make([]float64, 64), Sum)
 			})
 			sameAbort(t, fmt.Sprintf("%v p=%d algorithms", alg, p), errs, ErrMismatch)
 			errs = runAll(t, p, Options{}, func(c *Comm) error {
-				c.pinned[CollAllreduce] = alg
+				setPin(c, CollAllreduce, alg)
 				n := 64
 				if c.Rank() == 1 {
 					n = 65
@@ -367,7 +367,7 @@ func TestSchedMismatch(t *testing.T) {
 		for _, alg := range []Algorithm{MST, Ring, Tree, Nblock} {
 			root := func(c *Comm) int { return min(c.Rank()/2, 1) } // rank 2 and later: 1
 			errs := runAll(t, p, Options{}, func(c *Comm) error {
-				c.pinned[CollBcast] = alg
+				setPin(c, CollBcast, alg)
 				return Bcast(bg, c, make([]float64, 64), root(c))
 			})
 			sameAbort(t, fmt.Sprintf("%v p=%d bcast roots", alg, p), errs, ErrMismatch)
@@ -375,7 +375,7 @@ func TestSchedMismatch(t *testing.T) {
 				continue
 			}
 			errs = runAll(t, p, Options{}, func(c *Comm) error {
-				c.pinned[CollReduce] = alg
+				setPin(c, CollReduce, alg)
 				var out []float64
 				if c.Rank() == root(c) {
 					out = make([]float64, 64)

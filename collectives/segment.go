@@ -56,8 +56,16 @@ func pieceLo(k, S, n int) int {
 // of S of the call's blocks, and c.sc.uoff with their offsets in a user
 // buffer with the given displacements.
 func (c *Comm) pieces(k, S int, counts, displs []int) {
-	pre, uoff := c.sc.pre, c.sc.uoff
+	pre, uoff := c.sc.pre[:len(counts)+1], c.sc.uoff[:len(counts)]
+	displs = displs[:len(counts)]
 	pre[0] = 0
+	if S == 1 { // the whole blocks
+		for j, n := range counts {
+			pre[j+1] = pre[j] + n
+			uoff[j] = displs[j]
+		}
+		return
+	}
 	for j, n := range counts {
 		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
 		pre[j+1] = pre[j] + hi - lo

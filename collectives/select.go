@@ -90,6 +90,18 @@ func (s selector) decide(in selectInput) (decision, error) {
 	return d, nil
 }
 
+// onBuffers reports whether decide's answer for in may depend on in.arena
+// or in.single: where Direct or Single takes the call if it can, or the
+// table names Single.
+func (s selector) onBuffers(in selectInput) bool {
+	if in.coll == CollAlltoallv {
+		in.bytes = 0 // as decide takes it
+	}
+	pin := s.pins[in.coll]
+	return directTakes(in.coll, in.bytes, pin, s.over) || singleTakes(in.coll, in.bytes, pin, s.over) ||
+		s.table.lookup(in.coll, in.bytes, in.commutative) == Single
+}
+
 // directTakes reports whether a call whose buffers all come from Alloc
 // takes Direct: Direct serves the collective, and it is pinned, or no
 // other algorithm is and the call has at least directMin bytes.
@@ -115,30 +127,39 @@ func directMin(coll Collective, over bool) int {
 	return 1 << 20
 }
 
-// choose decides the algorithm of call a on bytes, remembering
-// the last decision per collective: the same inputs (and pin: tests change
-// it) decide the same.
+// choose decides the algorithm of call a on bytes, remembering the last
+// decision per collective. It looks at the buffers (arena, single) only
+// where the decision may depend on them (choice.bufs): that costs more than
+// the rest of a small call's selection.
 func (c *Comm) choose(a *call, bytes int) (Algorithm, error) {
 	in := selectInput{coll: a.coll, bytes: bytes, commutative: a.red.user == nil || a.red.comm}
-	if directTakes(a.coll, bytes, c.pinned[a.coll], c.ep.Oversubscribed()) {
-		in.arena = c.heapOrEmpty(a.send) && c.heapOrEmpty(a.recv)
-	}
-	in.single = !in.arena && c.singleReady(a)
 	m := &c.chosen[a.coll]
-	if m.ok && m.in == in && m.pin == c.pinned[a.coll] {
+	if m.ok && !m.bufs && m.in == in {
 		return m.alg, nil
 	}
-	d, err := c.selector().decide(in)
+	s := c.selector()
+	bufs := s.onBuffers(in)
+	if bufs {
+		if directTakes(a.coll, bytes, c.pinned[a.coll], s.over) {
+			in.arena = c.heapOrEmpty(a.send) && c.heapOrEmpty(a.recv)
+		}
+		in.single = !in.arena && c.singleReady(a)
+		if m.ok && m.in == in {
+			return m.alg, nil
+		}
+	}
+	d, err := s.decide(in)
 	if err == nil {
-		*m = choice{ok: true, in: in, pin: c.pinned[a.coll], alg: d.alg}
+		*m = choice{ok: true, bufs: bufs, in: in, alg: d.alg}
 	}
 	return d.alg, err
 }
 
-// choice is a remembered decision of choose.
+// choice is a remembered decision of choose. Unless bufs, decide did not
+// look at in.arena and in.single, which choose leaves false.
 type choice struct {
-	ok       bool
-	pin, alg Algorithm
+	ok, bufs bool
+	alg      Algorithm
 	in       selectInput
 }
 

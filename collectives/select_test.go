@@ -105,3 +105,48 @@ func TestParseAlgorithmDoc(t *testing.T) {
 		}
 	}
 }
+
+// TestOnBuffers: where onBuffers says the buffers do not matter (choose then
+// remembers the decision without looking at them), decide answers the same
+// for every value of arena and single: default table, every collective,
+// sizes around the Direct and Single thresholds, with and without pins; a
+// table that names Single for small calls.
+func TestOnBuffers(t *testing.T) {
+	def, err := DefaultTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tab := range []*Table{def, mustParse(t, "allgather 2 fit 0 1K single flat\nalltoall 2 fit 0 1K single flat\n")} {
+		onBuffersCheck(t, tab)
+	}
+}
+
+func onBuffersCheck(t *testing.T, tab *Table) {
+	for _, p := range []int{2, 3, 8} {
+		for _, over := range []bool{false, true} {
+			sel := tab.selection(p, over)
+			for coll := range numColls {
+				for _, pin := range []Algorithm{Auto, Flat, Direct, Single} {
+					var pins [numColls]Algorithm
+					pins[coll] = pin
+					s := selector{p: p, over: over, pins: &pins, table: &sel}
+					for _, b := range []int{0, 1, 8, 1 << 10, 8 << 10, 8<<10 + 1, 16 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20} {
+						for _, comm := range []bool{true, false} {
+							in := selectInput{coll: coll, bytes: b, commutative: comm}
+							if s.onBuffers(in) {
+								continue
+							}
+							d0, err0 := s.decide(in)
+							for _, f := range [][2]bool{{true, false}, {false, true}, {true, true}} {
+								in.arena, in.single = f[0], f[1]
+								if d, err := s.decide(in); d.alg != d0.alg || (err == nil) != (err0 == nil) {
+									t.Errorf("p=%d over=%v %v pin %v %d bytes arena=%v single=%v: %v, %v; without them %v, %v", p, over, coll, pin, b, f[0], f[1], d.alg, err, d0.alg, err0)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -34,7 +34,7 @@ import (
 // selection picks its algorithm at every size from its smallest to n
 // (learnSmall), and every rank has begun this rank's last step.
 func (c *Comm) smallOK(i, n int) bool {
-	if m := &c.small[i]; !m.known || m.pin != c.pinned[smallPaths[i].coll] {
+	if !c.small[i].known {
 		c.learnSmall(i)
 	}
 	return n <= c.small[i].upTo && c.size > 1 && c.synced == c.step && !c.closed && c.ep.Ok()
@@ -42,15 +42,13 @@ func (c *Comm) smallOK(i, n int) bool {
 
 func (c *Comm) learnSmall(i int) {
 	sp := &smallPaths[i]
-	c.small[i] = smallMemo{known: true, pin: c.pinned[sp.coll], upTo: c.selector().smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi)}
+	c.small[i] = smallMemo{known: true, upTo: c.selector().smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi)}
 }
 
 // smallMemo remembers up to which size selection picks the small-call path's
-// algorithm (-1: not even the smallest), for the pin it was worked out with
-// (tests change pins).
+// algorithm (-1: not even the smallest); the pins do not change.
 type smallMemo struct {
 	known bool
-	pin   Algorithm
 	upTo  int
 }
 

@@ -23,7 +23,7 @@ func stressCalls(c *Comm, seed uint64, n int) error {
 		if algorithms[coll][alg] == nil {
 			alg = Flat
 		}
-		c.pinned[coll] = alg
+		setPin(c, coll, alg)
 		cnt := rng.IntN(4)
 		switch cnt {
 		case 0:
