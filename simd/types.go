@@ -257,50 +257,66 @@ type Element interface {
 // that the kernels of the sized type apply to them unchanged (the collectives pass
 // elements as bytes, see [AsBytes]).
 func TypeOf[T Element]() Type {
+	// The common types are matched here and the others out of line
+	// (typeOf), so that TypeOf inlines.
 	var z T
 	switch any(z).(type) {
-	case int8:
-		return Int8
-	case int16:
-		return Int16
-	case int32:
-		return Int32
-	case int64:
-		return Int64
-	case uint8:
-		return Uint8
-	case uint16:
-		return Uint16
-	case uint32:
-		return Uint32
-	case uint64:
-		return Uint64
-	case float32:
-		return Float32
 	case float64:
 		return Float64
-	case BFloat16:
+	case float32:
+		return Float32
+	case int64:
+		return Int64
+	}
+	return typeOf((*T)(nil))
+}
+
+// typeOf is [TypeOf] of the element type that p points to (a nil *T, which
+// converts to any without allocating).
+func typeOf(p any) Type {
+	switch p.(type) {
+	case *int8:
+		return Int8
+	case *int16:
+		return Int16
+	case *int32:
+		return Int32
+	case *int64:
+		return Int64
+	case *uint8:
+		return Uint8
+	case *uint16:
+		return Uint16
+	case *uint32:
+		return Uint32
+	case *uint64:
+		return Uint64
+	case *float32:
+		return Float32
+	case *float64:
+		return Float64
+	case *BFloat16:
 		return BFloat16T
-	case Float16:
+	case *Float16:
 		return Float16T
-	case complex64:
+	case *complex64:
 		return Complex64
-	case complex128:
+	case *complex128:
 		return Complex128
-	case Float32Int32:
+	case *Float32Int32:
 		return Float32Int32T
-	case Float64Int32:
+	case *Float64Int32:
 		return Float64Int32T
-	case Int16Int32:
+	case *Int16Int32:
 		return Int16Int32T
-	case Int32Int32:
+	case *Int32Int32:
 		return Int32Int32T
-	case Int64Int32:
+	case *Int64Int32:
 		return Int64Int32T
-	case Int64Int64:
+	case *Int64Int64:
 		return Int64Int64T
 	}
-	return kindType(reflect.TypeFor[T]())
+	return kindType(reflect.TypeOf(p).Elem())
 }
 
 // kindType is the Type of t, a numeric kind, by kind and size.
