@@ -142,7 +142,7 @@ func (p *progress) loop() {
 
 // await is the entry of every blocking call: it inlines and returns at
 // once (two plain loads) on a communicator that never made a nonblocking
-// call and has no early return to check, and otherwise (awaitSlow) waits
+// call and has no early return to check, and otherwise (awaitOutstanding) waits
 // until the outstanding nonblocking calls have completed.
 // If ctx ends first, it aborts the communicator, so that the outstanding
 // calls end too, and fails the call as a cancelled blocking call fails.
@@ -151,14 +151,14 @@ func (p *progress) loop() {
 // returned early (settle), which fails this call with that call's error.
 func (c *Comm) await(ctx context.Context, coll Collective) error {
 	if c.late != 0 || c.nb {
-		return c.awaitSlow(ctx, coll)
+		return c.awaitOutstanding(ctx, coll)
 	}
 	return nil
 }
 
-// awaitSlow is await for a communicator with nonblocking calls or an early
+// awaitOutstanding is await for a communicator with nonblocking calls or an early
 // return to check, out of line so that await inlines.
-func (c *Comm) awaitSlow(ctx context.Context, coll Collective) error {
+func (c *Comm) awaitOutstanding(ctx context.Context, coll Collective) error {
 	if c.prog.Load() != nil {
 		if err := c.awaitCalls(ctx, coll); err != nil {
 			return err
