@@ -146,7 +146,7 @@ func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
 // singleMax bounds the calls of coll that take Single without a pin.
 func singleMax(coll Collective) int {
 	switch coll {
-	case CollAlltoall:
+	case CollAlltoall, CollAllgatherv:
 		return singleAlltoallMax
 	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
 		return singleReduceMax
@@ -154,17 +154,20 @@ func singleMax(coll Collective) int {
 	return math.MaxInt
 }
 
-// singleAlltoallMax bounds the alltoalls that take Single without a pin:
-// from there the flat alltoall, whose reads of the peers' slots stream
-// with the copies into them, is ahead (shmbench run -algo single,flat at
-// np = 2).
+// singleAlltoallMax bounds the alltoalls and allgathervs that take Single
+// without a pin: from there the flat alltoall, whose reads of the peers'
+// slots stream with the copies into them, is ahead (shmbench run -algo
+// single,flat at np = 2), and so is the table's allgatherv, where an
+// uneven block makes one rank write far more than the others (shmbench
+// compare against 9ffd10c at np = 2).
 const singleAlltoallMax = 32 << 20
 
 // singleReduceMax bounds the reductions that take Single without a pin:
 // from there the slots' algorithms, whose large reductions store
-// non-temporally, are ahead (an MPI program with libshmcoll preloaded,
-// SHMCOLL_ALGO_ALLREDUCE=single against rabenseifner, at np = 2).
-const singleReduceMax = 16 << 20
+// non-temporally, are ahead (shmbench run -np 2 -coll allreduce -algo
+// single,circulant,rabenseifner at 16 and 64 MiB, and an MPI program
+// with libshmcoll preloaded at 32 MiB).
+const singleReduceMax = 32 << 20
 
 // CrossMemory returns nil if the ranks of c can read each other's private
 // memory (cross-memory attach, agreed by every rank when the communicator
