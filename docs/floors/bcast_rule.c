@@ -41,16 +41,7 @@ static void await(volatile uint64_t *w, uint64_t i) {
 }
 
 static void barrier(int r, uint64_t i) {
-	if (first < 0) {
-		__atomic_store_n(&bar[r].v[0], i, __ATOMIC_RELEASE);
-		await(&bar[1 - r].v[0], i);
-	} else if (r != first) {
-		__atomic_store_n(&bar[r].v[0], i, __ATOMIC_RELEASE);
-		await(&bar[first].v[0], i);
-	} else {
-		await(&bar[1 - r].v[0], i);
-		__atomic_store_n(&bar[r].v[0], i, __ATOMIC_RELEASE);
-	}
+	pair_barrier(&bar[r].v[0], &bar[1 - r].v[0], first < 0 ? 0 : r == first ? 1 : 2, i);
 }
 
 static void *rank(void *arg) {

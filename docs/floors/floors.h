@@ -1,5 +1,6 @@
 // What the floor programs share: a monotonic clock in ns, pinning the calling
-// thread to one CPU, and the order of uint64_t for qsort.
+// thread to one CPU, the order of uint64_t for qsort, and the barrier of two
+// ranks before each call.
 #ifndef FLOORS_H
 #define FLOORS_H
 
@@ -8,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <immintrin.h>
 #include <time.h>
 
 static inline uint64_t now(void) {
@@ -29,6 +31,21 @@ static inline void pin(int cpu) {
 static inline int cmp_u64(const void *a, const void *b) {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return x < y ? -1 : x > y;
+}
+
+// pair_barrier is a barrier of two ranks on their counters self and other
+// (call i posts i). order 0: symmetric, each posts and waits for the other
+// (the last to arrive leaves first); 1: this rank is released first (it
+// waits for the other's post, then posts); 2: this rank is released second
+// (it posts, then waits for the other's).
+static inline void pair_barrier(volatile uint64_t *self, volatile uint64_t *other, int order, uint64_t i) {
+	if (order == 1)
+		while (__atomic_load_n(other, __ATOMIC_ACQUIRE) < i)
+			_mm_pause();
+	__atomic_store_n(self, i, __ATOMIC_RELEASE);
+	if (order != 1)
+		while (__atomic_load_n(other, __ATOMIC_ACQUIRE) < i)
+			_mm_pause();
 }
 
 #endif
