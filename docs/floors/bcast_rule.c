@@ -102,12 +102,7 @@ int main(int argc, char **argv) {
 		pthread_create(&t[r], NULL, rank, (void *)(intptr_t)r);
 	for (int r = 0; r < 2; r++)
 		pthread_join(t[r], NULL);
-	uint64_t *slowest = malloc(sizeof(uint64_t) * iters);
-	for (int i = 0; i < iters; i++)
-		slowest[i] = dur[0][i] > dur[1][i] ? dur[0][i] : dur[1][i];
-	qsort(slowest, iters, sizeof slowest[0], cmp_u64);
-	qsort(dur[0], iters, sizeof dur[0][0], cmp_u64);
-	qsort(dur[1], iters, sizeof dur[1][0], cmp_u64);
+	uint64_t *slowest = sort_slower(dur[0], dur[1], iters);
 	printf("%-14s barrier, root %-7s: slower rank %4lu ns (median); root %4lu, receiver %4lu\n",
 	       argv[2], argv[1], (unsigned long)slowest[iters / 2], (unsigned long)dur[0][iters / 2],
 	       (unsigned long)dur[1][iters / 2]);

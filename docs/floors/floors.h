@@ -1,6 +1,6 @@
 // What the floor programs share: a monotonic clock in ns, pinning the calling
-// thread to one CPU, the order of uint64_t for qsort, and the barrier of two
-// ranks before each call.
+// thread to one CPU, the order of uint64_t for qsort, the medians of two ranks'
+// times, and the barrier of two ranks before each call.
 #ifndef FLOORS_H
 #define FLOORS_H
 
@@ -31,6 +31,18 @@ static inline void pin(int cpu) {
 static inline int cmp_u64(const void *a, const void *b) {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return x < y ? -1 : x > y;
+}
+
+// sort_slower returns, sorted, the slower of the two ranks' times of each of
+// n calls, and sorts each rank's times (for their medians).
+static inline uint64_t *sort_slower(uint64_t *d0, uint64_t *d1, int n) {
+	uint64_t *s = malloc(sizeof(uint64_t) * n);
+	for (int i = 0; i < n; i++)
+		s[i] = d0[i] > d1[i] ? d0[i] : d1[i];
+	qsort(s, n, sizeof s[0], cmp_u64);
+	qsort(d0, n, sizeof d0[0], cmp_u64);
+	qsort(d1, n, sizeof d1[0], cmp_u64);
+	return s;
 }
 
 // pair_barrier is a barrier of two ranks on their counters self and other

@@ -228,12 +228,7 @@ int main(int argc, char **argv) {
 			return 1;
 		}
 	}
-	uint64_t *slowest = malloc(sizeof(uint64_t) * iters);
-	for (int i = 0; i < iters; i++)
-		slowest[i] = dur[0][i] > dur[1][i] ? dur[0][i] : dur[1][i];
-	qsort(slowest, iters, sizeof slowest[0], cmp_u64);
-	qsort(dur[0], iters, sizeof dur[0][0], cmp_u64);
-	qsort(dur[1], iters, sizeof dur[1][0], cmp_u64);
+	uint64_t *slowest = sort_slower(dur[0], dur[1], iters);
 	printf("%-6s %-5s %-13s %5zu B: slower rank %5lu ns (median); root %5lu, non-root %5lu; handoff %4lu ns\n",
 	       argv[1], argv[2], argv[3], n, (unsigned long)slowest[iters / 2], (unsigned long)dur[0][iters / 2],
 	       (unsigned long)dur[1][iters / 2], (unsigned long)handoff);
