@@ -159,8 +159,7 @@ const (
 // ahead of the post (see post).
 func (c *Comm) open(e uint64) {
 	c.step = e
-	o := fullDescOff + int(e&1)*lineBytes
-	d := (*[descBytes]byte)(c.ep.Descriptor(c.rank)[o : o+descBytes])
+	d := (*[descBytes]byte)(c.ownDesc[int(e&1)*lineBytes:])
 	le := binary.LittleEndian
 	le.PutUint64(d[dSeq:], c.seq)
 	le.PutUint64(d[dStep:], e)
