@@ -80,18 +80,19 @@ func a2avData(p, n int) int {
 // a2avOffers reports whether this rank offers its blocks of alltoallv a
 // by cross-memory attach (see above).
 func (c *Comm) a2avOffers(a *call) bool {
-	pin := c.pinned[CollAlltoallv]
-	if pin != Auto && pin != Single || !c.singleOn() {
-		return false
+	if a.alg != Single {
+		if c.pinned[CollAlltoallv] != Auto {
+			return false // pinned to Flat
+		}
+		n := 0
+		for _, k := range a.counts {
+			n += k
+		}
+		if !singleTakes(CollAlltoall, n*a.esz, Auto, c.ep.Oversubscribed()) {
+			return false
+		}
 	}
-	if a.alg == Single {
-		return true
-	}
-	n := 0
-	for _, k := range a.counts {
-		n += k
-	}
-	return singleTakes(CollAlltoall, n*a.esz, Auto, c.ep.Oversubscribed())
+	return c.singleOn()
 }
 
 func (c *Comm) alltoallv(ctx context.Context, a *call) (err error) {
@@ -171,10 +172,46 @@ func (c *Comm) alltoallv(ctx context.Context, a *call) (err error) {
 				simd.Copy(span(a.recv, esz, a.rdispls[r]+lo, a.rdispls[r]+lo+n), span(a.send, esz, uoff[r], uoff[r]+n))
 			}
 		}
+		// Every peer's piece: from its slot half, or, if it offers its
+		// blocks, its whole block from its send buffer in the first step.
 		for i := 1; i < p; i++ {
-			if err = c.a2avRead(ctx, a, e, k, c.next(i)); err != nil {
+			q := c.next(i)
+			if err = c.wait(ctx, q, e, 1); err != nil {
 				return err
 			}
+			qh := c.slotHalf(q, e)
+			w := le.Uint64(qh)
+			if w&a2avAttach != 0 {
+				if k == 0 {
+					if err = c.a2avAttached(a, e, q); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			sq, rn := int(w), a.rcounts[q]
+			off, all, lo, hi := 0, 0, 0, 0 // the sender's pieces before this rank's, all of them, and this rank's
+			if k < sq {
+				for j := range p {
+					m := int(le.Uint64(qh[8+8*j:]))
+					if j == r {
+						off = all
+					}
+					all += pieceLo(k+1, sq, m) - pieceLo(k, sq, m)
+				}
+				lo, hi = pieceLo(k, sq, rn), pieceLo(k+1, sq, rn)
+			}
+			d := a2avData(p, all*esz)
+			if d+(off+hi-lo)*esz > len(qh) {
+				return c.mismatch(fmt.Sprintf("rank %d's header does not fit its slot", q))
+			}
+			src := qh[d+off*esz : d+(off+hi-lo)*esz]
+			// copyPeer's prefetch without its timing (see the publish),
+			// written out: copyPeer does not inline.
+			if len(src) >= copyPrefetchMin && len(src) <= copyPrefetchMax && !c.ep.Oversubscribed() {
+				simd.Prefetch(src)
+			}
+			simd.Copy(span(a.recv, esz, a.rdispls[q]+lo, a.rdispls[q]+hi), src)
 		}
 		if attach {
 			c.post(e, 2)
@@ -192,51 +229,14 @@ func (c *Comm) alltoallv(ctx context.Context, a *call) (err error) {
 	return nil
 }
 
-// a2avRead copies q's piece of segment k (step e) for this rank into
-// recv: from q's slot half, or, if q offers its blocks, the whole block
-// from q's send buffer in the first step.
-func (c *Comm) a2avRead(ctx context.Context, a *call, e uint64, k, q int) error {
-	esz, p, le := a.esz, c.size, binary.LittleEndian
-	if err := c.wait(ctx, q, e, 1); err != nil {
-		return err
+// a2avAttached reads q's block for this rank from q's send buffer, which
+// q offers in step e.
+func (c *Comm) a2avAttached(a *call, e uint64, q int) error {
+	b := span(a.recv, a.esz, a.rdispls[q], a.rdispls[q]+a.rcounts[q])
+	if m := c.singleTable(q, e)[2*c.rank+1]; m != uint64(len(b)) {
+		return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, m, c.rank, len(b)))
 	}
-	qh := c.slotHalf(q, e)
-	w := le.Uint64(qh)
-	rn := a.rcounts[q]
-	if w&a2avAttach != 0 {
-		if k > 0 {
-			return nil
-		}
-		b := span(a.recv, esz, a.rdispls[q], a.rdispls[q]+rn)
-		if m := c.singleTable(q, e)[2*c.rank+1]; m != uint64(len(b)) {
-			return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, m, c.rank, len(b)))
-		}
-		return c.move(q, e, 0, b, false)
-	}
-	sq := int(w)
-	off, all, lo, hi := 0, 0, 0, 0 // the sender's pieces before this rank's, all of them, and this rank's
-	if k < sq {
-		for j := range p {
-			m := int(le.Uint64(qh[8+8*j:]))
-			if j == c.rank {
-				off = all
-			}
-			all += pieceLo(k+1, sq, m) - pieceLo(k, sq, m)
-		}
-		lo, hi = pieceLo(k, sq, rn), pieceLo(k+1, sq, rn)
-	}
-	d := a2avData(p, all*esz)
-	if d+(off+hi-lo)*esz > len(qh) {
-		return c.mismatch(fmt.Sprintf("rank %d's header does not fit its slot", q))
-	}
-	src := qh[d+off*esz : d+(off+hi-lo)*esz]
-	// copyPeer's prefetch without its timing (see the publish), written
-	// out: copyPeer does not inline.
-	if len(src) >= copyPrefetchMin && len(src) <= copyPrefetchMax && !c.ep.Oversubscribed() {
-		simd.Prefetch(src)
-	}
-	simd.Copy(span(a.recv, esz, a.rdispls[q]+lo, a.rdispls[q]+hi), src)
-	return nil
+	return c.move(q, e, 0, b, false)
 }
 
 // a2avCheck waits for every peer's header of alltoallv's first step e and
