@@ -309,6 +309,20 @@ func TestAlltoallvProcesses(t *testing.T) {
 	}
 }
 
+// TestAlltoallvSoakProcesses: a2avCalls' alternation of totals around
+// the threshold, longer, among processes that fit the CPUs (p = 2) and
+// that outnumber them (p = 4 here), with small slots.
+func TestAlltoallvSoakProcesses(t *testing.T) {
+	if os.Getenv(shm.EnvArena) != "" {
+		t.Skip("in a child")
+	}
+	for _, p := range []int{2, 4} {
+		t.Run("p="+strconv.Itoa(p), func(t *testing.T) {
+			runRanks(t, "TestAlltoallvChild", p, func(int) []string { return []string{"SHMCOLL_TEST_A2AV=soak"} })
+		})
+	}
+}
+
 // TestAlltoallvChild is one rank of TestAlltoallvProcesses and
 // TestAlltoallvPeerDeath.
 func TestAlltoallvChild(t *testing.T) {
@@ -329,6 +343,9 @@ func TestAlltoallvChild(t *testing.T) {
 		return
 	}
 	calls := 3 * a2avKinds
+	if mode == "soak" {
+		calls = 20 * a2avKinds
+	}
 	offered := make([][]bool, calls)
 	for i := range offered {
 		offered[i] = make([]bool, c.Size())
@@ -345,7 +362,7 @@ func TestAlltoallvChild(t *testing.T) {
 			n++
 		}
 	}
-	if want := mode == "auto" || mode == "mixed" && c.Rank() != 0; (n > 0) != want {
+	if want := mode != "off" && (mode != "mixed" || c.Rank() != 0); (n > 0) != want {
 		t.Errorf("rank %d offered its blocks in %d calls of %d", c.Rank(), n, calls)
 	}
 	t.Logf("rank %d of %d: offered in %d calls of %d (oversubscribed %v)", c.Rank(), c.Size(), n, calls, c.Oversubscribed())
@@ -390,5 +407,34 @@ func TestAlltoallvPeerDeath(t *testing.T) {
 				return []string{"SHMCOLL_TEST_A2AV=die"}
 			})
 		})
+	}
+}
+
+// TestAlltoallvDoesNotAllocate: alltoallvs through the slots, by
+// cross-memory attach, and both in one call allocate nothing per call.
+func TestAlltoallvDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	cs := localComms(t, 2, a2avOptions(true, Auto, false))
+	th := a2avThreshold(cs[0], 8)
+	rows := [][][]int{a2avMatrix(1, 2, th, nil), a2avMatrix(2, 2, th, nil), a2avMatrix(0, 2, th, nil)}
+	type bufs struct{ send, recv []int64 }
+	b := make([]bufs, 2)
+	for r := range b {
+		b[r] = bufs{make([]int64, 2*th), make([]int64, 2*th)}
+	}
+	calls := func(c *Comm) error {
+		r := c.Rank()
+		for _, m := range rows {
+			rc := []int{m[0][r], m[1][r]}
+			if err := Alltoallv(bg, c, b[r].send, m[r], nil, b[r].recv, rc, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if allocs := allocsTwoRanks(t, cs, calls, nil); allocs != 0 {
+		t.Errorf("%v allocations per round of alltoallvs", allocs)
 	}
 }
