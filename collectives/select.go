@@ -9,7 +9,8 @@ import (
 // Selection: the one place where a call's algorithm is decided (decide),
 // from inputs equal on every rank of a correct program: the collective,
 // the call's bytes (not an alltoallv's, which differ per rank: decide
-// takes them as 0), p, whether the operator commutes, whether every
+// takes them as 0, and each of its senders chooses one copy or the slot
+// itself and announces it, alltoallv.go), p, whether the operator commutes, whether every
 // buffer comes from [Alloc] (a rank that differs fails the descriptor
 // check), oversubscription, the pins and the table (whose hash the ranks
 // compare when they join). In order: a pin (Options.Algorithms over
@@ -331,6 +332,10 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 		if r.Reason != "" {
 			why += "; override: " + r.Reason
 		}
+	}
+	if call.Coll == CollAlltoallv && d.alg == Flat && d.why != byPin && in.single {
+		why += fmt.Sprintf("; each rank whose blocks add up to at least %s and less than %s sends them by cross-memory attach, the others through their slots",
+			formatTableSize(int64(singleMin(CollAlltoall, call.Oversubscribed))), formatTableSize(int64(singleMax(CollAlltoall))))
 	}
 	for _, sp := range smallPaths {
 		if sp.coll != call.Coll || call.Arena || call.NonCommutative || call.P < 2 || call.Bytes < sp.lo {
