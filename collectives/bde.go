@@ -1,7 +1,5 @@
 package collectives
 
-import "context"
-
 // The bidirectional-exchange (BDE) algorithms of the lecture notes (003),
 // on read schedules (see schedule.go), for any p. The rank
 // range [lo, hi) of a group is halved at mid = lo + floor(g/2); rank i of
@@ -27,11 +25,11 @@ import "context"
 // partner (structure; the schedule builder checks both).
 
 func init() {
-	register(CollAllgather, BDE, (*Comm).bdeAllgather, true)
-	register(CollAllgatherv, BDE, (*Comm).bdeAllgather, true)
-	register(CollReduceScatterBlock, BDE, (*Comm).bdeReduceScatter, false)
-	register(CollReduceScatter, BDE, (*Comm).bdeReduceScatter, false)
-	register(CollAllreduce, BDE, (*Comm).bdeAllreduce, false)
+	register(CollAllgather, BDE, onSchedule(BDE, CollAllgather), true)
+	register(CollAllgatherv, BDE, onSchedule(BDE, CollAllgather), true)
+	register(CollReduceScatterBlock, BDE, onSchedule(BDE, CollReduceScatter), false)
+	register(CollReduceScatter, BDE, onSchedule(BDE, CollReduceScatter), false)
+	register(CollAllreduce, BDE, onSchedule(BDE, CollAllreduce), false)
 }
 
 // bdeUnit: the range [lo, hi) split at mid.
@@ -95,17 +93,4 @@ func bdeSchedule(p int, kind Collective) *schedule {
 		}
 	}
 	return b.done(nil)
-}
-
-func (c *Comm) bdeAllgather(ctx context.Context, a *call) error {
-	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: BDE, coll: CollAllgather}))
-}
-
-func (c *Comm) bdeReduceScatter(ctx context.Context, a *call) error {
-	return c.schedReduceScatter(ctx, a, c.sched(schedKey{alg: BDE, coll: CollReduceScatter}))
-}
-
-func (c *Comm) bdeAllreduce(ctx context.Context, a *call) error {
-	s := c.sched(schedKey{alg: BDE, coll: CollAllreduce})
-	return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
 }

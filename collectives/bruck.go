@@ -27,8 +27,8 @@ import (
 // and R[0] only before phase 2.
 
 func init() {
-	register(CollAllgather, Bruck, (*Comm).bruckAllgather, true)
-	register(CollAllgatherv, Bruck, (*Comm).bruckAllgather, true)
+	register(CollAllgather, Bruck, onSchedule(Bruck, CollAllgather), true)
+	register(CollAllgatherv, Bruck, onSchedule(Bruck, CollAllgather), true)
 	register(CollAllreduce, Bruck, (*Comm).bruckAllreduce, true)
 }
 
@@ -49,10 +49,6 @@ func bruckSchedule(p int, reduce bool) *schedule {
 		b.endRound()
 	}
 	return b.done(nil)
-}
-
-func (c *Comm) bruckAllgather(ctx context.Context, a *call) error {
-	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: Bruck, coll: CollAllgather}))
 }
 
 func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {

@@ -64,9 +64,12 @@ func (c *Comm) putOffsets(e uint64, b0, b1 []byte) {
 	}
 }
 
-// peerBuf returns n bytes of rank q's heap at the offset q put in place i
-// of step e (after a wait for q's phase 1 of e).
-func (c *Comm) peerBuf(q int, e uint64, i, n int) ([]byte, error) {
+// peerBuf waits for rank q's phase of step e and returns n bytes of q's
+// heap at the offset q put in place i of step e.
+func (c *Comm) peerBuf(ctx context.Context, q int, e uint64, phase, i, n int) ([]byte, error) {
+	if err := c.wait(ctx, q, e, phase); err != nil {
+		return nil, err
+	}
 	off := binary.LittleEndian.Uint64(c.tiny(q, e)[8*i:])
 	h := c.ep.Heap(q)
 	if off > uint64(len(h)) || uint64(n) > uint64(len(h))-off {
@@ -101,18 +104,14 @@ func (c *Comm) reduceDirect(a *call, dst []byte, srcs [][]byte, tmp []byte) {
 
 // directSources sets the sources of this rank's reduction in step e:
 // bytes [lo, hi) of every rank's input, this rank's being in (c.sc.srcs),
-// and every rank's whole input (c.sc.whole), after a wait for each
-// peer's phase 1.
+// and every rank's whole input (c.sc.whole).
 func (c *Comm) directSources(ctx context.Context, e uint64, in []byte, lo, hi int) error {
 	for q := range c.size {
 		if q == c.rank {
 			c.sc.srcs[q], c.sc.whole[q] = in[lo:hi], in
 			continue
 		}
-		if err := c.wait(ctx, q, e, 1); err != nil {
-			return err
-		}
-		src, err := c.peerBuf(q, e, 0, len(in))
+		src, err := c.peerBuf(ctx, q, e, 1, 0, len(in))
 		if err != nil {
 			return err
 		}
@@ -162,10 +161,7 @@ func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 			c.last.Reduced++
 			continue
 		}
-		if err := c.wait(ctx, q, e, 2); err != nil {
-			return err
-		}
-		src, err := c.peerBuf(q, e, 1, qhi)
+		src, err := c.peerBuf(ctx, q, e, 2, 1, qhi)
 		if err != nil {
 			return err
 		}
@@ -210,10 +206,7 @@ func (c *Comm) directAllgather(ctx context.Context, a *call) error {
 	}
 	for i := 1; i < p; i++ {
 		q := c.next(i)
-		if err := c.wait(ctx, q, e, 1); err != nil {
-			return err
-		}
-		src, err := c.peerBuf(q, e, 0, a.counts[q]*esz)
+		src, err := c.peerBuf(ctx, q, e, 1, 0, a.counts[q]*esz)
 		if err != nil {
 			return err
 		}
@@ -238,10 +231,7 @@ func (c *Comm) directBcast(ctx context.Context, a *call) error {
 		c.full = true
 	} else {
 		c.post(e, 1)
-		if err := c.wait(ctx, a.root, e, 1); err != nil {
-			return err
-		}
-		src, err := c.peerBuf(a.root, e, 0, len(a.recv))
+		src, err := c.peerBuf(ctx, a.root, e, 1, 0, len(a.recv))
 		if err != nil {
 			return err
 		}

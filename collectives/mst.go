@@ -31,10 +31,10 @@ import (
 // scratch of reductions with the peer as the left operand.
 
 func init() {
-	register(CollBcast, MST, (*Comm).mstBcast, true)
+	register(CollBcast, MST, onSchedule(MST, CollBcast), true)
 	register(CollReduce, MST, (*Comm).mstReduce, true)
-	register(CollScatter, MST, (*Comm).mstScatter, true)
-	register(CollGather, MST, (*Comm).mstGather, true)
+	register(CollScatter, MST, (*Comm).mstBlocks, true)
+	register(CollGather, MST, (*Comm).mstBlocks, true)
 }
 
 // mstUnit: on range [lo, hi) split at mid, holder h deals with o.
@@ -111,10 +111,6 @@ func mstAdd(b *schedBuilder, levels [][]mstUnit, kind Collective) {
 	}
 }
 
-func (c *Comm) mstBcast(ctx context.Context, a *call) error {
-	return c.schedBcast(ctx, a, c.sched(schedKey{alg: MST, coll: CollBcast, root: a.root}))
-}
-
 func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 	M := c.half / a.esz
 	if a.red.user != nil && !a.red.comm {
@@ -124,13 +120,16 @@ func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
-func (c *Comm) mstScatter(ctx context.Context, a *call) error {
-	esz, r := a.esz, c.rank
+// mstBlocks runs the MST scatter (the root copies in every block but its
+// own, every other rank copies its block out) or gather (every rank but the
+// root copies its block in, the root copies the others out).
+func (c *Comm) mstBlocks(ctx context.Context, a *call) error {
+	esz, r, gather := a.esz, c.rank, a.coll == CollGather
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
 	}
-	s := c.sched(schedKey{alg: MST, coll: CollScatter, root: a.root})
+	s := c.sched(schedKey{alg: MST, coll: a.coll, root: a.root})
 	for k := range S {
 		e, err := c.begin(ctx)
 		if err != nil {
@@ -139,51 +138,25 @@ func (c *Comm) mstScatter(ctx context.Context, a *call) error {
 		c.pieces(k, S, a.counts, a.displs)
 		pre := c.sc.pre
 		h := c.slotHalf(r, e)
-		if r == a.root {
+		lo, n := pieceLo(k, S, a.count), pre[r+1]-pre[r] // this rank's piece
+		var out schedOut
+		switch {
+		case gather && r == a.root:
+			out = schedOut{buf: a.recv, blocks: true}
+		case gather:
+			simd.Copy(span(h, esz, pre[r], pre[r+1]), span(a.send, esz, lo, lo+n))
+		case r == a.root:
 			c.copyPieces(h, a.send, esz, r)
 		}
 		c.post(e, 1)
-		if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
-			return err
-		}
-		if r != a.root {
-			lo := pieceLo(k, S, a.count)
-			simd.Copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
-		}
-		c.end(e)
-	}
-	return nil
-}
-
-func (c *Comm) mstGather(ctx context.Context, a *call) error {
-	esz, r := a.esz, c.rank
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
-	s := c.sched(schedKey{alg: MST, coll: CollGather, root: a.root})
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		c.pieces(k, S, a.counts, a.displs)
-		pre := c.sc.pre
-		h := c.slotHalf(r, e)
-		if r != a.root {
-			lo := pieceLo(k, S, a.count)
-			simd.Copy(span(h, esz, pre[r], pre[r+1]), span(a.send, esz, lo, lo+pre[r+1]-pre[r]))
-		}
-		c.post(e, 1)
-		var out schedOut
-		if r == a.root {
-			out = schedOut{buf: a.recv, blocks: true}
-		}
 		if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
 			return err
 		}
-		if r == a.root {
-			c.copyResult(a.esz, s, h, pre, 0, out, r)
+		switch {
+		case out.buf != nil:
+			c.copyResult(esz, s, h, pre, 0, out, r)
+		case !gather && r != a.root:
+			simd.Copy(span(a.recv, esz, lo, lo+n), span(h, esz, pre[r], pre[r+1]))
 		}
 		c.end(e)
 	}

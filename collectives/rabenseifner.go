@@ -337,7 +337,7 @@ func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 	L := floorLog2(c.size)
 	return c.schedVector(ctx, a, M, func(m int) *schedule {
 		h := 0 // the leading levels, whose ranges are large enough to halve
-		if a.alg != RecDoubling {
+		if a.alg == Rabenseifner || a.alg == Rabenseifner21 {
 			bytes := m * a.esz
 			for h < L && bytes>>h >= rabHalvingMinBytes {
 				h++
@@ -396,6 +396,7 @@ func (c *Comm) rabReduceScatter(ctx context.Context, a *call) error {
 	if c.size == 2 {
 		return c.pairReduceScatter(ctx, a)
 	}
+	// Every level halves (h; RabenseifnerOdd's schedule does not read it).
 	return c.rabScatter(ctx, a, c.sched(schedKey{alg: a.alg, coll: CollReduceScatter, h: floorLog2(c.size)}))
 }
 
@@ -470,9 +471,9 @@ func (c *Comm) rabScatter(ctx context.Context, a *call, s *schedule) error {
 // schedule builder verifies both).
 
 func init() {
-	register(CollAllreduce, RabenseifnerOdd, (*Comm).rabOddAllreduce, true)
-	register(CollReduceScatterBlock, RabenseifnerOdd, (*Comm).rabOddReduceScatter, true)
-	register(CollReduceScatter, RabenseifnerOdd, (*Comm).rabOddReduceScatter, true)
+	register(CollAllreduce, RabenseifnerOdd, (*Comm).rabAllreduce, true)
+	register(CollReduceScatterBlock, RabenseifnerOdd, (*Comm).rabReduceScatter, true)
+	register(CollReduceScatter, RabenseifnerOdd, (*Comm).rabReduceScatter, true)
 }
 
 func rabOddSchedule(p int, kind Collective) *schedule {
@@ -525,20 +526,4 @@ func rabOddSchedule(p int, kind Collective) *schedule {
 		b.endRound()
 	}
 	return b.done(nil)
-}
-
-func (c *Comm) rabOddAllreduce(ctx context.Context, a *call) error {
-	if c.size == 2 {
-		return c.pairAllreduce(ctx, a)
-	}
-	M := c.half / a.esz / 2
-	s := c.sched(schedKey{alg: RabenseifnerOdd, coll: CollAllreduce})
-	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
-}
-
-func (c *Comm) rabOddReduceScatter(ctx context.Context, a *call) error {
-	if c.size == 2 {
-		return c.pairReduceScatter(ctx, a)
-	}
-	return c.rabScatter(ctx, a, c.sched(schedKey{alg: RabenseifnerOdd, coll: CollReduceScatter}))
 }

@@ -1,7 +1,5 @@
 package collectives
 
-import "context"
-
 // The ring algorithms of the lecture notes (003), on read schedules (see
 // schedule.go). The segment is cut into p blocks (positions,
 // in rank order); rank r reads only from its left neighbour r-1.
@@ -25,12 +23,12 @@ import "context"
 // and adds no acknowledgement).
 
 func init() {
-	register(CollAllreduce, Ring, (*Comm).ringAllreduce, false)
-	register(CollReduceScatterBlock, Ring, (*Comm).ringReduceScatter, false)
-	register(CollReduceScatter, Ring, (*Comm).ringReduceScatter, false)
-	register(CollAllgather, Ring, (*Comm).ringAllgather, true)
-	register(CollAllgatherv, Ring, (*Comm).ringAllgather, true)
-	register(CollBcast, Ring, (*Comm).ringBcast, true)
+	register(CollAllreduce, Ring, onSchedule(Ring, CollAllreduce), false)
+	register(CollReduceScatterBlock, Ring, onSchedule(Ring, CollReduceScatter), false)
+	register(CollReduceScatter, Ring, onSchedule(Ring, CollReduceScatter), false)
+	register(CollAllgather, Ring, onSchedule(Ring, CollAllgather), true)
+	register(CollAllgatherv, Ring, onSchedule(Ring, CollAllgather), true)
+	register(CollBcast, Ring, onSchedule(Ring, CollBcast), true)
 }
 
 func mod(a, p int) int { return ((a % p) + p) % p }
@@ -70,21 +68,4 @@ func ringSchedule(p, root int, kind Collective) *schedule {
 		ringAG(b, p)
 	}
 	return b.done(nil)
-}
-
-func (c *Comm) ringAllreduce(ctx context.Context, a *call) error {
-	s := c.sched(schedKey{alg: Ring, coll: CollAllreduce})
-	return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
-}
-
-func (c *Comm) ringReduceScatter(ctx context.Context, a *call) error {
-	return c.schedReduceScatter(ctx, a, c.sched(schedKey{alg: Ring, coll: CollReduceScatter}))
-}
-
-func (c *Comm) ringAllgather(ctx context.Context, a *call) error {
-	return c.schedAllgather(ctx, a, c.sched(schedKey{alg: Ring, coll: CollAllgather}))
-}
-
-func (c *Comm) ringBcast(ctx context.Context, a *call) error {
-	return c.schedBcast(ctx, a, c.sched(schedKey{alg: Ring, coll: CollBcast, root: a.root}))
 }

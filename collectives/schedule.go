@@ -583,6 +583,24 @@ func (c *Comm) copyResult(esz int, s *schedule, h []byte, off []int, xoff int, o
 	}
 }
 
+// onSchedule returns the impl that runs coll's driver on alg's schedule:
+// schedAllgather, schedReduceScatter, schedBcast (the schedule of the
+// call's root), or schedVector for allreduce.
+func onSchedule(alg Algorithm, coll Collective) impl {
+	return func(c *Comm, ctx context.Context, a *call) error {
+		switch coll {
+		case CollAllgather:
+			return c.schedAllgather(ctx, a, c.sched(schedKey{alg: alg, coll: coll}))
+		case CollReduceScatter:
+			return c.schedReduceScatter(ctx, a, c.sched(schedKey{alg: alg, coll: coll}))
+		case CollBcast:
+			return c.schedBcast(ctx, a, c.sched(schedKey{alg: alg, coll: coll, root: a.root}))
+		}
+		s := c.sched(schedKey{alg: alg, coll: coll})
+		return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
+	}
+}
+
 // The drivers of the block collectives on a schedule whose positions are
 // the p blocks of a segment in rank order (ring, BDE, MST; Bruck rotated):
 // segment k holds piece k of every block (see segment.go).

@@ -176,30 +176,27 @@ func (s *treeSeg) peer(q, phase, off, b int) ([]byte, error) {
 // op (second child's) op own input block x — rank order — from the
 // children's partial areas (offset 0, phase 2t+2).
 func (s *treeSeg) up(nd treeNode, t int, dst, x []byte) error {
-	red := &s.a.red
-	switch {
-	case nd.c0 < 0:
+	if nd.c0 < 0 {
 		simd.Copy(dst, x)
-	case nd.c1 < 0:
-		l, err := s.peer(nd.c0, 2*t+2, 0, t)
-		if err != nil {
-			return err
-		}
+		return nil
+	}
+	red := &s.a.red
+	l, err := s.peer(nd.c0, 2*t+2, 0, t)
+	if err != nil {
+		return err
+	}
+	if nd.c1 < 0 {
 		red.reduce3(dst, l, x)
 		s.c.last.Reduced++
-	default:
-		l, err := s.peer(nd.c0, 2*t+2, 0, t)
-		if err != nil {
-			return err
-		}
-		r, err := s.peer(nd.c1, 2*t+2, 0, t)
-		if err != nil {
-			return err
-		}
-		red.reduce3(dst, l, r)
-		red.reduce(dst, x)
-		s.c.last.Reduced += 2
+		return nil
 	}
+	r, err := s.peer(nd.c1, 2*t+2, 0, t)
+	if err != nil {
+		return err
+	}
+	red.reduce3(dst, l, r)
+	red.reduce(dst, x)
+	s.c.last.Reduced += 2
 	return nil
 }
 
