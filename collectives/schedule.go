@@ -44,13 +44,8 @@ import (
 // power of two or with 2-to-1 elimination, BDE, the ring, Bruck and MST
 // need no acknowledgement at all; the tests assert it) and by an explicit
 // acknowledgement otherwise (whole-range exchanges, the triples of the
-// 3-to-2 elimination). Across steps see step.go.
-//
-// Copies saved. A copy into the rank's result that nobody reads or
-// overwrites later is marked direct: the driver has it written straight
-// into the user's buffer. A reduction into W whose own operand is still
-// the rank's input (untouched, unread) is marked fused: it reads the
-// user's input, and the driver copies in only the other positions.
+// 3-to-2 elimination). Across steps see step.go. Copies that the user's
+// buffers can replace are marked direct and fused (schedXfer).
 
 // xop is what a read does with the peer's positions.
 type xop uint8

@@ -6,20 +6,17 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// The small-call path, the lean mode of the step protocol: barrier,
-// allreduce, reduce_scatter(_block) and alltoall of at most smallBytes,
-// bcast, reduce, gather and scatter of at most smallRootedBytes, where
-// selection picks the flat barrier, the replicated allreduce and reduce
-// and the flat bcast, reduce_scatter(_block), alltoall, gather and
-// scatter at every size up to the call's
-// (selector.smallUpTo). It runs the same algorithm functions as the
-// general path, with the same descriptor, checks, counts and results,
-// but enters them without the general path's layers: no validation that
-// can fail (arguments it does not take go to the general path, which
-// reports them), no choice (smallOK knows the algorithm), the kernel of
-// a built-in operator from the per-Comm cache instead of Op.bind, and no
-// recover (no user operator). A call that begins with every rank known to
-// have begun the last step waits for nobody in begin.
+// The small-call path, the lean mode of the step protocol: the collectives
+// and algorithms of smallPaths, where selection picks that algorithm at
+// every size up to the call's (selector.smallUpTo). It runs the same
+// algorithm functions as the general path, with the same descriptor,
+// checks, counts and results, but enters them without the general path's
+// layers: no validation that can fail (arguments it does not take go to
+// the general path, which reports them), no choice (smallOK knows the
+// algorithm), the kernel of a built-in operator from the per-Comm cache
+// instead of Op.bind, and no recover (no user operator). A call that
+// begins with every rank known to have begun the last step waits for
+// nobody in begin.
 //
 // Where ranks share CPUs, what it saves is memory more than instructions:
 // every wait is a context switch, and a rank that gets its CPU back finds

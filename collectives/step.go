@@ -153,10 +153,9 @@ const (
 )
 
 // open makes e the current step, the one step-opening of begin and the
-// small-call path: it writes the call's descriptor (describe) for step e
-// into this rank's descriptor area for e (fullDescOff + (e&1)*lineBytes),
-// read only to name a mismatch, and asks for the counter's line, owned
-// ahead of the post (see post).
+// small-call path: it writes the call's full descriptor for step e (see
+// Descriptor layout) and asks for the counter's line, owned ahead of the
+// post (see post).
 func (c *Comm) open(e uint64) {
 	c.step = e
 	d := (*[descBytes]byte)(c.ownDesc[int(e&1)*lineBytes:])
