@@ -75,6 +75,8 @@
 //   - Ring: ring.go; MST: mst.go; BDE: bde.go; Bruck: bruck.go
 //   - Direct: direct.go; Single: single.go (its allreduce and
 //     reduce-scatters: singlereduce.go)
+//   - Alltoallv's Flat and Single, one algorithm whose senders choose
+//     between the slot and cross-memory attach: alltoallv.go
 //
 // Machinery: selection in select.go (decide) and table.go ([Table];
 // tune/default.txt as shmbench tune wrote it, tune/overrides.txt the

@@ -161,7 +161,11 @@ const (
 	// need them read them (gather: write into the root's buffer) straight
 	// from the owner's memory, with no copy into the slots. Taken without
 	// a pin above a size per collective when cross-memory attach is on for
-	// the communicator (see [Comm.CrossMemory]).
+	// the communicator (see [Comm.CrossMemory]). An alltoallv's sizes
+	// differ per rank, so its Flat and Single are one algorithm in which
+	// each sender chooses (Single pinned: every sender; Flat selected:
+	// the senders whose bytes take Single for an alltoall; Flat pinned:
+	// none) and announces its choice to its readers.
 	Single
 	numAlgorithms
 )

@@ -9,7 +9,8 @@ import (
 // Selection: the one place where a call's algorithm is decided (decide),
 // from inputs equal on every rank of a correct program: the collective,
 // the call's bytes (not an alltoallv's, which differ per rank: decide
-// takes them as 0), p, whether the operator commutes, whether every
+// takes them as 0, and each of its senders chooses one copy or the slot
+// itself and announces it, alltoallv.go), p, whether the operator commutes, whether every
 // buffer comes from [Alloc] (a rank that differs fails the descriptor
 // check), oversubscription, the pins and the table (whose hash the ranks
 // compare when they join). In order: a pin (Options.Algorithms over
@@ -132,11 +133,12 @@ func directMin(coll Collective, over bool) int {
 // where the decision may depend on them (choice.bufs): that costs more than
 // the rest of a small call's selection.
 func (c *Comm) choose(a *call, bytes int) (Algorithm, error) {
-	in := selectInput{coll: a.coll, bytes: bytes, commutative: a.red.user == nil || a.red.comm}
+	comm := a.red.user == nil || a.red.comm
 	m := &c.chosen[a.coll]
-	if m.ok && !m.bufs && m.in == in {
-		return m.alg, nil
+	if m.ok && !m.bufs && m.in.bytes == bytes && m.in.commutative == comm {
+		return m.alg, nil // m.in.coll is a.coll, arena and single false
 	}
+	in := selectInput{coll: a.coll, bytes: bytes, commutative: comm}
 	s := c.selector()
 	bufs := s.onBuffers(in)
 	if bufs {
@@ -169,12 +171,14 @@ func (c *Comm) selector() selector {
 
 // smallUpTo returns the largest size up to hi bytes (lo: the smallest a
 // call can have) such that decide picks alg for coll at every size from lo
-// up to it, with a commutative operator and no arena buffers: the range
-// of the small-call path, which runs one algorithm; -1 if not even lo.
+// up to it, with a commutative operator and no arena buffers, and does
+// not look at the buffers (onBuffers): the range of the small-call path,
+// which runs one algorithm whatever the buffers; -1 if not even lo.
 func (s selector) smallUpTo(coll Collective, alg Algorithm, lo, hi int) int {
 	upTo := -1
 	for b := lo; b <= hi; b++ {
-		if d, err := s.decide(selectInput{coll: coll, bytes: b, commutative: true}); err != nil || d.alg != alg {
+		in := selectInput{coll: coll, bytes: b, commutative: true}
+		if d, err := s.decide(in); err != nil || d.alg != alg || s.onBuffers(in) {
 			break
 		}
 		upTo = b
@@ -328,6 +332,10 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 		if r.Reason != "" {
 			why += "; override: " + r.Reason
 		}
+	}
+	if call.Coll == CollAlltoallv && d.alg == Flat && d.why != byPin && in.single {
+		why += fmt.Sprintf("; each rank whose blocks add up to at least %s and less than %s sends them by cross-memory attach, the others through their slots",
+			formatTableSize(int64(singleMin(CollAlltoall, call.Oversubscribed))), formatTableSize(int64(singleMax(CollAlltoall))))
 	}
 	for _, sp := range smallPaths {
 		if sp.coll != call.Coll || call.Arena || call.NonCommutative || call.P < 2 || call.Bytes < sp.lo {

@@ -21,11 +21,13 @@ import (
 // call:
 //
 //  1. every rank writes into its slot half a table of p ranges of its own
-//     memory, entry j the range that rank j accesses, and posts phase 1:
+//     memory, entry j the range that rank j accesses, and posts phase 1
+//     (the table starts after the room of an alltoallv header, where an
+//     alltoallv rank offers its blocks beside its header, alltoallv.go):
 //     allgather(v): the place of j's block in its recv, which j writes
 //     (an allgatherv of uneven blocks, singlePull: its own block, which j
 //     reads);
-//     alltoall(v): its send block for j, which j reads; bcast, scatter(v)
+//     alltoall: its send block for j, which j reads; bcast, scatter(v)
 //     and gather(v): at the root j's block of its buffer, at j its recv
 //     (gather: its send), which the two copy between them;
 //  2. every rank waits for phase 1 of the peers it copies with, checks
@@ -71,8 +73,9 @@ import (
 // small-call path does not serve (MPI asks for MPI_IN_PLACE on every rank
 // or none).
 //
-// An alltoallv's sizes differ per rank and no rank knows the others', so
-// its selection cannot use them (decide): it takes Single only pinned.
+// Alltoallv has its own algorithm, Flat and Single alike, in alltoallv.go:
+// each sender offers its blocks by cross-memory attach or puts them in its
+// slot, and says which in the header its readers read first.
 
 // alltoallInPlace is the descriptor's aux word of an alltoall in place
 // (0 otherwise).
@@ -82,7 +85,6 @@ func init() {
 	register(CollAllgather, Single, (*Comm).singleAllgather, true)
 	register(CollAllgatherv, Single, (*Comm).singleAllgather, true)
 	register(CollAlltoall, Single, (*Comm).singleAlltoall, true)
-	register(CollAlltoallv, Single, (*Comm).singleAlltoall, true)
 	register(CollScatter, Single, (*Comm).singleRooted, true)
 	register(CollGather, Single, (*Comm).singleRooted, true)
 	register(CollBcast, Single, (*Comm).singleRooted, true)
@@ -178,8 +180,12 @@ func (c *Comm) CrossMemory() error { return c.ep.CrossMemory() }
 // singleOn reports whether the communicator can run Single: cross-memory
 // attach is on and a slot half holds the table.
 func (c *Comm) singleOn() bool {
-	return c.ep.CrossMemory() == nil && singleTableBytes(c.size) <= c.half
+	return c.ep.CrossMemory() == nil && singleScratch(c.size) <= c.half
 }
+
+// singleScratch is where the slot half's room after the table begins:
+// the table starts after the room of an alltoallv header (a2avHeader).
+func singleScratch(p int) int { return alignUp(a2avHeader(p) + singleTableBytes(p)) }
 
 // singleTableBytes is the size of a table of p ranks: two ranges and a
 // state word per rank.
@@ -218,7 +224,7 @@ func (c *Comm) vectorAlgorithm(a *call, f impl) (Algorithm, impl) {
 // and length of a second range (the reductions: the place of j's block in
 // q's recv, which j writes, beside the first, j's block of q's input).
 func (c *Comm) singleTable(q int, e uint64) []uint64 {
-	h := c.slotHalf(q, e)
+	h := c.slotHalf(q, e)[a2avHeader(c.size):]
 	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(h))), 5*c.size)
 }
 

@@ -545,7 +545,7 @@ func TestSingleAlltoallvCountsDisagree(t *testing.T) {
 		return nil
 	})
 	for r, err := range errs {
-		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "rank 0 offers 4000 bytes to rank 1, which expects 3996") {
+		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "rank 1 expects 999 elements from rank 0, which sends 1000") {
 			t.Errorf("rank %d: %v, want ErrMismatch naming the counts", r, err)
 		}
 	}

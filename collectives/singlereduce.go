@@ -41,7 +41,7 @@ func (c *Comm) singleReduceOn() bool { return c.singleReducePiece() > 0 }
 // Single reduction reads from each peer at a time: p of them fit in the
 // slot half after the table.
 func (c *Comm) singleReducePiece() int {
-	t := (singleTableBytes(c.size) + lineBytes - 1) &^ (lineBytes - 1)
+	t := singleScratch(c.size)
 	if t >= c.half {
 		return 0
 	}
@@ -118,7 +118,7 @@ func (c *Comm) singleReduce(ctx context.Context, a *call, block func(j int) (int
 	}
 	own := in[lo:hi]
 	piece := c.singleReducePiece() / a.esz * a.esz
-	scratch := c.slotHalf(r, e)[(singleTableBytes(p)+lineBytes-1)&^(lineBytes-1):]
+	scratch := c.slotHalf(r, e)[singleScratch(p):]
 	// The k-way kernel writes over only its first source, so the own
 	// piece goes to the scratch first where dst is the own input (in
 	// place) and that is not the first source, or where the piece is

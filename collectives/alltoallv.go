@@ -1,0 +1,275 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/shmcoll/shmcoll/simd"
+)
+
+// Alltoallv, Flat and Single alike: one algorithm whose senders each
+// choose how their blocks travel and say so in the header their readers
+// read before copying anything. An alltoallv's sizes differ per rank, so
+// no rank can choose for the others from its own; here none has to.
+//
+// In each step every rank writes into its slot half a header, the number
+// S_q of segments it cuts its blocks into, its send counts and its receive
+// counts, and after it either
+//
+//   - its pieces of segment k for every peer (through the slot: the
+//     sender copies them in, the reader out), or
+//   - with a2avAttach set in the header's first word, a Single table
+//     (single.go) offering each peer j its block for j in the send buffer,
+//     which j reads by cross-memory attach in the first step (one copy);
+//     such a sender has S_q = 1.
+//
+// and posts phase 1. In the first step every rank waits for every peer's
+// header, checks the whole matrix of counts (what each rank sends each
+// rank against what that rank expects), so that every rank finds a
+// mismatch in the same call, and takes the largest S_q as the number of
+// steps; a rank's steps past its own S_q carry empty pieces. A reader then
+// takes each sender's block by the way that sender's header names. The
+// counts travel with the data, so no step is spent agreeing on them.
+//
+// If any header of the first step offers its blocks (every rank knows from
+// the headers), every rank posts phase 2 of that step once its copies are
+// done, and an offering rank waits for every peer's phase 2 before it goes
+// on, so that it returns only when nobody reads its send buffer; a failed
+// call withdraws the offers as Single's calls do.
+//
+// A sender offers its blocks (a2avOffers) where cross-memory attach is on
+// and the call is pinned to Single, or not pinned and its bytes, its own
+// block included, take Single for an alltoall of the same size
+// (singleTakes): one copy wins there for a block it sends whole. Pinned to
+// Flat it keeps the slots. The choice is the sender's, announced before
+// any reader copies, so ranks whose choices differ still agree on every
+// block; the algorithm in the descriptor is the pin's or decide's, which
+// do not depend on the sizes.
+//
+// Slot reuse: as the other flat algorithms' (flat.go); an offering rank's
+// table of the first step is read before phase 2, which the rank waits for.
+
+func init() {
+	register(CollAlltoallv, Flat, (*Comm).alltoallv, true)
+	register(CollAlltoallv, Single, (*Comm).alltoallv, true)
+}
+
+// a2avAttach marks the first word of a header whose sender offers its
+// blocks by cross-memory attach; the rest of the word is S_q.
+const a2avAttach = 1 << 62
+
+// a2avHeader is the room of an alltoallv header of p ranks in a slot
+// half, whole cache lines: where a sender's pieces of more than a line
+// start, and where every Single table starts (singleTable).
+func a2avHeader(p int) int { return alignUp(8 + 16*p) }
+
+// a2avData is where alltoallv's pieces start in a step whose pieces take
+// n bytes, p ranks: right after the header when they fit in the rest of
+// its line (up to 24 bytes at p=2), so that they travel with it, else at
+// the next line. Both the sender and, from the sender's header, its
+// readers work it out. Larger pieces start on a line of their own, so
+// that their copies are aligned.
+func a2avData(p, n int) int {
+	if d := 8 + 16*p; d+n <= lineBytes {
+		return d
+	}
+	return a2avHeader(p)
+}
+
+// a2avOffers reports whether this rank offers its blocks of alltoallv a
+// by cross-memory attach (see above).
+func (c *Comm) a2avOffers(a *call) bool {
+	if a.alg != Single {
+		if c.pinned[CollAlltoallv] != Auto {
+			return false // pinned to Flat
+		}
+		n := 0
+		for _, k := range a.counts {
+			n += k
+		}
+		if !singleTakes(CollAlltoall, n*a.esz, Auto, c.ep.Oversubscribed()) {
+			return false
+		}
+	}
+	return c.singleOn()
+}
+
+func (c *Comm) alltoallv(ctx context.Context, a *call) (err error) {
+	esz, p, r := a.esz, c.size, c.rank
+	hdr := a2avHeader(p)
+	if hdr >= c.half {
+		return c.fail(fmt.Errorf("%w: slot half of %d bytes too small for %d ranks", ErrInvalidArgument, c.half, p))
+	}
+	offers := c.a2avOffers(a)
+	own := 1 // this rank's S_q
+	if !offers {
+		if own, err = numPieces(a.counts, (c.half-hdr)/esz); err != nil {
+			return c.fail(err)
+		}
+	}
+	var offered uint64 // the step whose table peers may still read
+	defer func() {
+		if offered != 0 {
+			c.withdraw(offered, &err)
+		}
+	}()
+	le := binary.LittleEndian
+	S := own // the largest S_q, after the first step
+	for k := 0; k < S; k++ {
+		var e uint64
+		if e, err = c.begin(ctx); err != nil {
+			return err
+		}
+		pre, uoff := c.sc.pre, c.sc.uoff
+		h := c.slotHalf(r, e)
+		w := uint64(own)
+		if offers {
+			w |= a2avAttach
+		}
+		le.PutUint64(h, w)
+		for j := range p {
+			le.PutUint64(h[8+8*j:], uint64(a.counts[j]))
+			le.PutUint64(h[8+8*(p+j):], uint64(a.rcounts[j]))
+		}
+		switch {
+		case offers && k == 0:
+			for j := range p {
+				if j != r {
+					c.offer(e, j, span(a.send, esz, a.displs[j], a.displs[j]+a.counts[j]))
+				}
+			}
+			offered = e
+		case offers || k >= own:
+			// nothing in this step
+		default:
+			c.pieces(k, own, a.counts, a.displs)
+			d := a2avData(p, pre[p]*esz)
+			for j := range p {
+				if n := pre[j+1] - pre[j]; j != r && n > 0 {
+					// Not publish: every rank writes and reads here, so
+					// above smallBytes a store per line gains nothing,
+					// and the non-temporal advice of timed copies would
+					// send large alltoalls to memory.
+					simd.Copy(h[d+pre[j]*esz:d+pre[j+1]*esz], span(a.send, esz, uoff[j], uoff[j]+n))
+				}
+			}
+		}
+		c.post(e, 1)
+		attach := false // some rank offers its blocks in this step
+		if k == 0 {
+			if S, attach, err = c.a2avCheck(ctx, e, own); err != nil {
+				return err
+			}
+		}
+		// Own block: straight from send, while the peers read.
+		switch {
+		case offers && k == 0:
+			simd.Copy(span(a.recv, esz, a.rdispls[r], a.rdispls[r]+a.rcounts[r]), span(a.send, esz, a.displs[r], a.displs[r]+a.counts[r]))
+		case !offers && k < own:
+			if n := pre[r+1] - pre[r]; n > 0 {
+				lo := pieceLo(k, own, a.counts[r])
+				simd.Copy(span(a.recv, esz, a.rdispls[r]+lo, a.rdispls[r]+lo+n), span(a.send, esz, uoff[r], uoff[r]+n))
+			}
+		}
+		// Every peer's piece: from its slot half, or, if it offers its
+		// blocks, its whole block from its send buffer in the first step.
+		for i := 1; i < p; i++ {
+			q := c.next(i)
+			if err = c.wait(ctx, q, e, 1); err != nil {
+				return err
+			}
+			qh := c.slotHalf(q, e)
+			w := le.Uint64(qh)
+			if w&a2avAttach != 0 {
+				if k == 0 {
+					if err = c.a2avAttached(a, e, q); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			sq, rn := int(w), a.rcounts[q]
+			off, all, lo, hi := 0, 0, 0, 0 // the sender's pieces before this rank's, all of them, and this rank's
+			if k < sq {
+				for j := range p {
+					m := int(le.Uint64(qh[8+8*j:]))
+					if j == r {
+						off = all
+					}
+					all += pieceLo(k+1, sq, m) - pieceLo(k, sq, m)
+				}
+				lo, hi = pieceLo(k, sq, rn), pieceLo(k+1, sq, rn)
+			}
+			d := a2avData(p, all*esz)
+			if d+(off+hi-lo)*esz > len(qh) {
+				return c.mismatch(fmt.Sprintf("rank %d's header does not fit its slot", q))
+			}
+			src := qh[d+off*esz : d+(off+hi-lo)*esz]
+			// copyPeer's prefetch without its timing (see the publish),
+			// written out: copyPeer does not inline.
+			if len(src) >= copyPrefetchMin && len(src) <= copyPrefetchMax && !c.ep.Oversubscribed() {
+				simd.Prefetch(src)
+			}
+			simd.Copy(span(a.recv, esz, a.rdispls[q]+lo, a.rdispls[q]+hi), src)
+		}
+		if attach {
+			c.post(e, 2)
+			if offers {
+				if err = c.waitAll(ctx, e, 2); err != nil {
+					return err
+				}
+				offered = 0
+			}
+		}
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
+		c.full = true
+		c.end(e)
+	}
+	return nil
+}
+
+// a2avAttached reads q's block for this rank from q's send buffer, which
+// q offers in step e.
+func (c *Comm) a2avAttached(a *call, e uint64, q int) error {
+	b := span(a.recv, a.esz, a.rdispls[q], a.rdispls[q]+a.rcounts[q])
+	if m := c.singleTable(q, e)[2*c.rank+1]; m != uint64(len(b)) {
+		return c.mismatch(fmt.Sprintf("rank %d offers %d bytes to rank %d, which expects %d", q, m, c.rank, len(b)))
+	}
+	return c.move(q, e, 0, b, false)
+}
+
+// a2avCheck waits for every peer's header of alltoallv's first step e and
+// checks the whole matrix of counts: what each rank sends each rank
+// against what that rank expects from it. Every rank reads the same
+// headers, so every rank finds a mismatch and fails with the same cause.
+// It returns the number of steps, the largest S_q of the headers (own is
+// this rank's), and whether some header offers its blocks.
+func (c *Comm) a2avCheck(ctx context.Context, e uint64, own int) (S int, attach bool, err error) {
+	p, le := c.size, binary.LittleEndian
+	hs := c.sc.srcs // the headers, rank by rank
+	S = own
+	for q := range p {
+		if q != c.rank {
+			if err := c.wait(ctx, q, e, 1); err != nil {
+				return 0, false, err
+			}
+		}
+		hs[q] = c.slotHalf(q, e)
+		w := le.Uint64(hs[q])
+		attach = attach || w&a2avAttach != 0
+		sq := int(w &^ a2avAttach)
+		if sq < 1 || w&a2avAttach != 0 && sq != 1 {
+			return 0, false, c.mismatch(fmt.Sprintf("rank %d cuts its blocks into %d segments", q, sq))
+		}
+		S = max(S, sq)
+	}
+	for q := range p {
+		for t := range p {
+			if sent, want := le.Uint64(hs[q][8+8*t:]), le.Uint64(hs[t][8+8*(p+q):]); sent != want {
+				return 0, false, c.mismatch(fmt.Sprintf("rank %d expects %d elements from rank %d, which sends %d", t, int(want), q, int(sent)))
+			}
+		}
+	}
+	return S, attach, nil
+}
