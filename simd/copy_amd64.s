@@ -72,3 +72,12 @@ pwloop:
 	JMP  pwloop
 pwdone:
 	RET
+
+// func extFeatures() uint32
+// ECX of CPUID leaf 0x80000001 (extended features; bit 8 is PRFCHW).
+TEXT ·extFeatures(SB), NOSPLIT, $0-4
+	MOVL $0x80000001, AX
+	XORL CX, CX
+	CPUID
+	MOVL CX, ret+0(FP)
+	RET
