@@ -40,9 +40,9 @@ import (
 //
 // A sender offers its blocks (a2avOffers) where cross-memory attach is on
 // and the call is pinned to Single, or not pinned and its bytes, its own
-// block included, take Single for an alltoall of the same size
-// (singleTakes): one copy wins there for a block it sends whole. Pinned to
-// Flat it keeps the slots. The choice is the sender's, announced before
+// block included, are from singleMin(CollAlltoallv) up to below
+// singleMax(CollAlltoallv) (singleTakes): one copy wins there for the
+// blocks it sends. Pinned to Flat it keeps the slots. The choice is the sender's, announced before
 // any reader copies, so ranks whose choices differ still agree on every
 // block; the algorithm in the descriptor is the pin's or decide's, which
 // do not depend on the sizes.
@@ -88,7 +88,7 @@ func (c *Comm) a2avOffers(a *call) bool {
 		for _, k := range a.counts {
 			n += k
 		}
-		if !singleTakes(CollAlltoall, n*a.esz, Auto, c.ep.Oversubscribed()) {
+		if !singleTakes(CollAlltoallv, n*a.esz, Auto, c.ep.Oversubscribed()) {
 			return false
 		}
 	}
