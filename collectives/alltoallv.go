@@ -81,14 +81,15 @@ func a2avData(p, n int) int {
 // by cross-memory attach (see above).
 func (c *Comm) a2avOffers(a *call) bool {
 	if a.alg != Single {
-		if c.pinned[CollAlltoallv] != Auto {
-			return false // pinned to Flat
-		}
 		n := 0
 		for _, k := range a.counts {
 			n += k
 		}
-		if !singleTakes(CollAlltoallv, n*a.esz, Auto, c.ep.Oversubscribed()) {
+		// First against the smaller threshold, a constant: a small call
+		// reads no line of the communicator for the choice, which costs
+		// where ranks share CPUs and find their caches evicted.
+		if n*a.esz < singleMin(CollAlltoallv, false) || c.pinned[CollAlltoallv] != Auto ||
+			!singleTakes(CollAlltoallv, n*a.esz, Auto, c.ep.Oversubscribed()) {
 			return false
 		}
 	}
