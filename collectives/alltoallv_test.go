@@ -288,6 +288,9 @@ func TestAlltoallvCountsDisagree(t *testing.T) {
 // attach off on one rank (off for all). Ranks that outnumber the CPUs
 // offer from a larger total.
 func TestAlltoallvProcesses(t *testing.T) {
+	if raceEnabled {
+		t.Skip("processes: the race detector sees only goroutine ranks, and slows the children down")
+	}
 	if os.Getenv(shm.EnvArena) != "" {
 		t.Skip("in a child")
 	}
@@ -313,6 +316,9 @@ func TestAlltoallvProcesses(t *testing.T) {
 // the threshold, longer, among processes that fit the CPUs (p = 2) and
 // that outnumber them (p = 4 here), with small slots.
 func TestAlltoallvSoakProcesses(t *testing.T) {
+	if raceEnabled {
+		t.Skip("processes: the race detector sees only goroutine ranks, and slows the children down")
+	}
 	if os.Getenv(shm.EnvArena) != "" {
 		t.Skip("in a child")
 	}
@@ -398,6 +404,9 @@ func a2avDie(t *testing.T, c *Comm) {
 // alltoallvs that copy by cross-memory attach fails the others' calls
 // with ErrPeerDead, without a hang or a segment left in /dev/shm.
 func TestAlltoallvPeerDeath(t *testing.T) {
+	if raceEnabled {
+		t.Skip("processes: the race detector sees only goroutine ranks, and slows the children down")
+	}
 	if os.Getenv(shm.EnvArena) != "" {
 		t.Skip("in a child")
 	}
