@@ -20,8 +20,7 @@ func (c *Comm) start(ctx context.Context, coll Collective, t simd.Type) (*call, 
 		return nil, &Error{Rank: c.rank, Coll: coll, Seq: c.seq, Err: ErrClosed}
 	}
 	c.countCall(coll, t, Stats{Calls: 1})
-	a := &c.args
-	*a = call{coll: coll, typ: t, esz: t.Size()}
+	a := c.newCall(coll, Auto, t)
 	if !c.ep.Ok() { // inlined; Err, which names the cause, is not
 		return nil, c.fail(c.ep.Err())
 	}
@@ -422,6 +421,14 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 // on rank j. send is used only at the root (p blocks). recv nil at the root
 // means in place: the root's own block stays in send.
 func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	if err := c.await(ctx, CollScatter); err != nil {
+		return err
+	}
+	if c.size > 1 && recv != nil {
+		if ok, err := c.smallScatter(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), root); ok {
+			return err
+		}
+	}
 	a, err := c.start(ctx, CollScatter, simd.TypeOf[T]())
 	if err != nil {
 		return err
@@ -457,6 +464,14 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 // on rank root, block j from rank j. recv is used only at the root. send
 // nil at the root means in place (its block is already in recv).
 func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	if err := c.await(ctx, CollGather); err != nil {
+		return err
+	}
+	if c.size > 1 && send != nil {
+		if ok, err := c.smallGather(ctx, simd.TypeOf[T](), simd.AsBytes(send), bytesOf(recv), root); ok {
+			return err
+		}
+	}
 	a, err := c.start(ctx, CollGather, simd.TypeOf[T]())
 	if err != nil {
 		return err

@@ -133,11 +133,12 @@ func directMin(coll Collective, over bool) int {
 // where the decision may depend on them (choice.bufs): that costs more than
 // the rest of a small call's selection.
 func (c *Comm) choose(a *call, bytes int) (Algorithm, error) {
-	in := selectInput{coll: a.coll, bytes: bytes, commutative: a.red.user == nil || a.red.comm}
+	comm := a.red.user == nil || a.red.comm
 	m := &c.chosen[a.coll]
-	if m.ok && !m.bufs && m.in == in {
-		return m.alg, nil
+	if m.ok && !m.bufs && m.in.bytes == bytes && m.in.commutative == comm {
+		return m.alg, nil // m.in.coll is a.coll, arena and single false
 	}
+	in := selectInput{coll: a.coll, bytes: bytes, commutative: comm}
 	s := c.selector()
 	bufs := s.onBuffers(in)
 	if bufs {
@@ -170,12 +171,14 @@ func (c *Comm) selector() selector {
 
 // smallUpTo returns the largest size up to hi bytes (lo: the smallest a
 // call can have) such that decide picks alg for coll at every size from lo
-// up to it, with a commutative operator and no arena buffers: the range
-// of the small-call path, which runs one algorithm; -1 if not even lo.
+// up to it, with a commutative operator and no arena buffers, and does
+// not look at the buffers (onBuffers): the range of the small-call path,
+// which runs one algorithm whatever the buffers; -1 if not even lo.
 func (s selector) smallUpTo(coll Collective, alg Algorithm, lo, hi int) int {
 	upTo := -1
 	for b := lo; b <= hi; b++ {
-		if d, err := s.decide(selectInput{coll: coll, bytes: b, commutative: true}); err != nil || d.alg != alg {
+		in := selectInput{coll: coll, bytes: b, commutative: true}
+		if d, err := s.decide(in); err != nil || d.alg != alg || s.onBuffers(in) {
 			break
 		}
 		upTo = b

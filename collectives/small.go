@@ -8,9 +8,10 @@ import (
 
 // The small-call path, the lean mode of the step protocol: barrier,
 // allreduce, reduce_scatter(_block) and alltoall of at most smallBytes,
-// bcast and reduce of at most smallRootedBytes, where selection picks the
-// flat barrier, the replicated allreduce and reduce and the flat bcast,
-// reduce_scatter(_block) and alltoall at every size up to the call's
+// bcast, reduce, gather and scatter of at most smallRootedBytes, where
+// selection picks the flat barrier, the replicated allreduce and reduce
+// and the flat bcast, reduce_scatter(_block), alltoall, gather and
+// scatter at every size up to the call's
 // (selector.smallUpTo). It runs the same algorithm functions as the
 // general path, with the same descriptor, checks, counts and results,
 // but enters them without the general path's layers: no validation that
@@ -67,6 +68,8 @@ const (
 	smallReduceScatterIdx
 	smallAlltoallIdx
 	smallReduceScatterVIdx
+	smallGatherIdx
+	smallScatterIdx
 	numSmall
 
 	smallBytes       = 1 << 10
@@ -87,6 +90,8 @@ var smallPaths = [numSmall]struct {
 	smallReduceScatterIdx:  {CollReduceScatterBlock, Flat, 1, smallBytes},
 	smallAlltoallIdx:       {CollAlltoall, Flat, 1, smallBytes},
 	smallReduceScatterVIdx: {CollReduceScatter, Flat, 1, smallBytes},
+	smallGatherIdx:         {CollGather, Flat, 1, smallRootedBytes},
+	smallScatterIdx:        {CollScatter, Flat, 1, smallRootedBytes},
 }
 
 // smallCall begins a call of small-call path i with the arguments the
@@ -273,5 +278,53 @@ func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte
 	a := c.smallCall(smallAlltoallIdx, t, nil, 0, send, recv, N/p/t.Size(), 0)
 	c.regular(a, a.count)
 	a.rcounts, a.rdispls = a.counts, a.displs
+	return c.lean(ctx, a)
+}
+
+// smallGather is flatGatherv on the small-call path for Gather, out of
+// place; ok is false when it does not apply (Gather checks the
+// arguments). The sizes are the whole result's, as selection sees them.
+func (c *Comm) smallGather(ctx context.Context, t simd.Type, send, recv []byte, root int) (ok bool, err error) {
+	n := len(send)
+	if uint(root) >= uint(c.size) || n == 0 {
+		return false, nil
+	}
+	if c.rank != root {
+		recv = nil
+	} else if len(recv) != n*c.size || overlaps(send, recv) {
+		return false, nil
+	}
+	if !c.smallOK(smallGatherIdx, n*c.size) || ctx.Err() != nil {
+		return false, nil
+	}
+	a := c.smallCall(smallGatherIdx, t, nil, 0, send, recv, n/t.Size(), root)
+	if recv != nil {
+		simd.Copy(recv[root*n:(root+1)*n], send)
+	}
+	c.regular(a, a.count)
+	return c.lean(ctx, a)
+}
+
+// smallScatter is flatScatterv on the small-call path for Scatter, out of
+// place; ok is false when it does not apply (Scatter checks the
+// arguments). The sizes are the whole input's, as selection sees them.
+func (c *Comm) smallScatter(ctx context.Context, t simd.Type, send, recv []byte, root int) (ok bool, err error) {
+	n := len(recv)
+	if uint(root) >= uint(c.size) || n == 0 {
+		return false, nil
+	}
+	if c.rank != root {
+		send = nil
+	} else if len(send) != n*c.size || overlaps(send, recv) {
+		return false, nil
+	}
+	if !c.smallOK(smallScatterIdx, n*c.size) || ctx.Err() != nil {
+		return false, nil
+	}
+	a := c.smallCall(smallScatterIdx, t, nil, 0, send, recv, n/t.Size(), root)
+	if send != nil {
+		simd.Copy(recv, send[root*n:(root+1)*n])
+	}
+	c.regular(a, a.count)
 	return c.lean(ctx, a)
 }

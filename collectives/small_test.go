@@ -117,7 +117,8 @@ func forceGeneral(c *Comm) {
 // smallBytes bytes, bcasts and reduces of 1 to smallRootedBytes (roots and
 // in-place calls varied), reduce_scatter_blocks of 1 to 4 elements per
 // rank, alltoalls of 1 to smallBytes bytes (blocks of 1 element and up)
-// and reduce_scatters of blocks of 0 to 2 elements, and returns every
+// reduce_scatters of blocks of 0 to 2 elements, and gathers and scatters
+// of 8 B to 4 KiB (roots varied), and returns every
 // rank's results and counts, in call order.
 func smallSequence(c *Comm) ([]float64, []Stats, error) {
 	var out []float64
@@ -211,6 +212,41 @@ func smallSequence(c *Comm) ([]float64, []Stats, error) {
 			return nil, nil, err
 		}
 		keep(vOut)
+		ng := max(1, nb/(2*p)) // elements per block: 8 B to 4 KiB in all
+		gIn := make([]float64, ng)
+		for i := range gIn {
+			gIn[i] = float64(1000*r+i) + float64(it)/8
+		}
+		var gOut []float64
+		if r == root {
+			gOut = make([]float64, p*ng)
+		}
+		if err := Gather(bg, c, gIn, gOut, root); err != nil {
+			return nil, nil, err
+		}
+		for i := range gOut { // exact: block q is rank q's input
+			if q, j := i/ng, i%ng; gOut[i] != float64(1000*q+j)+float64(it)/8 {
+				return nil, nil, fmt.Errorf("gather of %d per block: element %d of block %d is %v", ng, j, q, gOut[i])
+			}
+		}
+		keep(gOut)
+		var sIn []float64
+		if r == root {
+			sIn = make([]float64, p*ng)
+			for i := range sIn {
+				sIn[i] = float64(i) + float64(it)/8
+			}
+		}
+		sOut := make([]float64, ng)
+		if err := Scatter(bg, c, sIn, sOut, root); err != nil {
+			return nil, nil, err
+		}
+		for j := range sOut { // exact: block r of the root's input
+			if sOut[j] != float64(r*ng+j)+float64(it)/8 {
+				return nil, nil, fmt.Errorf("scatter of %d per block: element %d is %v", ng, j, sOut[j])
+			}
+		}
+		keep(sOut)
 	}
 	return out, stats, nil
 }
@@ -240,6 +276,8 @@ func TestSmallPathSameAsGeneral(t *testing.T) {
 							switch i {
 							case smallBcastIdx, smallReduceIdx:
 								want = smallRootedBytes
+							case smallGatherIdx, smallScatterIdx:
+								want = 8 * p * max(1, 512/p) // the largest of the sequence
 							case smallReduceScatterIdx:
 								want = 8 * p // the smallest of the sequence
 							case smallAlltoallIdx:

@@ -62,6 +62,19 @@ type call struct {
 	rcounts, rdispls []int
 }
 
+// newCall returns the Comm's call, reset for a call of coll with alg on
+// type t: every field zero but those. Field by field, not a composite
+// literal, which would build the call apart and copy it in.
+func (c *Comm) newCall(coll Collective, alg Algorithm, t simd.Type) *call {
+	a := &c.args
+	a.coll, a.alg, a.typ, a.esz = coll, alg, t, t.Size()
+	a.count, a.root, a.opID, a.aux = 0, 0, 0, 0
+	a.red = reducer{}
+	a.send, a.recv = nil, nil
+	a.counts, a.displs, a.rcounts, a.rdispls = nil, nil, nil, nil
+	return a
+}
+
 // callDesc is the descriptor of the call in progress, as every step of it
 // publishes it: four words of the call's fields and their hash with the
 // call's number (describe).

@@ -228,9 +228,10 @@ func (k *Kernel) ReduceK(dst []byte, srcs [][]byte) {
 	if len(dst) < k.gran && k.half == 0 && len(srcs) > 1 {
 		// Shorter than one vector step: the pure-Go loop straight away,
 		// without the sources' array, which would cost more than the loop;
-		// over all sources in one call where there is one (sums), one
-		// call per source otherwise.
-		if k.genK != nil {
+		// over all sources in one call where there is one (sums) and more
+		// than two sources, one call per source otherwise (two sources:
+		// the two-operand loop is the shorter).
+		if k.genK != nil && len(srcs) > 2 {
 			k.genK(dst, srcs)
 			return
 		}
