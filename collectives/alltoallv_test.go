@@ -94,6 +94,11 @@ func a2avMod[T simd.Element]() int {
 // sender's values, every gap the sentinel untouched. It reports whether
 // this rank offered its blocks by cross-memory attach.
 func a2avRun[T simd.Element](c *Comm, m [][]int, i int) (bool, error) {
+	return a2avRunNB[T](c, m, i, false)
+}
+
+// a2avRunNB is a2avRun, by IAlltoallv if nb.
+func a2avRunNB[T simd.Element](c *Comm, m [][]int, i int, nb bool) (bool, error) {
 	p, r := c.Size(), c.Rank()
 	sc, sd, rc, rd := make([]int, p), make([]int, p), make([]int, p), make([]int, p)
 	so, ro := 0, 0
@@ -114,7 +119,13 @@ func a2avRun[T simd.Element](c *Comm, m [][]int, i int) (bool, error) {
 	for k := range recv {
 		recv[k] = sentinel
 	}
-	if err := Alltoallv(bg, c, send, sc, sd, recv, rc, rd); err != nil {
+	var err error
+	if nb {
+		err = IAlltoallv(bg, c, send, sc, sd, recv, rc, rd).Wait()
+	} else {
+		err = Alltoallv(bg, c, send, sc, sd, recv, rc, rd)
+	}
+	if err != nil {
 		return false, err
 	}
 	want := func(x int) T {
@@ -232,6 +243,23 @@ func TestAlltoallvChoice(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAlltoallvNonblocking: IAlltoallv runs the same alltoallv on the
+// progress goroutine, the senders' choices differing in one call.
+func TestAlltoallvNonblocking(t *testing.T) {
+	err := Run(3, Options{}, func(c *Comm) error {
+		th := a2avThreshold(c, 4)
+		for i := range a2avKinds {
+			if _, err := a2avRunNB[int32](c, a2avMatrix(i, 3, th, rand.New(rand.NewPCG(1, 2))), i, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
