@@ -42,10 +42,10 @@ import (
 // and the call is pinned to Single, or not pinned and its bytes, its own
 // block included, are from singleMin(CollAlltoallv) up to below
 // singleMax(CollAlltoallv) (singleTakes): one copy wins there for the
-// blocks it sends. Pinned to Flat it keeps the slots. The choice is the sender's, announced before
-// any reader copies, so ranks whose choices differ still agree on every
-// block; the algorithm in the descriptor is the pin's or decide's, which
-// do not depend on the sizes.
+// blocks it sends. Pinned to Flat it keeps the slots. The choice is the
+// sender's, announced before any reader copies, so ranks whose choices
+// differ still agree on every block; the algorithm in the descriptor is
+// the pin's or decide's, which do not depend on the sizes.
 //
 // Slot reuse: as the other flat algorithms' (flat.go); an offering rank's
 // table of the first step is read before phase 2, which the rank waits for.
