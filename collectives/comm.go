@@ -102,6 +102,7 @@ type Comm struct {
 	sc      scratch // memory the calls reuse
 	chosen  [numColls]choice
 	checked []uint64 // checked[q] == step: q's descriptor for this step was compared
+	ownDesc []byte   // this rank's full descriptors of the even and odd steps (open)
 	half    int      // bytes of a slot half: at least half a page (shm rounds slots to pages)
 	adv     storeAdvice
 
@@ -147,6 +148,7 @@ func newComm(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
 	}
 	c.adv = storeAdvice{ep: ep, rank: c.rank, seq: &c.seq, off: off, over: ep.Oversubscribed()}
 	c.checked = make([]uint64, c.size)
+	c.ownDesc = ep.Descriptor(c.rank)[fullDescOff : fullDescOff+2*lineBytes]
 	c.half = ep.SlotBytes() / 2 &^ (lineBytes - 1)
 	c.sc.init(c.size)
 	return c, nil

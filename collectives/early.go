@@ -53,7 +53,7 @@ func (c *Comm) settle(ctx context.Context) error {
 		if c.checked[q] == e {
 			continue // waited for in the step, and its descriptor compared
 		}
-		if err := c.waitChecked(ctx, q, e, 1, nil); err != nil {
+		if err := c.wait(ctx, q, e, 1); err != nil {
 			return err
 		}
 	}

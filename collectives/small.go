@@ -34,16 +34,24 @@ import (
 // smallOK reports whether small-call path i may run a call of n bytes:
 // selection picks its algorithm at every size from its smallest to n
 // (learnSmall), and every rank has begun this rank's last step.
+// It inlines; the first call of a path learns its range out of line.
 func (c *Comm) smallOK(i, n int) bool {
-	if !c.small[i].known {
-		c.learnSmall(i)
+	if m := &c.small[i]; m.known {
+		return n <= m.upTo && c.synced == c.step && !c.closed && c.ep.Ok()
 	}
-	return n <= c.small[i].upTo && c.size > 1 && c.synced == c.step && !c.closed && c.ep.Ok()
+	return c.learnSmall(i, n)
 }
 
-func (c *Comm) learnSmall(i int) {
+// learnSmall learns the range of small-call path i (none with one rank)
+// and is smallOK for the call of n bytes.
+func (c *Comm) learnSmall(i, n int) bool {
 	sp := &smallPaths[i]
-	c.small[i] = smallMemo{known: true, upTo: c.selector().smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi)}
+	upTo := -1
+	if c.size > 1 {
+		upTo = c.selector().smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi)
+	}
+	c.small[i] = smallMemo{known: true, upTo: upTo}
+	return c.smallOK(i, n)
 }
 
 // smallMemo remembers up to which size selection picks the small-call path's

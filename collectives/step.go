@@ -159,8 +159,7 @@ const (
 // ahead of the post (see post).
 func (c *Comm) open(e uint64) {
 	c.step = e
-	o := fullDescOff + int(e&1)*lineBytes
-	d := (*[descBytes]byte)(c.ep.Descriptor(c.rank)[o : o+descBytes])
+	d := (*[descBytes]byte)(c.ownDesc[int(e&1)*lineBytes:])
 	le := binary.LittleEndian
 	le.PutUint64(d[dSeq:], c.seq)
 	le.PutUint64(d[dStep:], e)
@@ -283,33 +282,19 @@ func (c *Comm) wait(ctx context.Context, q int, e uint64, phase int) error {
 
 // waitData is wait before reading data, q's bytes of the phase: a small
 // range (at most shm.TouchBytes) travels with the counter (WaitData).
-// The first wait for q in the step compares q's descriptor (waitChecked)
-// and records it in checked, which finish reads.
+// The first wait for q in step e compares q's descriptor hash, which
+// arrived with the counter (checkDesc names a mismatch), and records it in
+// checked, which settle reads.
 func (c *Comm) waitData(ctx context.Context, q int, e uint64, phase int, data []byte) error {
-	if c.checked[q] != e {
-		c.checked[q] = e
-		return c.waitChecked(ctx, q, e, phase, data)
-	}
+	check := c.checked[q] != e
+	c.checked[q] = e
 	if len(data) > shm.TouchBytes {
 		data = nil
 	}
 	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, phase), data); err != nil {
 		return c.fail(err)
 	}
-	return nil
-}
-
-// waitChecked waits for q's phase of step e, keeping data's lines in
-// flight when it is at most shm.TouchBytes, and compares q's descriptor
-// hash, which arrived with the counter (checkDesc names a mismatch).
-func (c *Comm) waitChecked(ctx context.Context, q int, e uint64, phase int, data []byte) error {
-	if len(data) > shm.TouchBytes {
-		data = nil
-	}
-	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, phase), data); err != nil {
-		return c.fail(err)
-	}
-	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) != c.desc.hash {
+	if check && binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) != c.desc.hash {
 		return c.checkDesc(q, e)
 	}
 	return nil
