@@ -58,6 +58,11 @@ func prefetchLines(p *byte, n int)
 
 func prefetch(b []byte) { prefetchLines(&b[0], len(b)) }
 
+//go:noescape
+func prefetchwLines(p *byte, n int)
+
+func prefetchW(b []byte) { prefetchwLines(&b[0], len(b)) }
+
 // copyLines copies src to dst (equal lengths, n > 0) with one 64-byte store
 // per 64 bytes, where the AVX-512 path is in use.
 func copyLines(dst, src []byte) bool {
