@@ -97,9 +97,16 @@ func (s *storeAdvice) advised() bool {
 // publish copies src into this rank's slot (dst) for other ranks to read.
 // Above a line and below the string copy's threshold it stores one line
 // at a time (simd.CopyLines), since the readers poll those lines
-// (WaitData); large publishes store non-temporally when advised.
+// (WaitData), having first asked for all of them for writing at once
+// (simd.PrefetchW, where the ranks have CPUs of their own): the readers
+// hold the lines from the last call, and taking them back one store after
+// another delays the post behind them; large publishes store
+// non-temporally when advised.
 func (s *storeAdvice) publish(dst, src []byte) {
 	if len(src) > lineBytes && len(src) < simd.StringCopyThreshold {
+		if !s.over {
+			simd.PrefetchW(dst[:len(src)])
+		}
 		simd.CopyLines(dst, src)
 		return
 	}

@@ -40,12 +40,12 @@ import (
 //
 // A sender offers its blocks (a2avOffers) where cross-memory attach is on
 // and the call is pinned to Single, or not pinned and its bytes, its own
-// block included, take Single for an alltoall of the same size
-// (singleTakes): one copy wins there for a block it sends whole. Pinned to
-// Flat it keeps the slots. The choice is the sender's, announced before
-// any reader copies, so ranks whose choices differ still agree on every
-// block; the algorithm in the descriptor is the pin's or decide's, which
-// do not depend on the sizes.
+// block included, are from singleMin(CollAlltoallv) up to below
+// singleMax(CollAlltoallv) (singleTakes): one copy wins there for the
+// blocks it sends. Pinned to Flat it keeps the slots. The choice is the
+// sender's, announced before any reader copies, so ranks whose choices
+// differ still agree on every block; the algorithm in the descriptor is
+// the pin's or decide's, which do not depend on the sizes.
 //
 // Slot reuse: as the other flat algorithms' (flat.go); an offering rank's
 // table of the first step is read before phase 2, which the rank waits for.
@@ -81,14 +81,15 @@ func a2avData(p, n int) int {
 // by cross-memory attach (see above).
 func (c *Comm) a2avOffers(a *call) bool {
 	if a.alg != Single {
-		if c.pinned[CollAlltoallv] != Auto {
-			return false // pinned to Flat
-		}
 		n := 0
 		for _, k := range a.counts {
 			n += k
 		}
-		if !singleTakes(CollAlltoall, n*a.esz, Auto, c.ep.Oversubscribed()) {
+		// First against the smaller threshold, a constant: a small call
+		// reads no line of the communicator for the choice, which costs
+		// where ranks share CPUs and find their caches evicted.
+		if n*a.esz < singleMin(CollAlltoallv, false) || c.pinned[CollAlltoallv] != Auto ||
+			!singleTakes(CollAlltoallv, n*a.esz, Auto, c.ep.Oversubscribed()) {
 			return false
 		}
 	}

@@ -626,8 +626,10 @@ func Alltoallv[T simd.Element](ctx context.Context, c *Comm, send []T, scounts, 
 		simd.Copy(r[a.rdispls[0]*a.esz:(a.rdispls[0]+a.rcounts[0])*a.esz], s[a.displs[0]*a.esz:])
 		return nil
 	}
-	// The bytes of an alltoallv differ per rank: decide does not use them.
-	return c.pick(ctx, a, len(r))
+	// The bytes of an alltoallv differ per rank: decide does not use
+	// them, and with 0 choose's remembered decision serves every size.
+	// Each sender chooses for its own blocks (alltoallv.go).
+	return c.pick(ctx, a, 0)
 }
 
 // vlayout checks that the blocks of counts at displs (nil: packed in rank

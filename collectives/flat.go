@@ -597,8 +597,13 @@ func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
 			// Not publish: every rank writes and reads here, so above
 			// smallBytes a store per line gains nothing, and the
 			// non-temporal advice of timed copies would send large
-			// alltoalls to memory.
-			simd.Copy(h[pre[j]*esz:pre[j+1]*esz], span(in, esz, uoff[j], uoff[j]+n))
+			// alltoalls to memory. Its prefetch for writing, though,
+			// up to copyPrefetchMax bytes (see storeAdvice.publish).
+			piece := h[pre[j]*esz : pre[j+1]*esz]
+			if !tiny && len(piece) <= copyPrefetchMax && !c.ep.Oversubscribed() {
+				simd.PrefetchW(piece)
+			}
+			simd.Copy(piece, span(in, esz, uoff[j], uoff[j]+n))
 		}
 		c.post(e, 1)
 		// Own block: straight from the input (the same memory in place),

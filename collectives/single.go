@@ -118,6 +118,13 @@ func singleMin(coll Collective, over bool) int {
 			return 1 << 20
 		}
 		return 16 << 10
+	case CollAlltoallv:
+		// A sender's bytes, its own block included (alltoallv.go): its
+		// slot path, with a header in every step, is behind from less.
+		if over {
+			return 1 << 20
+		}
+		return 8 << 10
 	case CollGather, collGatherv, CollScatter, collScatterv:
 		if over {
 			return 1 << 20
@@ -148,7 +155,7 @@ func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
 // singleMax bounds the calls of coll that take Single without a pin.
 func singleMax(coll Collective) int {
 	switch coll {
-	case CollAlltoall, CollAllgatherv:
+	case CollAlltoall, CollAlltoallv, CollAllgatherv:
 		return singleAlltoallMax
 	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
 		return singleReduceMax

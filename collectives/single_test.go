@@ -285,7 +285,7 @@ func TestSinglePinNeedsCrossMemory(t *testing.T) {
 func TestSingleSelection(t *testing.T) {
 	for _, coll := range []Collective{CollAllgather, CollAllgatherv, CollBcast, CollAlltoall, CollAlltoallv, CollGather, CollScatter, CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter} {
 		m := singleMin(coll, false)
-		if m <= 0 {
+		if m <= 0 || coll == CollAlltoallv { // its senders choose (TestAlltoallvChoice)
 			continue
 		}
 		for _, tc := range []struct {

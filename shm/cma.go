@@ -34,7 +34,8 @@ const (
 	cCMAAddr     = cJoinValue + 8  // u64: address of the rank's own control block in its address space, 0 until set
 	cCMAResult   = cJoinValue + 16 // u64: the rank's probe result (cmaPublished | ...), 0 until set
 	cCMADecision = cJoinValue + 24 // u64, rank 0's only: 0, cmaDecidedOK, or cmaGaveUp + the rank that gave up
-	_            = uint(cHint - (cCMADecision + 8))
+	cCMATarget   = cJoinValue + 32 // u64: the id peers give the kernel for their copies (see cmaThread), set before cCMAAddr
+	_            = uint(cHint - (cCMATarget + 8))
 )
 
 // A result word: cmaPublished, a status in the low byte, and for
@@ -175,8 +176,8 @@ func (e *Endpoint) peerCopy(peer int, local []byte, remote []Remote, write bool)
 		}
 		return nil
 	}
-	pid, _ := e.peerPID(peer)
-	if r, err := vmCopy(pid, local, remote, write); err != nil {
+	if r, err := vmCopy(e.cmaTargets[peer], local, remote, write); err != nil {
+		pid, _ := e.peerPID(peer)
 		if errors.Is(err, syscall.ESRCH) {
 			// The peer is gone: abort as a wait that found it dead does,
 			// so that every rank's error names it.
@@ -255,12 +256,17 @@ func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt
 	if probe {
 		allowPtrace()
 		addr = uint64(uintptr(e.ctrl(e.rank)))
+		e.cmaWord(e.rank, cCMATarget).Store(uint64(cmaThread()))
 	}
 	e.cmaWord(e.rank, cCMAAddr).Store(addr)
 	result := status
 	if probe {
 		if err := e.awaitCMA(ctx, deadline, cCMAAddr); err != nil {
 			return e.giveUpCMA(err) // not decided yet: this rank's result is missing
+		}
+		e.cmaTargets = make([]int, e.size)
+		for q := range e.size {
+			e.cmaTargets[q] = e.cmaTarget(q)
 		}
 		for q := range e.size {
 			if q == e.rank || e.cmaWord(q, cCMAAddr).Load() == cmaNoProbe {
@@ -349,7 +355,9 @@ func setLocalCrossMemory(eps []*Endpoint, opt Options) error {
 
 // probePeer reads q's state, pid and start time and its published
 // address from q's own mapping of its control block, at the address q
-// published, and compares them with the arena's: 0 if they match, else
+// published and through the thread q named for copies (so a thread id that
+// is not q's reads other bytes), and compares them with the arena's: 0 if
+// they match, else
 // the errno (EIO for different bytes). The kernel checks the same
 // permission for process_vm_writev, so a read stands for both. fail is a
 // test's forced failure.
@@ -357,11 +365,10 @@ func (e *Endpoint) probePeer(q int, fail bool) syscall.Errno {
 	if fail {
 		return syscall.EPERM
 	}
-	pid, _ := e.peerPID(q)
 	base := uintptr(e.cmaWord(q, cCMAAddr).Load())
 	var got [20]byte
 	remote := [2]Remote{{base + cPID, 12}, {base + cCMAAddr, 8}}
-	if _, err := vmCopy(pid, got[:20], remote[:], false); err != nil {
+	if _, err := vmCopy(e.cmaTargets[q], got[:20], remote[:], false); err != nil {
 		var errno syscall.Errno
 		if !errors.As(err, &errno) {
 			errno = syscall.ENOSYS
@@ -373,6 +380,16 @@ func (e *Endpoint) probePeer(q int, fail bool) syscall.Errno {
 		return syscall.EIO
 	}
 	return 0
+}
+
+// cmaTarget is the id this rank gives the kernel to copy from or to rank
+// q: the thread q published (cmaThread), else q's pid.
+func (e *Endpoint) cmaTarget(q int) int {
+	if t := e.cmaWord(q, cCMATarget).Load(); t != 0 {
+		return int(t)
+	}
+	pid, _ := e.peerPID(q)
+	return pid
 }
 
 // cmaReason describes rank r's result word w.

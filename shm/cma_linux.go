@@ -2,6 +2,7 @@ package shm
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -81,4 +82,22 @@ var allowPtrace = sync.OnceFunc(func() {
 		return
 	}
 	unix.Prctl(unix.PR_SET_PTRACER, prSetPtracerAny, 0, 0, 0)
+})
+
+// cmaThread returns the id of a thread of this process that does nothing
+// but sleep, started at the first call, for peers to name in their
+// process_vm_readv and process_vm_writev. The kernel looks the id up and
+// takes a reference on that thread's task for every copy: named by the
+// pid, the task is the process's main thread, which in a C host (an MPI
+// program with libshmcoll) is the thread making the collective calls, so
+// every copy by a peer would write to the cache lines of a task running on
+// another CPU. The memory is the process's either way.
+var cmaThread = sync.OnceValue(func() int {
+	tid := make(chan int)
+	go func() {
+		runtime.LockOSThread() // the thread lives as long as the goroutine
+		tid <- unix.Gettid()
+		select {}
+	}()
+	return <-tid
 })

@@ -12,3 +12,5 @@ func vmCopy(pid int, local []byte, remote []Remote, write bool) (Remote, error) 
 }
 
 func allowPtrace() {}
+
+func cmaThread() int { return 0 }

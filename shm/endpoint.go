@@ -152,6 +152,9 @@ type Endpoint struct {
 
 	cmaOn  bool  // ReadPeer and WritePeer work (see agreeCrossMemory)
 	cmaErr error // why not, when the ranks tested it
+	// cmaTargets are the ids given to the kernel for copies from and to
+	// each rank (see cmaTarget), set when cross-memory attach is probed.
+	cmaTargets []int
 }
 
 // Rank returns the endpoint's rank.

@@ -299,22 +299,24 @@ func TestReduce3Stream(t *testing.T) {
 	}
 }
 
-// TestPrefetch: Prefetch changes nothing and does not fault, at every
-// length and alignment near a buffer's end, and for nil.
+// TestPrefetch: Prefetch and PrefetchW change nothing and do not fault,
+// at every length and alignment near a buffer's end, and for nil.
 func TestPrefetch(t *testing.T) {
-	Prefetch(nil)
-	buf := make([]byte, 1<<13)
-	for i := range buf {
-		buf[i] = byte(i * 7)
-	}
-	for off := range 70 {
-		for _, n := range []int{0, 1, 63, 64, 65, 127, 1000, 4096, 8000 - off} {
-			Prefetch(buf[off : off+n])
+	for name, prefetch := range map[string]func([]byte){"Prefetch": Prefetch, "PrefetchW": PrefetchW} {
+		prefetch(nil)
+		buf := make([]byte, 1<<13)
+		for i := range buf {
+			buf[i] = byte(i * 7)
 		}
-	}
-	for i := range buf {
-		if buf[i] != byte(i*7) {
-			t.Fatalf("byte %d changed", i)
+		for off := range 70 {
+			for _, n := range []int{0, 1, 63, 64, 65, 127, 1000, 4096, 8000 - off} {
+				prefetch(buf[off : off+n])
+			}
+		}
+		for i := range buf {
+			if buf[i] != byte(i*7) {
+				t.Fatalf("%s: byte %d changed", name, i)
+			}
 		}
 	}
 }

@@ -69,6 +69,19 @@ func Prefetch(b []byte) {
 	}
 }
 
+// PrefetchW asks for every cache line of b for writing at once (PREFETCHW;
+// nothing without assembly), ahead of stores into lines that another core
+// holds, having read them: each store must first take the line away from
+// that core, and the stores drain in order, so without it these transfers
+// follow one another, and whatever is stored after the lines (the post
+// that tells the reader they are ready) waits for all of them. Meant, like
+// [Prefetch], for up to a few hundred lines.
+func PrefetchW(b []byte) {
+	if len(b) > 0 {
+		prefetchW(b)
+	}
+}
+
 // CopyNT is [Copy] with non-temporal stores whatever the size, where the
 // vector path has them and the buffers do not overlap: for data that
 // another core reads next, which then comes from memory or the shared

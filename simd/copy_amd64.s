@@ -56,3 +56,28 @@ ploop:
 	JMP  ploop
 pdone:
 	RET
+
+// func prefetchwLines(p *byte, n int)
+// PREFETCHW of every 64-byte line of [p, p+n), encoded by hand (0F 0D /1):
+// the assembler does not know the instruction.
+TEXT ·prefetchwLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+pwloop:
+	CMPQ CX, $0
+	JLE  pwdone
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0E // PREFETCHW (SI)
+	ADDQ $64, SI
+	SUBQ $64, CX
+	JMP  pwloop
+pwdone:
+	RET
+
+// func extFeatures() uint32
+// ECX of CPUID leaf 0x80000001 (extended features; bit 8 is PRFCHW).
+TEXT ·extFeatures(SB), NOSPLIT, $0-4
+	MOVL $0x80000001, AX
+	XORL CX, CX
+	CPUID
+	MOVL CX, ret+0(FP)
+	RET

@@ -58,6 +58,21 @@ func prefetchLines(p *byte, n int)
 
 func prefetch(b []byte) { prefetchLines(&b[0], len(b)) }
 
+//go:noescape
+func prefetchwLines(p *byte, n int)
+
+func extFeatures() uint32
+
+// hasPrefetchW: the CPU has PREFETCHW (CPUID 0x80000001 ECX bit 8, PRFCHW);
+// where it lacks it the opcode may fault, so PrefetchW does nothing.
+var hasPrefetchW = extFeatures()&(1<<8) != 0
+
+func prefetchW(b []byte) {
+	if hasPrefetchW {
+		prefetchwLines(&b[0], len(b))
+	}
+}
+
 // copyLines copies src to dst (equal lengths, n > 0) with one 64-byte store
 // per 64 bytes, where the AVX-512 path is in use.
 func copyLines(dst, src []byte) bool {

@@ -16,3 +16,4 @@ func copyNonTemporal(dst, src []byte) bool { return false }
 func copyString(dst, src []byte) bool      { return false }
 func copyLines(dst, src []byte) bool       { return false }
 func prefetch(b []byte)                    {}
+func prefetchW(b []byte)                   {}

@@ -10,11 +10,14 @@ import "C"
 // data movement is served from small blocks up, but the largest alltoall
 // blocks; MPICH's bcast below 16 KiB (an eager message down a tree, which
 // returns at the root at once) and its gather and scatter of small blocks
-// (a single eager message) pass; alltoallv passes (all or nothing).
+// (a single eager message) pass, and so does a reduce_scatter of at most
+// 8 bytes on two ranks (one eager message each way at most); alltoallv
+// passes (all or nothing).
 const defaultBands = `
 allreduce            *  1:inf
 reduce_scatter_block *  1:inf
 reduce_scatter       *  1:inf
+reduce_scatter       2  9:inf
 allgather            *  1:inf
 allgatherv           *  1:inf
 bcast                *  16K:inf
