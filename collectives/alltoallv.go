@@ -8,47 +8,28 @@ import (
 	"github.com/shmcoll/shmcoll/simd"
 )
 
-// Alltoallv, Flat and Single alike: one algorithm whose senders each
-// choose how their blocks travel and say so in the header their readers
-// read before copying anything. An alltoallv's sizes differ per rank, so
-// no rank can choose for the others from its own; here none has to.
+// Alltoallv, Flat and Single alike (docs/DESIGN.md, Cross-memory attach):
+// an alltoallv's sizes differ per rank, so no rank can choose how blocks
+// travel for the others; each sender chooses for its own and says so in a
+// header its readers read before copying anything. In each step a rank
+// writes into its slot half the header (S_q, the segments it cuts its
+// blocks into, then its send and receive counts), then either its pieces
+// of segment k for every peer, or, with a2avAttach set in the header's
+// first word (S_q = 1), a Single table (single.go) offering each peer its
+// block in the send buffer, which that peer reads by cross-memory attach
+// in the first step; and posts phase 1. In the first step every rank
+// checks the whole matrix of counts from the headers, so that every rank
+// finds a mismatch in the same call, and runs max S_q steps. If any
+// header offers, every rank posts phase 2 of the first step after its
+// copies, and an offering rank returns only after every peer's phase 2; a
+// failed call withdraws its offers as Single's calls do.
 //
-// In each step every rank writes into its slot half a header, the number
-// S_q of segments it cuts its blocks into, its send counts and its receive
-// counts, and after it either
-//
-//   - its pieces of segment k for every peer (through the slot: the
-//     sender copies them in, the reader out), or
-//   - with a2avAttach set in the header's first word, a Single table
-//     (single.go) offering each peer j its block for j in the send buffer,
-//     which j reads by cross-memory attach in the first step (one copy);
-//     such a sender has S_q = 1.
-//
-// and posts phase 1. In the first step every rank waits for every peer's
-// header, checks the whole matrix of counts (what each rank sends each
-// rank against what that rank expects), so that every rank finds a
-// mismatch in the same call, and takes the largest S_q as the number of
-// steps; a rank's steps past its own S_q carry empty pieces. A reader then
-// takes each sender's block by the way that sender's header names. The
-// counts travel with the data, so no step is spent agreeing on them.
-//
-// If any header of the first step offers its blocks (every rank knows from
-// the headers), every rank posts phase 2 of that step once its copies are
-// done, and an offering rank waits for every peer's phase 2 before it goes
-// on, so that it returns only when nobody reads its send buffer; a failed
-// call withdraws the offers as Single's calls do.
-//
-// A sender offers its blocks (a2avOffers) where cross-memory attach is on
-// and the call is pinned to Single, or not pinned and its bytes, its own
-// block included, are from singleMin(CollAlltoallv) up to below
-// singleMax(CollAlltoallv) (singleTakes): one copy wins there for the
-// blocks it sends. Pinned to Flat it keeps the slots. The choice is the
-// sender's, announced before any reader copies, so ranks whose choices
-// differ still agree on every block; the algorithm in the descriptor is
-// the pin's or decide's, which do not depend on the sizes.
-//
-// Slot reuse: as the other flat algorithms' (flat.go); an offering rank's
-// table of the first step is read before phase 2, which the rank waits for.
+// A sender offers (a2avOffers) where cross-memory attach is on and the
+// call is pinned to Single, or not pinned and its bytes are from
+// singleMin(CollAlltoallv) to below singleMax (singleTakes). The
+// algorithm in the descriptor is the pin's or decide's, which do not
+// depend on the sizes. Slot reuse: as flat.go's; an offering rank's table
+// is read before phase 2, which it waits for.
 
 func init() {
 	register(CollAlltoallv, Flat, (*Comm).alltoallv, true)
@@ -64,12 +45,9 @@ const a2avAttach = 1 << 62
 // start, and where every Single table starts (singleTable).
 func a2avHeader(p int) int { return alignUp(8 + 16*p) }
 
-// a2avData is where alltoallv's pieces start in a step whose pieces take
-// n bytes, p ranks: right after the header when they fit in the rest of
-// its line (up to 24 bytes at p=2), so that they travel with it, else at
-// the next line. Both the sender and, from the sender's header, its
-// readers work it out. Larger pieces start on a line of their own, so
-// that their copies are aligned.
+// a2avData is where a step's pieces (n bytes, p ranks) start: right after
+// the header when they fit in the rest of its line, so that they travel
+// with it, else on the next line, so that their copies are aligned.
 func a2avData(p, n int) int {
 	if d := 8 + 16*p; d+n <= lineBytes {
 		return d

@@ -424,38 +424,58 @@ func Scatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root 
 	if err := c.await(ctx, CollScatter); err != nil {
 		return err
 	}
-	if c.size > 1 && recv != nil {
-		if ok, err := c.smallScatter(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), root); ok {
+	return c.rootedBlocks(ctx, simd.TypeOf[T](), root, bytesOf(recv), bytesOf(send), false)
+}
+
+// rootedBlocks runs a scatter (gather false) or gather: part is this rank's
+// block (scatter's recv, gather's send; nil at the root: in place), whole
+// the root's p blocks, used only at the root, which copies its own here.
+func (c *Comm) rootedBlocks(ctx context.Context, t simd.Type, root int, part, whole []byte, gather bool) error {
+	coll, i, partName, wholeName := CollScatter, smallScatterIdx, "recv", "send"
+	if gather {
+		coll, i, partName, wholeName = CollGather, smallGatherIdx, "send", "recv"
+	}
+	if c.size > 1 && part != nil {
+		if ok, err := c.smallRooted(ctx, i, t, part, whole, root, gather); ok {
 			return err
 		}
 	}
-	a, err := c.start(ctx, CollScatter, simd.TypeOf[T]())
+	a, err := c.start(ctx, coll, t)
 	if err != nil {
 		return err
 	}
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
-	s, r := bytesOf(send), bytesOf(recv)
-	n := len(recv)
+	esz := a.esz
+	n := len(part) / esz
 	if c.rank == root {
-		if len(send)%c.size != 0 {
-			return c.bad("len(send) = %d at the root is not a multiple of %d ranks", len(send), c.size)
+		if len(whole)/esz%c.size != 0 {
+			return c.bad("len(%s) = %d at the root is not a multiple of %d ranks", wholeName, len(whole)/esz, c.size)
 		}
-		n = len(send) / c.size
-		if r != nil && len(recv) != n {
-			return c.bad("len(recv) = %d, want %d", len(recv), n)
+		n = len(whole) / esz / c.size
+		if part != nil && len(part)/esz != n {
+			return c.bad("len(%s) = %d, want %d", partName, len(part)/esz, n)
 		}
-		if overlaps(s, r) {
+		own := whole[root*n*esz : (root+1)*n*esz]
+		if overlaps(part, whole) && !(gather && same(part, own)) {
 			return c.bad("send and receive buffers overlap")
 		}
-		if r != nil {
-			simd.Copy(r, s[root*n*a.esz:(root+1)*n*a.esz])
+		if part != nil && gather {
+			simd.Copy(own, part)
+		} else if part != nil {
+			simd.Copy(part, own)
 		}
 	} else {
-		s = nil
+		if gather && part == nil {
+			return c.bad("send is nil on a rank other than the root")
+		}
+		whole = nil
 	}
-	a.send, a.recv, a.count, a.root = s, r, n, root
+	if a.send, a.recv = whole, part; gather {
+		a.send, a.recv = part, whole
+	}
+	a.count, a.root = n, root
 	c.regular(a, n)
 	return c.pick(ctx, a, n*c.size*a.esz)
 }
@@ -467,43 +487,7 @@ func Gather[T simd.Element](ctx context.Context, c *Comm, send, recv []T, root i
 	if err := c.await(ctx, CollGather); err != nil {
 		return err
 	}
-	if c.size > 1 && send != nil {
-		if ok, err := c.smallGather(ctx, simd.TypeOf[T](), simd.AsBytes(send), bytesOf(recv), root); ok {
-			return err
-		}
-	}
-	a, err := c.start(ctx, CollGather, simd.TypeOf[T]())
-	if err != nil {
-		return err
-	}
-	if err := c.checkRoot(root); err != nil {
-		return err
-	}
-	s, r := bytesOf(send), bytesOf(recv)
-	n := len(send)
-	if c.rank == root {
-		if len(recv)%c.size != 0 {
-			return c.bad("len(recv) = %d at the root is not a multiple of %d ranks", len(recv), c.size)
-		}
-		n = len(recv) / c.size
-		if s != nil && len(send) != n {
-			return c.bad("len(send) = %d, want %d", len(send), n)
-		}
-		if overlaps(s, r) && !same(s, r[root*n*a.esz:(root+1)*n*a.esz]) {
-			return c.bad("send and receive buffers overlap")
-		}
-		if s != nil {
-			simd.Copy(r[root*n*a.esz:], s)
-		}
-	} else {
-		if s == nil {
-			return c.bad("send is nil on a rank other than the root")
-		}
-		r = nil
-	}
-	a.send, a.recv, a.count, a.root = s, r, n, root
-	c.regular(a, n)
-	return c.pick(ctx, a, n*c.size*a.esz)
+	return c.rootedBlocks(ctx, simd.TypeOf[T](), root, bytesOf(send), bytesOf(recv), true)
 }
 
 // Scan computes the inclusive prefix reduction: recv on rank r = send_0 op

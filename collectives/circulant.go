@@ -33,10 +33,12 @@ import (
 
 func init() {
 	register(CollAllreduce, Circulant, (*Comm).circAllreduce, false)
-	register(CollReduceScatterBlock, Circulant, (*Comm).circReduceScatter, false)
-	register(CollReduceScatter, Circulant, (*Comm).circReduceScatter, false)
-	register(CollAllgather, Circulant, (*Comm).circAllgather, true)
-	register(CollAllgatherv, Circulant, (*Comm).circAllgather, true)
+	rs := func(c *Comm, ctx context.Context, a *call) error { return c.circBlocks(ctx, a, false) }
+	ag := func(c *Comm, ctx context.Context, a *call) error { return c.circBlocks(ctx, a, true) }
+	register(CollReduceScatterBlock, Circulant, rs, false)
+	register(CollReduceScatter, Circulant, rs, false)
+	register(CollAllgather, Circulant, ag, true)
+	register(CollAllgatherv, Circulant, ag, true)
 	register(CollBarrier, Circulant, (*Comm).circBarrier, true)
 	register(CollBcast, Circulant, (*Comm).circBcast, true)
 	register(CollReduce, Circulant, (*Comm).circReduce, false)
@@ -210,37 +212,15 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 	return nil
 }
 
-func (c *Comm) circReduceScatter(ctx context.Context, a *call) error {
+// circBlocks is the reduce-scatter (gather false: Algorithm 1) or the
+// allgather(v) (the reversed rounds alone), segment by segment.
+func (c *Comm) circBlocks(ctx context.Context, a *call, gather bool) error {
 	esz, p := a.esz, c.size
-	pl := c.plan(circulant.ReduceScatter)
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
+	kind, in := circulant.ReduceScatter, a.send
+	if gather {
+		kind, in = circulant.Allgather, nil
 	}
-	first := pl.Rounds[0].Recv.Hi
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		c.pieces(k, S, a.counts, a.displs)
-		h := c.slotHalf(c.rank, e)
-		c.copyIn(a.esz, h, a.send, first, p)
-		c.post(e, 1)
-		lo := pieceLo(k, S, a.counts[c.rank])
-		out := span(a.recv, esz, lo, lo+c.sc.pre[c.rank+1]-c.sc.pre[c.rank])
-		if err := c.rounds(ctx, a, pl, e, h, a.send, out); err != nil {
-			return err
-		}
-		c.full = true
-		c.end(e)
-	}
-	return nil
-}
-
-func (c *Comm) circAllgather(ctx context.Context, a *call) error {
-	esz, p := a.esz, c.size
-	pl := c.plan(circulant.Allgather)
+	pl := c.plan(kind)
 	S, err := numPieces(a.counts, c.half/esz)
 	if err != nil {
 		return c.fail(err)
@@ -253,13 +233,22 @@ func (c *Comm) circAllgather(ctx context.Context, a *call) error {
 		}
 		c.pieces(k, S, a.counts, a.displs)
 		h := c.slotHalf(c.rank, e)
-		c.copyIn(a.esz, h, a.recv, 0, 1)
+		out := a.recv
+		if gather {
+			c.copyIn(esz, h, a.recv, 0, 1)
+		} else {
+			c.copyIn(esz, h, a.send, pl.Rounds[0].Recv.Hi, p)
+			lo := pieceLo(k, S, a.counts[c.rank])
+			out = span(a.recv, esz, lo, lo+c.sc.pre[c.rank+1]-c.sc.pre[c.rank])
+		}
 		c.post(e, 1)
-		if err := c.rounds(ctx, a, pl, e, h, nil, a.recv); err != nil {
+		if err := c.rounds(ctx, a, pl, e, h, in, out); err != nil {
 			return err
 		}
-		c.copyOut(a.esz, a.recv, h, 1, lastRecv.Lo)
-		c.copyOut(a.esz, a.recv, h, lastRecv.Hi, p)
+		if gather {
+			c.copyOut(esz, a.recv, h, 1, lastRecv.Lo)
+			c.copyOut(esz, a.recv, h, lastRecv.Hi, p)
+		}
 		c.full = true
 		c.end(e)
 	}

@@ -11,8 +11,9 @@ import (
 // every size up to the call's (selector.smallUpTo). It runs the same
 // algorithm functions as the general path, with the same descriptor,
 // checks, counts and results, but enters them without the general path's
-// layers: no validation that can fail (arguments it does not take go to
-// the general path, which reports them), no choice (smallOK knows the
+// layers: no validation that can fail (arguments it does not take, a user
+// operator, Avg, a closed or aborted endpoint go to the general path,
+// which runs or reports them), no choice (smallOK knows the
 // algorithm), the kernel of a built-in operator from the per-Comm cache
 // instead of Op.bind, and no recover (no user operator). A call that
 // begins with every rank known to have begun the last step waits for
@@ -23,10 +24,6 @@ import (
 // its code and data evicted by the ranks that ran meanwhile, so every
 // cache line and page a call touches costs a refill. Where each rank has
 // a CPU, the sender's call path is on the receiver's clock.
-//
-// Anything else (a closed or aborted endpoint, a step that is not known
-// synchronized, a user operator, Avg, an argument error, another
-// algorithm) takes the general path, which runs or reports it.
 
 // smallOK reports whether small-call path i may run a call of n bytes:
 // selection picks its algorithm at every size from its smallest to n
@@ -286,49 +283,33 @@ func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte
 	return c.lean(ctx, a)
 }
 
-// smallGather is flatGatherv on the small-call path for Gather, out of
-// place; ok is false when it does not apply (Gather checks the
-// arguments). The sizes are the whole result's, as selection sees them.
-func (c *Comm) smallGather(ctx context.Context, t simd.Type, send, recv []byte, root int) (ok bool, err error) {
-	n := len(send)
+// smallRooted is flatScatterv (gather false) or flatGatherv on small-call
+// path i, out of place (see rootedBlocks); ok is false when it does not
+// apply. The sizes are whole's, as selection sees them.
+func (c *Comm) smallRooted(ctx context.Context, i int, t simd.Type, part, whole []byte, root int, gather bool) (ok bool, err error) {
+	n := len(part)
 	if uint(root) >= uint(c.size) || n == 0 {
 		return false, nil
 	}
 	if c.rank != root {
-		recv = nil
-	} else if len(recv) != n*c.size || overlaps(send, recv) {
+		whole = nil
+	} else if len(whole) != n*c.size || overlaps(part, whole) {
 		return false, nil
 	}
-	if !c.smallOK(smallGatherIdx, n*c.size) || ctx.Err() != nil {
+	if !c.smallOK(i, n*c.size) || ctx.Err() != nil {
 		return false, nil
 	}
-	a := c.smallCall(smallGatherIdx, t, nil, 0, send, recv, n/t.Size(), root)
-	if recv != nil {
-		simd.Copy(recv[root*n:(root+1)*n], send)
+	send, recv := whole, part
+	if gather {
+		send, recv = part, whole
 	}
-	c.regular(a, a.count)
-	return c.lean(ctx, a)
-}
-
-// smallScatter is flatScatterv on the small-call path for Scatter, out of
-// place; ok is false when it does not apply (Scatter checks the
-// arguments). The sizes are the whole input's, as selection sees them.
-func (c *Comm) smallScatter(ctx context.Context, t simd.Type, send, recv []byte, root int) (ok bool, err error) {
-	n := len(recv)
-	if uint(root) >= uint(c.size) || n == 0 {
-		return false, nil
-	}
-	if c.rank != root {
-		send = nil
-	} else if len(send) != n*c.size || overlaps(send, recv) {
-		return false, nil
-	}
-	if !c.smallOK(smallScatterIdx, n*c.size) || ctx.Err() != nil {
-		return false, nil
-	}
-	a := c.smallCall(smallScatterIdx, t, nil, 0, send, recv, n/t.Size(), root)
-	if send != nil {
-		simd.Copy(recv, send[root*n:(root+1)*n])
+	a := c.smallCall(i, t, nil, 0, send, recv, n/t.Size(), root)
+	if whole != nil {
+		if own := whole[root*n : (root+1)*n]; gather {
+			simd.Copy(own, part)
+		} else {
+			simd.Copy(part, own)
+		}
 	}
 	c.regular(a, a.count)
 	return c.lean(ctx, a)
