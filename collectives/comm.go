@@ -101,7 +101,6 @@ type Comm struct {
 	args    call    // storage of the call in progress, which start hands to the entry point (calls do not allocate)
 	sc      scratch // memory the calls reuse
 	chosen  [numColls]choice
-	checked []uint64 // checked[q] == step: q's descriptor for this step was compared
 	ownDesc []byte   // this rank's full descriptors of the even and odd steps (open)
 	half    int      // bytes of a slot half: at least half a page (shm rounds slots to pages)
 	adv     storeAdvice
@@ -147,7 +146,6 @@ func newComm(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
 		return nil, err
 	}
 	c.adv = storeAdvice{ep: ep, rank: c.rank, seq: &c.seq, off: off, over: ep.Oversubscribed()}
-	c.checked = make([]uint64, c.size)
 	c.ownDesc = ep.Descriptor(c.rank)[fullDescOff : fullDescOff+2*lineBytes]
 	c.half = ep.SlotBytes() / 2 &^ (lineBytes - 1)
 	c.sc.init(c.size)

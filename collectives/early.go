@@ -35,8 +35,8 @@ import "context"
 func (c *Comm) leave(e uint64) { c.late = e }
 
 // settle makes the check that an early return left out (see leave): it
-// waits until every peer has posted step c.late and compares the
-// descriptors of those not compared in the step. Called with no check
+// waits until every peer has posted step c.late and compares their
+// descriptors (again, for those the step waited for). Called with no check
 // outstanding it does nothing. A failure is the failure of the call that
 // returned early (its collective and number).
 func (c *Comm) settle(ctx context.Context) error {
@@ -49,9 +49,6 @@ func (c *Comm) settle(ctx context.Context) error {
 		q := c.rank + i
 		if q >= c.size {
 			q -= c.size
-		}
-		if c.checked[q] == e {
-			continue // waited for in the step, and its descriptor compared
 		}
 		if err := c.wait(ctx, q, e, 1); err != nil {
 			return err

@@ -307,13 +307,23 @@ func (c *Comm) flatScan(ctx context.Context, a *call) error {
 	return nil
 }
 
-func (c *Comm) flatBarrier(ctx context.Context, a *call) error {
+// flatBarrier posts and waits for every rank's post, on the protocol's
+// primitives: the small-call path enters it with no call (a unused).
+func (c *Comm) flatBarrier(ctx context.Context, _ *call) error {
 	e, err := c.begin(ctx)
 	if err != nil {
 		return err
 	}
+	c.post(e, 1)
+	for i := 1; i < c.size; i++ {
+		if err := c.waitData(ctx, c.next(i), e, 1, nil); err != nil {
+			return err
+		}
+	}
 	c.last.Rounds++
-	return c.endAll(ctx, e, 1)
+	c.full = true
+	c.end(e)
+	return nil
 }
 
 // replicatedAllreduce (allreduce, reduce): every rank copies its segment
@@ -432,14 +442,10 @@ func (c *Comm) replicatedAllreduce(ctx context.Context, a *call) error {
 }
 
 // replicatedStep is replicatedAllreduce's one step of a small vector (an
-// allreduce below sampledReduceMin bytes, a reduce up to
-// smallRootedBytes), without the segment loop and the advice's sampling,
-// which are a noticeable part of a call this small. Each rank copies its
-// input into the counter's line (up to tinyBytes, where it arrives with
-// the counter and nothing is kept in flight) or into its slot half, but a
-// reduce root that reads its input where it is; every rank of an
-// allreduce, and the root of a reduce, then reduces every rank's copy
-// (its own input where it is, see replicatedAllreduce) straight into recv.
+// allreduce below sampledReduceMin bytes, a reduce up to smallRootedBytes)
+// without the segment loop and the sampling. Each rank publishes its input
+// (up to tinyBytes in the counter's line), but a reduce root that reads it
+// in place; every reader reduces every rank's copy straight into recv.
 func (c *Comm) replicatedStep(ctx context.Context, a *call) error {
 	n, p := a.count*a.esz, c.size
 	e, err := c.begin(ctx)
@@ -635,13 +641,10 @@ func (c *Comm) flatAlltoall(ctx context.Context, a *call) error {
 	return nil
 }
 
-// smallAlltoallStep is flatAlltoall's one step of an alltoall of up to
-// smallBytes, without the segment bookkeeping (its blocks are equal and
-// whole, in rank order), which is a noticeable part of a call this
-// small: each rank publishes its blocks for the others (a store per line,
-// which the readers poll) in the counter's line up to tinyBytes, else in
-// its slot half, copies its own block while the peers read, then copies
-// its block out of each peer's.
+// smallAlltoallStep is flatAlltoall's one step of up to smallBytes without
+// the segment bookkeeping (equal whole blocks, in rank order): each rank
+// publishes its blocks for the others, copies its own while they read,
+// then its block out of each peer's.
 func (c *Comm) smallAlltoallStep(ctx context.Context, a *call) error {
 	p, n := c.size, a.count*a.esz
 	e, err := c.begin(ctx)

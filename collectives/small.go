@@ -8,22 +8,15 @@ import (
 
 // The small-call path, the lean mode of the step protocol: the collectives
 // and algorithms of smallPaths, where selection picks that algorithm at
-// every size up to the call's (selector.smallUpTo). It runs the same
-// algorithm functions as the general path, with the same descriptor,
-// checks, counts and results, but enters them without the general path's
-// layers: no validation that can fail (arguments it does not take, a user
-// operator, Avg, a closed or aborted endpoint go to the general path,
-// which runs or reports them), no choice (smallOK knows the
-// algorithm), the kernel of a built-in operator from the per-Comm cache
-// instead of Op.bind, and no recover (no user operator). A call that
-// begins with every rank known to have begun the last step waits for
-// nobody in begin.
+// every size up to the call's (selector.smallUpTo). It runs the general
+// path's algorithm functions, with the same descriptor, checks, counts and
+// results, without its layers: no validation that can fail (anything else
+// goes to the general path, which runs or reports it), no choice, the
+// cached kernel of a built-in operator, no recover, and no wait in begin.
 //
-// Where ranks share CPUs, what it saves is memory more than instructions:
-// every wait is a context switch, and a rank that gets its CPU back finds
-// its code and data evicted by the ranks that ran meanwhile, so every
-// cache line and page a call touches costs a refill. Where each rank has
-// a CPU, the sender's call path is on the receiver's clock.
+// Where ranks share CPUs every wait is a context switch, after which the
+// rank finds its code and data evicted: every cache line a call touches
+// costs a refill, so the path touches as few as it can.
 
 // smallOK reports whether small-call path i may run a call of n bytes:
 // selection picks its algorithm at every size from its smallest to n
@@ -55,13 +48,9 @@ type smallMemo struct {
 	upTo  int
 }
 
-// The small-call paths (Comm.small), and the most bytes they take: the
-// vector travels in the counter's line up to tinyBytes, above in the slot
-// half. Bcast and reduce take up to 8 KiB, where the flat bcast and the
-// replicated reduce send the vector whole too; above, the general path's
-// copies gain from the store advice. The allreduce keeps 1 KiB: from
-// sampledReduceMin its general path samples the placement (non-temporal
-// copy-in on advice).
+// The small-call paths (Comm.small), and the most bytes they take. Bcast
+// and reduce take up to 8 KiB, sent whole as on the general path; the
+// allreduce 1 KiB, from where its general path samples the placement.
 const (
 	smallAllreduceIdx = iota
 	smallBarrierIdx
@@ -131,11 +120,9 @@ func (c *Comm) kernel(t simd.Type, op *Op) *simd.Kernel {
 	return c.kernels.fill(t, op)
 }
 
-// oneLine is data if it is one cache line or less, else nil: bcast and
-// reduce keep at most one line of what they wait for in flight. Where one
-// rank reads what one other writes, more lines are faster fetched after
-// the post than taken back by the writer's stores from the reader.
-// Allreduce, where every rank writes and reads, keeps them all in flight.
+// oneLine is data if it is one cache line or less, else nil: where one rank
+// reads what one other writes (bcast, reduce), more lines are faster
+// fetched after the post than taken back by the writer's stores.
 func oneLine(data []byte) []byte {
 	if len(data) > lineBytes {
 		return nil
@@ -149,7 +136,11 @@ func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	if !c.smallOK(smallBarrierIdx, 0) || ctx.Err() != nil {
 		return false, nil // the general path runs it, or fails it
 	}
-	return c.lean(ctx, c.smallCall(smallBarrierIdx, 0, nil, 0, nil, nil, 0, 0))
+	c.countCall(CollBarrier, 0, Stats{Calls: 1})
+	c.smalls++
+	c.desc.w[0] |= uint64(Flat) << 8 // describe's words of a barrier
+	c.hashDesc()
+	return true, c.flatBarrier(ctx, nil)
 }
 
 // smallAllreduce is replicatedAllreduce on the small-call path for a

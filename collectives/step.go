@@ -93,11 +93,16 @@ func (d *callDesc) typ() simd.Type   { return simd.Type(d.w[0] >> 16) }
 // counter's value carries: a peer whose counter reached step e on this
 // counter is at step e (it cannot begin e+2 before this rank begins e+1).
 func (c *Comm) describe(a *call) {
-	d := &c.desc
-	d.w = [4]uint64{
+	c.desc.w = [4]uint64{
 		uint64(a.coll) | uint64(a.alg)<<8 | uint64(a.typ)<<16 | uint64(uint32(int32(a.root)))<<32,
 		uint64(a.count), a.opID, a.aux,
 	}
+	c.hashDesc()
+}
+
+// hashDesc sets the hash of the descriptor's words (see describe).
+func (c *Comm) hashDesc() {
+	d := &c.desc
 	h := d.w[0]*0x9e3779b97f4a7c15 + d.w[1]*0xc2b2ae3d27d4eb4f + d.w[2]*0x165667b19e3779f9 + d.w[3]*0xd6e8feb86659fd93
 	h = (h ^ c.seq) * 0xff51afd7ed558ccd
 	h ^= h >> 29
@@ -274,26 +279,24 @@ func (c *Comm) post(e uint64, phase int) {
 }
 
 // wait waits until peer q has posted phase of step e, and checks q's
-// descriptor the first time in the step.
+// descriptor.
 func (c *Comm) wait(ctx context.Context, q int, e uint64, phase int) error {
 	return c.waitData(ctx, q, e, phase, nil)
 }
 
 // waitData is wait before reading data, q's bytes of the phase: a small
 // range (at most shm.TouchBytes) travels with the counter (WaitData).
-// The first wait for q in step e compares q's descriptor hash, which
-// arrived with the counter (checkDesc names a mismatch), and records it in
-// checked, which settle reads.
+// Every wait compares q's descriptor hash, which arrived with the counter
+// (checkDesc names a mismatch): a load of a line just fetched, where a
+// record of the compared peers would be one more line per call.
 func (c *Comm) waitData(ctx context.Context, q int, e uint64, phase int, data []byte) error {
-	check := c.checked[q] != e
-	c.checked[q] = e
 	if len(data) > shm.TouchBytes {
 		data = nil
 	}
 	if err := c.ep.WaitData(ctx, q, ctr(e), stepVal(e, phase), data); err != nil {
 		return c.fail(err)
 	}
-	if check && binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) != c.desc.hash {
+	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) != c.desc.hash {
 		return c.checkDesc(q, e)
 	}
 	return nil
