@@ -200,6 +200,10 @@ func (s *storeAdvice) copyPeer(dst, src []byte) {
 	if n >= copyPrefetchMin && n <= copyPrefetchMax && !s.over {
 		simd.Prefetch(src)
 	}
+	if n < pipelineBytes/8 { // not timed (see timed)
+		simd.Copy(dst, src)
+		return
+	}
 	t0 := s.readStart(n)
 	simd.Copy(dst, src)
 	s.copyDone(n, t0)

@@ -101,8 +101,8 @@ type Comm struct {
 	args    call    // storage of the call in progress, which start hands to the entry point (calls do not allocate)
 	sc      scratch // memory the calls reuse
 	chosen  [numColls]choice
-	ownDesc []byte   // this rank's full descriptors of the even and odd steps (open)
-	half    int      // bytes of a slot half: at least half a page (shm rounds slots to pages)
+	ownDesc []byte // this rank's full descriptors of the even and odd steps (open)
+	half    int    // bytes of a slot half: at least half a page (shm rounds slots to pages)
 	adv     storeAdvice
 
 	opt   Options

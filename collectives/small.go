@@ -86,10 +86,10 @@ var smallPaths = [numSmall]struct {
 }
 
 // smallCall begins a call of small-call path i with the arguments the
-// algorithm reads, and counts it. k is the kernel of a built-in operator
-// (nil: none). The block counts and displacements are left as they are,
-// not cleared: the paths whose algorithm reads them set them (regular,
-// irregular), and the others' lines stay untouched.
+// algorithm reads, counts and describes it. k is the kernel of a built-in
+// operator (nil: none). The block counts and displacements are left as
+// they are, not cleared: the paths whose algorithm reads them set them
+// (regular, irregular), and the others' lines stay untouched.
 func (c *Comm) smallCall(i int, t simd.Type, k *simd.Kernel, opID uint64, send, recv []byte, count, root int) *call {
 	sp := &smallPaths[i]
 	c.countCall(sp.coll, t, Stats{Calls: 1})
@@ -97,17 +97,18 @@ func (c *Comm) smallCall(i int, t simd.Type, k *simd.Kernel, opID uint64, send, 
 	a := &c.args
 	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.opID, a.aux = sp.coll, sp.alg, t, t.Size(), count, root, opID, 0
 	a.red, a.send, a.recv = reducer{k: k, comm: true}, send, recv
+	c.describe(a)
 	return a
 }
 
 // lean runs the small call a with its algorithm and finishes it (run and
 // finish without the recover).
 func (c *Comm) lean(ctx context.Context, a *call) (bool, error) {
-	c.describe(a)
 	if err := algorithms[a.coll][a.alg](c, ctx, a); err != nil || c.full {
 		return true, err
 	}
-	return true, c.finish()
+	c.leave(c.step) // finish
+	return true, nil
 }
 
 // kernel returns the cached kernel of the built-in op for t, nil if op is
@@ -247,6 +248,7 @@ func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv 
 	if _, err := c.irregular(a, counts); err != nil {
 		return true, err
 	}
+	c.describe(a) // with the counts' hash
 	return c.lean(ctx, a)
 }
 

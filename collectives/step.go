@@ -157,23 +157,6 @@ const (
 	tinyBytes = shm.InlineBytes - 8
 )
 
-// open makes e the current step, the one step-opening of begin and the
-// small-call path: it writes the call's full descriptor for step e (see
-// Descriptor layout) and asks for the counter's line, owned ahead of the
-// post (see post).
-func (c *Comm) open(e uint64) {
-	c.step = e
-	d := (*[descBytes]byte)(c.ownDesc[int(e&1)*lineBytes:])
-	le := binary.LittleEndian
-	le.PutUint64(d[dSeq:], c.seq)
-	le.PutUint64(d[dStep:], e)
-	le.PutUint64(d[dColl:], c.desc.w[0])
-	le.PutUint64(d[dCount:], c.desc.w[1])
-	le.PutUint64(d[dOp:], c.desc.w[2])
-	le.PutUint64(d[dAux:], c.desc.w[3])
-	c.ep.Prepare(ctr(e))
-}
-
 // countCall counts a new call of coll on type t, whose counts start at s;
 // its descriptor names only coll and t until describe.
 func (c *Comm) countCall(coll Collective, t simd.Type, s Stats) {
@@ -184,9 +167,11 @@ func (c *Comm) countCall(coll Collective, t simd.Type, s Stats) {
 }
 
 // begin starts the next step of the current call: it waits until every
-// rank has begun the previous step if that is not known, and opens it.
-// The caller then writes its slot half (or its tiny payload) and posts
-// phase 1, which publishes the descriptor's hash.
+// rank has begun the previous step if that is not known, writes the
+// call's full descriptor for the step (see Descriptor layout) and asks for
+// the counter's line, owned ahead of the post (see post). The caller then
+// writes its slot half (or its tiny payload) and posts phase 1, which
+// publishes the descriptor's hash.
 func (c *Comm) begin(ctx context.Context) (uint64, error) {
 	e := c.step + 1
 	if c.synced+1 < e {
@@ -200,7 +185,16 @@ func (c *Comm) begin(ctx context.Context) (uint64, error) {
 		}
 		c.synced = e - 1
 	}
-	c.open(e)
+	c.step = e
+	d := (*[descBytes]byte)(c.ownDesc[int(e&1)*lineBytes:])
+	le := binary.LittleEndian
+	le.PutUint64(d[dSeq:], c.seq)
+	le.PutUint64(d[dStep:], e)
+	le.PutUint64(d[dColl:], c.desc.w[0])
+	le.PutUint64(d[dCount:], c.desc.w[1])
+	le.PutUint64(d[dOp:], c.desc.w[2])
+	le.PutUint64(d[dAux:], c.desc.w[3])
+	c.ep.Prepare(ctr(e))
 	c.full = false
 	return e, nil
 }
