@@ -2,11 +2,10 @@ package collectives
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -350,21 +349,30 @@ func TestSmallPathCanceled(t *testing.T) {
 	}
 }
 
-// TestHashIntsIsFNV: hashInts, written out for the small-call path, is
-// FNV-1a over the little-endian bytes of the values, as the descriptors of
-// earlier builds hashed them with hash/fnv.
-func TestHashIntsIsFNV(t *testing.T) {
-	for _, xs := range [][][]int{nil, {{}}, {{0}}, {{1, 2, 3}}, {{-1, 1 << 40}, {7}}, {{5, 0, 0, 9}, {}, {3}}} {
-		h := fnv.New64a()
-		for _, x := range xs {
-			for _, v := range x {
-				var b [8]byte
-				binary.LittleEndian.PutUint64(b[:], uint64(v))
-				h.Write(b[:])
+// TestHashIntsDistinguishes: hashInts, the hash of irregular counts in
+// the descriptor, is the same for equal values however they are split
+// into slices, and differs when one value differs or two are swapped.
+func TestHashIntsDistinguishes(t *testing.T) {
+	if hashInts([]int{1, 2}, []int{3}) != hashInts([]int{1, 2, 3}) || hashInts() != hashInts(nil, []int{}) {
+		t.Errorf("equal values hash differently")
+	}
+	for _, x := range [][]int{{0}, {1, 2, 3}, {-1, 1 << 40, 7}, {5, 0, 0, 9, 3}} {
+		h := hashInts(x)
+		for i := range x {
+			for _, d := range []int{1, -1, 1 << 33} {
+				y := slices.Clone(x)
+				y[i] += d
+				if hashInts(y) == h {
+					t.Errorf("hashInts(%v) = hashInts(%v)", y, x)
+				}
 			}
-		}
-		if got, want := hashInts(xs...), h.Sum64(); got != want {
-			t.Errorf("hashInts(%v) = %#x, FNV-1a %#x", xs, got, want)
+			if i > 0 && x[i] != x[i-1] {
+				y := slices.Clone(x)
+				y[i], y[i-1] = y[i-1], y[i]
+				if hashInts(y) == h {
+					t.Errorf("hashInts(%v) = hashInts(%v)", y, x)
+				}
+			}
 		}
 	}
 }
