@@ -242,7 +242,10 @@ func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 
 func (c *Comm) flatBcast(ctx context.Context, a *call) error {
 	esz, N := a.esz, a.count
-	M := c.pipeElems(esz, N)
+	M := N // pipeElems' whole vector, without the call
+	if n := N * esz; uint(n-1) >= pipeFitBytes || n > c.half {
+		M = c.pipeElems(esz, N)
+	}
 	tiny := N*esz <= tinyBytes
 	for base := 0; base == 0 || base < N; base += M {
 		m := min(M, N-base)

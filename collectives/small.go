@@ -104,11 +104,11 @@ func (c *Comm) smallCall(i int, t simd.Type, k *simd.Kernel, opID uint64, send, 
 // lean runs the small call a with its algorithm and finishes it (run and
 // finish without the recover).
 func (c *Comm) lean(ctx context.Context, a *call) (bool, error) {
-	if err := algorithms[a.coll][a.alg](c, ctx, a); err != nil || c.full {
-		return true, err
+	err := algorithms[a.coll][a.alg](c, ctx, a)
+	if err == nil && !c.full {
+		c.leave(c.step) // finish
 	}
-	c.leave(c.step) // finish
-	return true, nil
+	return true, err
 }
 
 // kernel returns the cached kernel of the built-in op for t, nil if op is
