@@ -101,10 +101,10 @@ func (c *Comm) smallCall(i int, t simd.Type, k *simd.Kernel, opID uint64, send, 
 	return a
 }
 
-// lean runs the small call a with its algorithm and finishes it (run and
-// finish without the recover).
-func (c *Comm) lean(ctx context.Context, a *call) (bool, error) {
-	err := algorithms[a.coll][a.alg](c, ctx, a)
+// lean finishes a small call that its algorithm (or the algorithm's step
+// that a call this small takes) ended with err: finish without the
+// recover. It inlines, so that the algorithm is a direct call.
+func (c *Comm) lean(err error) (bool, error) {
 	if err == nil && !c.full {
 		c.leave(c.step) // finish
 	}
@@ -161,7 +161,7 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 	} else if overlaps(send, recv) {
 		return false, nil
 	}
-	return c.lean(ctx, c.smallCall(smallAllreduceIdx, t, k, op.hash, send, recv, n/t.Size(), 0))
+	return c.lean(c.replicatedStep(ctx, c.smallCall(smallAllreduceIdx, t, k, op.hash, send, recv, n/t.Size(), 0)))
 }
 
 // smallBcast is flatBcast on the small-call path; ok is false when it does
@@ -171,7 +171,7 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 	if n == 0 || n > c.half || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, n) || ctx.Err() != nil {
 		return false, nil
 	}
-	return c.lean(ctx, c.smallCall(smallBcastIdx, t, nil, 0, nil, buf, n/t.Size(), root))
+	return c.lean(c.flatBcast(ctx, c.smallCall(smallBcastIdx, t, nil, 0, nil, buf, n/t.Size(), root)))
 }
 
 // smallReduce is replicatedAllreduce's reduce on the small-call path for
@@ -202,7 +202,7 @@ func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, 
 	if k == nil {
 		return false, nil
 	}
-	return c.lean(ctx, c.smallCall(smallReduceIdx, t, k, op.hash, send, recv, n/t.Size(), root))
+	return c.lean(c.replicatedStep(ctx, c.smallCall(smallReduceIdx, t, k, op.hash, send, recv, n/t.Size(), root)))
 }
 
 // smallReduceScatter is flatReduceScatter on the small-call path for
@@ -218,7 +218,7 @@ func (c *Comm) smallReduceScatter(ctx context.Context, t simd.Type, send, recv [
 	}
 	a := c.smallCall(smallReduceScatterIdx, t, k, op.hash, send, recv, n/t.Size(), 0)
 	c.regular(a, a.count)
-	return c.lean(ctx, a)
+	return c.lean(c.flatReduceScatter(ctx, a))
 }
 
 // smallReduceScatterV is smallReduceScatter for ReduceScatter, whose
@@ -249,7 +249,7 @@ func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv 
 		return true, err
 	}
 	c.describe(a) // with the counts' hash
-	return c.lean(ctx, a)
+	return c.lean(c.flatReduceScatter(ctx, a))
 }
 
 // smallReduceKernel is what the small-call reduce-scatters need of their
@@ -273,7 +273,7 @@ func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte
 	a := c.smallCall(smallAlltoallIdx, t, nil, 0, send, recv, N/p/t.Size(), 0)
 	c.regular(a, a.count)
 	a.rcounts, a.rdispls = a.counts, a.displs
-	return c.lean(ctx, a)
+	return c.lean(c.smallAlltoallStep(ctx, a))
 }
 
 // smallRooted is flatScatterv (gather false) or flatGatherv on small-call
@@ -305,5 +305,5 @@ func (c *Comm) smallRooted(ctx context.Context, i int, t simd.Type, part, whole 
 		}
 	}
 	c.regular(a, a.count)
-	return c.lean(ctx, a)
+	return c.lean(algorithms[a.coll][a.alg](c, ctx, a))
 }
