@@ -605,16 +605,7 @@ func onSchedule(alg Algorithm, coll Collective) impl {
 // send); the schedule leaves the reduced block r in W at rank r.
 func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) error {
 	esz := a.esz
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		c.pieces(k, S, a.counts, a.displs)
+	return c.blockSteps(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(c.rank, e)
 		for _, rg := range s.ranks[c.rank].slotIn {
@@ -629,26 +620,15 @@ func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) err
 		r := c.rank
 		lo := pieceLo(k, S, a.counts[r])
 		simd.Copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // schedAllgather: every rank copies its own piece into W (position 0 if
 // the schedule is rotated), the schedule fills in the others.
 func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
-	esz, p := a.esz, c.size
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
-	r := c.rank
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		c.pieces(k, S, a.counts, a.displs)
+	esz, p, r := a.esz, c.size, c.rank
+	return c.blockSteps(ctx, a, c.half/esz, func(e uint64, _, _ int) error {
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(r, e)
 		if s.rotated {
@@ -669,22 +649,15 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 			}
 			c.copyResult(a.esz, s, h, pre, 0, out, r)
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // schedBcast: the root copies its segment into W, the schedule (on npos
 // nearly equal positions) copies it to every rank's W.
 func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
-	esz, N := a.esz, a.count
-	M := c.half / esz
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	esz := a.esz
+	return c.vectorSteps(ctx, a.count, c.half/esz, func(e uint64, base, m int) error {
 		h := c.slotHalf(c.rank, e)
 		seg := span(a.recv, esz, base, base+m)
 		if c.rank == a.root {
@@ -703,7 +676,6 @@ func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
 		if out.buf != nil {
 			c.copyResult(a.esz, s, h, off, 0, out, -1)
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
