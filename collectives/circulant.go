@@ -107,11 +107,7 @@ func (c *Comm) rounds(ctx context.Context, a *call, pl *circulant.Plan, e uint64
 			// crawls when the vCPUs sit on different dies, so it is timed.
 			t0 := c.adv.readStart((rhi - rlo) * esz)
 			c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
-				if stream {
-					a.red.reduce3Stream(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
-				} else {
-					a.red.reduce3(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
-				}
+				a.red.reduce3Stream(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n), stream)
 			})
 			c.adv.reduceDone((rhi-rlo)*esz, t0)
 		case rd.Op == circulant.OpReduce:

@@ -148,10 +148,7 @@ func rabTriple(b *schedBuilder, avail []int, m0, m1, m2 *rabMember, halving bool
 // before each level and after the last (levels[0..L]) and the units of
 // each level by group (units[l][group]).
 func rabButterfly(b *schedBuilder, groups [][]rabMember, L, h int, keeper []int) ([][][]rabMember, [][][]rabUnit) {
-	avail := make([]int, b.s.p)
-	for r := range avail {
-		avail[r] = b.t
-	}
+	avail := slices.Repeat([]int{b.t}, b.s.p)
 	levels := [][][]rabMember{groups}
 	units := make([][][]rabUnit, L)
 	for l := range L {
@@ -245,10 +242,7 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 	L := floorLog2(p)
 	P := 1 << L
 	b := newSchedBuilder(p, P, false)
-	keeper := make([]int, p)
-	for i := range keeper {
-		keeper[i] = -1
-	}
+	keeper := slices.Repeat([]int{-1}, p)
 	z := 0 // ranks 2i+1 < 2z hand their vector to rank 2i (2-to-1)
 	if elim21 {
 		z = p - P

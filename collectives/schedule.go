@@ -521,11 +521,7 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 				case inPlace:
 					a.red.reduce(dst, src)
 				case out.probe && x.fused && len(dst) >= pipelineBytes/8:
-					if c.adv.probeRead(src) {
-						a.red.reduce3Stream(dst, own, src)
-					} else {
-						a.red.reduce3(dst, own, src)
-					}
+					a.red.reduce3Stream(dst, own, src, c.adv.probeRead(src))
 				default:
 					a.red.reduce3(dst, own, src)
 				}
