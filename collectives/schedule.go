@@ -288,13 +288,8 @@ func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
 			n := x.phi - x.plo
 			lo, hi := x.olo, x.olo+n
 			if x.op != xCopy && x.obuf == bufW && x.dbuf == bufW && x.dlo == x.olo {
-				ok := !slices.Contains(touched[lo:hi], true)
-				for _, rec := range b.reads[r][bufW] {
-					if int(rec.round) <= t && rec.lo < hi && lo < rec.hi {
-						ok = false
-					}
-				}
-				if ok {
+				readBefore := slices.ContainsFunc(b.reads[r][bufW], func(rec readRec) bool { return int(rec.round) <= t && rec.lo < hi && lo < rec.hi })
+				if !readBefore && !slices.Contains(touched[lo:hi], true) {
 					x.fused = true
 					setRange(fused, lo, hi)
 				}
@@ -321,12 +316,7 @@ func (b *schedBuilder) markDirect(r int, rs *rankSchedule) {
 				continue
 			}
 			lo, hi := x.dlo, x.dlo+x.phi-x.plo
-			later := false
-			for _, rec := range b.reads[r][x.dbuf] {
-				if int(rec.round) > t && rec.lo < hi && lo < rec.hi {
-					later = true
-				}
-			}
+			later := slices.ContainsFunc(b.reads[r][x.dbuf], func(rec readRec) bool { return int(rec.round) > t && rec.lo < hi && lo < rec.hi })
 			for t2 := t; t2 < len(rs.rounds) && !later; t2++ {
 				for j, y := range rs.rounds[t2] {
 					if (t2 > t || j > i) && y.dbuf == x.dbuf && y.dlo < hi && lo < y.dlo+y.phi-y.plo {
@@ -533,8 +523,7 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 		}
 	}
 	c.post(e, s.nrounds+1)
-	st := &rs.stats
-	c.last.add(Stats{Rounds: st.Rounds, Sent: st.Sent, Received: st.Received, Reduced: st.Reduced})
+	c.last.add(rs.stats)
 	if rs.fully {
 		c.full = true
 	}
@@ -562,15 +551,11 @@ func (c *Comm) copyResult(esz int, s *schedule, h []byte, off []int, xoff int, o
 	rs := &s.ranks[c.rank]
 	for _, rg := range rs.slotOut {
 		lo, hi := int(rg[0]), int(rg[1])
-		if !out.blocks {
-			c.copyDirect(esz, out, off, c.schedSpan(esz, s, h, off, xoff, c.rank, rs.out, lo, hi), lo, hi)
-			continue
+		if lo <= skip && skip < hi {
+			c.copyDirect(esz, out, off, c.schedSpan(esz, s, h, off, xoff, c.rank, rs.out, lo, skip), lo, skip)
+			lo = skip + 1
 		}
-		for j := lo; j < hi; j++ {
-			if j != skip {
-				c.copyDirect(esz, out, off, c.schedSpan(esz, s, h, off, xoff, c.rank, rs.out, j, j+1), j, j+1)
-			}
-		}
+		c.copyDirect(esz, out, off, c.schedSpan(esz, s, h, off, xoff, c.rank, rs.out, lo, hi), lo, hi)
 	}
 }
 
@@ -627,23 +612,21 @@ func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
 	return c.blockSteps(ctx, a, c.half/esz, func(e uint64, _, _ int) error {
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(r, e)
-		if s.rotated {
-			c.copyIn(a.esz, h, a.recv, 0, 1)
+		out := schedOut{buf: a.recv, blocks: true}
+		if s.rotated { // R[0] is the rank's own block; the others go out at the end
+			c.copyIn(esz, h, a.recv, 0, 1)
+			out = schedOut{}
 		} else {
 			simd.Copy(span(h, esz, pre[r], pre[r+1]), span(a.recv, esz, uoff[r], uoff[r]+pre[r+1]-pre[r]))
 		}
 		c.post(e, 1)
+		if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
+			return err
+		}
 		if s.rotated {
-			if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
-				return err
-			}
-			c.copyOut(a.esz, a.recv, h, 1, p)
+			c.copyOut(esz, a.recv, h, 1, p)
 		} else {
-			out := schedOut{buf: a.recv, blocks: true}
-			if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
-				return err
-			}
-			c.copyResult(a.esz, s, h, pre, 0, out, r)
+			c.copyResult(esz, s, h, pre, 0, out, r)
 		}
 		return nil
 	})
