@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/shmcoll/shmcoll/circulant"
 	"github.com/shmcoll/shmcoll/simd"
@@ -363,11 +364,8 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 // skipTable returns the ascending skips 1 = t[0] < ... < t[q] = p.
 func (c *Comm) skipTable() []int {
 	if c.table == nil {
-		n := len(c.skips)
-		c.table = make([]int, n)
-		for k, s := range c.skips {
-			c.table[n-1-k] = s
-		}
+		c.table = slices.Clone(c.skips)
+		slices.Reverse(c.table)
 	}
 	return c.table
 }

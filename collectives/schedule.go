@@ -40,12 +40,10 @@ import (
 // of phases), and where the rank does not already know that x posted phase
 // t'+2 it adds an acknowledgement: a wait for x's phase t'+2 before the
 // write. So a range is never overwritten before its readers are done, by
-// structure where the algorithm's waits imply it (the butterfly for a
-// power of two or with 2-to-1 elimination, BDE, the ring, Bruck and MST
-// need no acknowledgement at all; the tests assert it) and by an explicit
-// acknowledgement otherwise (whole-range exchanges, the triples of the
-// 3-to-2 elimination). Across steps see step.go. Copies that the user's
-// buffers can replace are marked direct and fused (schedXfer).
+// structure where the algorithm's waits imply it (each algorithm's file
+// says where; the tests assert it) and by an acknowledgement otherwise.
+// Across steps see step.go. Copies that the user's buffers can replace
+// are marked direct and fused (schedXfer).
 
 // xop is what a read does with the peer's positions.
 type xop uint8

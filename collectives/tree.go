@@ -97,15 +97,9 @@ func postorderNode(lo, hi, r int) (parent, c0, c1, depth int) {
 	}
 }
 
-// treeHeight is the height of the postorder tree of s >= 1 ranks.
-func treeHeight(s int) int {
-	h := 0
-	for s > 1 {
-		s = s / 2 // the first subtree of s ranks has ceil((s-1)/2) = floor(s/2)
-		h++
-	}
-	return h
-}
+// treeHeight is the height of the postorder tree of s >= 1 ranks,
+// floor(log2 s): the first subtree of s ranks has ceil((s-1)/2) = floor(s/2).
+func treeHeight(s int) int { return floorLog2(s) }
 
 func treeNodeOf(kind treeKind, p, r int) treeNode {
 	nd := treeNode{peerRoot: -1}
