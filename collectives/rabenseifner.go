@@ -42,8 +42,7 @@ import (
 // eliminated ranks read the result at the end.
 //
 // At p = 2 the allreduce and the reduce-scatter run the pair loop
-// instead (pair.go): the same operands in the same order, in one loop of
-// chunks.
+// instead (pair.go): the same operands in the same order.
 //
 // Reduce-scatter: the butterfly without the allgather; position i holds
 // the blocks of the survivor that ends with it and of the ranks it keeps,

@@ -250,12 +250,11 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 				if err != nil {
 					return err
 				}
-				if nd.c0 >= 0 {
-					simd.Copy(s.blk(res, b), src)
-				} else {
+				if nd.c0 < 0 { // a leaf: nobody reads its result block
 					simd.Copy(s.blk(out, b), src)
 					continue
 				}
+				simd.Copy(s.blk(res, b), src)
 			}
 			simd.Copy(s.blk(out, b), s.blk(res, b))
 			if nd.c0 >= 0 {
