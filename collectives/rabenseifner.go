@@ -269,12 +269,11 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 	for _, g := range levels[L] {
 		buf[g[0].rank], pos[g[0].rank] = g[0].buf, g[0].lo
 	}
-	final := func(e int) int {
-		k := keeper[e]
-		for keeper[k] >= 0 {
-			k = keeper[k]
+	final := func(r int) int { // the survivor that keeps rank r's data: r if none
+		for keeper[r] >= 0 {
+			r = keeper[r]
 		}
-		return k
+		return r
 	}
 	// An eliminated rank reads its result (allreduce), its position
 	// (reduce-scatter) or the root's (reduce) from its final keeper.
@@ -283,18 +282,13 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 	case CollAllreduce:
 		rabAllgather(b, units[:h], buf)
 		for e := range p {
-			if keeper[e] >= 0 {
-				k := final(e)
+			if k := final(e); k != e {
 				b.read(e, k, buf[k], 0, P, bufW, 0, bufW, 0, xCopy)
 				buf[e], last = bufW, true
 			}
 		}
 	case CollReduce:
-		target := root
-		if keeper[root] >= 0 {
-			target = final(root)
-		}
-		if c := rabGather(b, levels, units, h, buf, target); root != c {
+		if c := rabGather(b, levels, units, h, buf, final(root)); root != c {
 			b.read(root, c, buf[c], 0, P, bufW, 0, bufW, 0, xCopy)
 			buf[root], last = bufW, true
 		}
@@ -302,9 +296,8 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 		s := b.s
 		s.posBlocks = make([][]int, P)
 		for r := range p {
-			k := r
-			if keeper[r] >= 0 {
-				k = final(r)
+			k := final(r)
+			if k != r {
 				b.read(r, k, bufW, pos[k], pos[k]+1, bufW, 0, bufW, pos[k], xCopy)
 				last = true
 			}
