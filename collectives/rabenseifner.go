@@ -61,14 +61,15 @@ import (
 // schedule builder adds).
 
 func init() {
-	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21} {
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RabenseifnerOdd} {
 		register(CollAllreduce, alg, (*Comm).rabAllreduce, true)
-		register(CollReduce, alg, (*Comm).rabAllreduce, true)
 		register(CollReduceScatterBlock, alg, (*Comm).rabReduceScatter, true)
 		register(CollReduceScatter, alg, (*Comm).rabReduceScatter, true)
 	}
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling} {
+		register(CollReduce, alg, (*Comm).rabAllreduce, true)
+	}
 	register(CollAllreduce, RecDoubling, (*Comm).rabAllreduce, true)
-	register(CollReduce, RecDoubling, (*Comm).rabAllreduce, true)
 }
 
 // rabHalvingMinBytes: a butterfly level halves its range if the range has
@@ -444,12 +445,6 @@ func (c *Comm) rabScatter(ctx context.Context, a *call, s *schedule) error {
 // write what the butterfly writes, and the last round writes parts whose
 // readers of step 1 the rank has heard from since (structure; the
 // schedule builder verifies both).
-
-func init() {
-	register(CollAllreduce, RabenseifnerOdd, (*Comm).rabAllreduce, true)
-	register(CollReduceScatterBlock, RabenseifnerOdd, (*Comm).rabReduceScatter, true)
-	register(CollReduceScatter, RabenseifnerOdd, (*Comm).rabReduceScatter, true)
-}
 
 func rabOddSchedule(p int, kind Collective) *schedule {
 	n := bits.TrailingZeros(uint(p))
