@@ -56,6 +56,8 @@ func init() {
 	register(CollAllreduce, Tree, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeDoubly) }, true)
 	register(CollAllreduce, ReduceBcast, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeReduceBcast) }, true)
 	register(CollAllreduce, DualRoot, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeDual) }, true)
+	register(CollReduce, Tree, (*Comm).treeReduce, true)
+	register(CollBcast, Tree, (*Comm).treeBcast, true)
 }
 
 // treeNode is a rank's place in the trees of a treeKind.
@@ -290,11 +292,6 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 // slot half, which holds the whole segment, once, before the phase that
 // exposes it. In place at a reduce root, input block t is read in round t
 // and result block t written in round t or later.
-
-func init() {
-	register(CollReduce, Tree, (*Comm).treeReduce, true)
-	register(CollBcast, Tree, (*Comm).treeBcast, true)
-}
 
 // rootedLead is the latency in rounds besides one round per block of a
 // one-way pipeline down (or up) the postorder tree of p ranks to root.
