@@ -310,8 +310,7 @@ func (c *Comm) flatScan(ctx context.Context, a *call) error {
 	return nil
 }
 
-// flatBarrier posts and waits for every rank's post, on the protocol's
-// primitives: the small-call path enters it with no call (a unused).
+// flatBarrier posts and waits for every rank's post.
 func (c *Comm) flatBarrier(ctx context.Context, _ *call) error {
 	e, err := c.begin(ctx)
 	if err != nil {

@@ -137,11 +137,7 @@ func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	if !c.smallOK(smallBarrierIdx, 0) || ctx.Err() != nil {
 		return false, nil // the general path runs it, or fails it
 	}
-	c.countCall(CollBarrier, 0, Stats{Calls: 1})
-	c.smalls++
-	c.desc.w[0] |= uint64(Flat) << 8 // describe's words of a barrier
-	c.hashDesc()
-	return true, c.flatBarrier(ctx, nil)
+	return c.lean(c.flatBarrier(ctx, c.smallCall(smallBarrierIdx, 0, nil, 0, nil, nil, 0, 0)))
 }
 
 // smallAllreduce is replicatedAllreduce on the small-call path for a

@@ -93,16 +93,11 @@ func (d *callDesc) typ() simd.Type   { return simd.Type(d.w[0] >> 16) }
 // counter's value carries: a peer whose counter reached step e on this
 // counter is at step e (it cannot begin e+2 before this rank begins e+1).
 func (c *Comm) describe(a *call) {
-	c.desc.w = [4]uint64{
+	d := &c.desc
+	d.w = [4]uint64{
 		uint64(a.coll) | uint64(a.alg)<<8 | uint64(a.typ)<<16 | uint64(uint32(int32(a.root)))<<32,
 		uint64(a.count), a.opID, a.aux,
 	}
-	c.hashDesc()
-}
-
-// hashDesc sets the hash of the descriptor's words (see describe).
-func (c *Comm) hashDesc() {
-	d := &c.desc
 	h := d.w[0]*0x9e3779b97f4a7c15 + d.w[1]*0xc2b2ae3d27d4eb4f + d.w[2]*0x165667b19e3779f9 + d.w[3]*0xd6e8feb86659fd93
 	h = (h ^ c.seq) * 0xff51afd7ed558ccd
 	h ^= h >> 29
