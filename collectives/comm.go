@@ -78,32 +78,33 @@ func (o Options) shm(tableHash uint64) shm.Options {
 type Comm struct {
 	// What every call reads and writes comes first, in as few cache lines
 	// as it takes: when ranks outnumber the CPUs, a rank finds these lines
-	// evicted after each wait (see small.go).
+	// evicted after each wait (see small.go). The small-call path reads
+	// the fields up to adv.
 	ep      *shm.Endpoint
 	rank    int
 	size    int
-	seq     uint64                   // calls made
-	smalls  uint64                   // calls that took the small-call path
-	step    uint64                   // steps begun; a step is one use of a slot half
-	synced  uint64                   // every rank has begun step synced
-	late    uint64                   // the step a call returned early from, whose check settle makes (0: none)
-	hashed  uint64                   // the step whose descriptor hash is in the counter's line
-	full    bool                     // the current step made this rank depend on every rank's data of it (end)
-	desc    callDesc                 // the descriptor of call seq, which its steps publish
-	prog    atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
-	nb      bool                     // prog is set: a plain load, so that await inlines
+	seq     uint64 // calls made
+	smalls  uint64 // calls that took the small-call path
+	step    uint64 // steps begun; a step is one use of a slot half
+	synced  uint64 // every rank has begun step synced
+	late    uint64 // the step a call returned early from, whose check settle makes (0: none)
+	hashed  uint64 // the step whose descriptor hash is in the counter's line
+	full    bool   // the current step made this rank depend on every rank's data of it (end)
+	nb      bool   // prog is set: a plain load, so that await inlines
 	closed  bool
-	pinned  [numColls]Algorithm
-	kernels kernelCache // the built-in kernels the small-call path uses
+	desc    callDesc // the descriptor of call seq, which its steps publish
+	half    int      // bytes of a slot half: at least half a page (shm rounds slots to pages)
+	ownDesc []byte   // this rank's full descriptors of the even and odd steps (begin)
 	small   [numSmall]smallMemo
 	last    Stats // counts of the current or last call
 	total   Stats
-	args    call    // storage of the call in progress, which start hands to the entry point (calls do not allocate)
-	sc      scratch // memory the calls reuse
-	chosen  [numColls]choice
-	ownDesc []byte // this rank's full descriptors of the even and odd steps (open)
-	half    int    // bytes of a slot half: at least half a page (shm rounds slots to pages)
+	kernels kernelCache // the built-in kernels the small-call path uses
+	args    call        // storage of the call in progress, which start hands to the entry point (calls do not allocate)
 	adv     storeAdvice
+	sc      scratch                  // memory the calls reuse
+	prog    atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
+	pinned  [numColls]Algorithm
+	chosen  [numColls]choice
 
 	opt   Options
 	sel   selection // the selection table's entries for this p

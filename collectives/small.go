@@ -24,7 +24,7 @@ import (
 // It inlines; the first call of a path learns its range out of line.
 func (c *Comm) smallOK(i, n int) bool {
 	if m := &c.small[i]; m.known {
-		return n <= m.upTo && c.synced == c.step && !c.closed && c.ep.Ok()
+		return n <= int(m.upTo) && c.synced == c.step && !c.closed && c.ep.Ok()
 	}
 	return c.learnSmall(i, n)
 }
@@ -37,7 +37,7 @@ func (c *Comm) learnSmall(i, n int) bool {
 	if c.size > 1 {
 		upTo = c.selector().smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi)
 	}
-	c.small[i] = smallMemo{known: true, upTo: upTo}
+	c.small[i] = smallMemo{known: true, upTo: int32(upTo)}
 	return c.smallOK(i, n)
 }
 
@@ -45,7 +45,7 @@ func (c *Comm) learnSmall(i, n int) bool {
 // algorithm (-1: not even the smallest); the pins do not change.
 type smallMemo struct {
 	known bool
-	upTo  int
+	upTo  int32 // at most smallRootedBytes
 }
 
 // The small-call paths (Comm.small), and the most bytes they take. Bcast

@@ -24,7 +24,7 @@ func warmSmall(c *Comm, n int) (Stats, error) {
 	general, _ := c.Stats()
 	// (Not smallOK's result: a peer may have gone on to abort the arena.)
 	c.smallOK(smallAllreduceIdx, 8*n)
-	if c.small[smallAllreduceIdx].upTo < 8*n || c.synced != c.step {
+	if int(c.small[smallAllreduceIdx].upTo) < 8*n || c.synced != c.step {
 		return general, fmt.Errorf("rank %d: allreduce of %d B would not take the small-call path (%v)", c.rank, 8*n, c.LastAlgorithm())
 	}
 	return general, nil
@@ -291,7 +291,7 @@ func TestSmallPathSameAsGeneral(t *testing.T) {
 									want = max(want, 8*sum)
 								}
 							}
-							if i != smallBarrierIdx && m.upTo < want {
+							if i != smallBarrierIdx && int(m.upTo) < want {
 								err = fmt.Errorf("small-call path %d took calls up to %d bytes only", i, m.upTo)
 							}
 						}
