@@ -12,7 +12,7 @@ import (
 // in the arena (Alloc), and every rank reads what it needs from the other
 // ranks' buffers in place. Nothing is copied into a slot. One step per
 // call; the first post of a rank carries the heap offsets of its buffers in
-// the inline bytes of its counter's line (putOffsets).
+// the inline bytes of its counter's line (postOffsets).
 //
 //   - allreduce: every rank posts phase 1; rank r reduces block r of the p
 //     inputs in rank order, one pass of the k-way kernel as in Flat, into
@@ -51,9 +51,9 @@ const soloMax = 4 << 20
 // copies into the slot half at a time.
 const directChunk = 64 << 10
 
-// putOffsets writes the heap offsets of b0 and b1 (in this rank's heap,
-// or empty) into the inline bytes of step e, for the first post.
-func (c *Comm) putOffsets(e uint64, b0, b1 []byte) {
+// postOffsets writes the heap offsets of b0 and b1 (in this rank's heap,
+// or empty) into the inline bytes of step e and posts phase 1.
+func (c *Comm) postOffsets(e uint64, b0, b1 []byte) {
 	t := c.tiny(c.rank, e)
 	for i, b := range [2][]byte{b0, b1} {
 		off := 0
@@ -62,6 +62,7 @@ func (c *Comm) putOffsets(e uint64, b0, b1 []byte) {
 		}
 		binary.LittleEndian.PutUint64(t[8*i:], uint64(off))
 	}
+	c.post(e, 1)
 }
 
 // peerBuf waits for rank q's phase of step e and returns n bytes of q's
@@ -130,8 +131,7 @@ func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 	pre := c.sc.pre
 	evenSplit(pre, p, a.count)
 	lo, hi := pre[r]*esz, pre[r+1]*esz
-	c.putOffsets(e, in, a.recv)
-	c.post(e, 1)
+	c.postOffsets(e, in, a.recv)
 	if err := c.directSources(ctx, e, in, lo, hi); err != nil {
 		return err
 	}
@@ -139,15 +139,12 @@ func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 	c.reduceDirect(a, a.recv[lo:hi], c.sc.srcs, c.slotHalf(r, e))
 	c.adv.reduceDone(hi-lo, t0)
 	c.post(e, 2)
-	// Where the reads of lines another core wrote crawl (the ranks asked
-	// for non-temporal stores: vCPUs on different dies), two ranks that do
-	// not work in place each reduce the other block too, from the inputs,
-	// rather than copy the other's result: the same operands in the same
-	// order, so the same bits. Each rank chooses for itself; what it reads
-	// is covered by phase 3 either way. On one L3, where copying the
-	// result is the faster, nobody asks. Up to soloMax: larger reductions
-	// run at the memory's pace, which can look slow enough to ask on one
-	// L3 too, where the second reduction's reads cost more than the copy.
+	// Where the store advice is on (vCPUs on different dies, where reading
+	// lines another core wrote is slow), two ranks not in place each reduce
+	// the other block too, from the inputs, rather than copy the peer's
+	// result: the same operands in the same order, so the same bits; phase 3
+	// covers the reads either way. Up to soloMax: larger reductions run at
+	// the memory's pace, where the second one's reads cost more than a copy.
 	solo := p == 2 && a.send != nil && len(in) <= soloMax && c.adv.advised()
 	for i := 1; i < p; i++ {
 		q := c.next(i)
@@ -177,8 +174,7 @@ func (c *Comm) directReduceScatter(ctx context.Context, a *call) error {
 	if err != nil {
 		return err
 	}
-	c.putOffsets(e, a.send, nil)
-	c.post(e, 1)
+	c.postOffsets(e, a.send, nil)
 	lo, hi := a.displs[r]*esz, (a.displs[r]+a.counts[r])*esz
 	if err := c.directSources(ctx, e, a.send, lo, hi); err != nil {
 		return err
@@ -199,8 +195,7 @@ func (c *Comm) directAllgather(ctx context.Context, a *call) error {
 	if err != nil {
 		return err
 	}
-	c.putOffsets(e, own, nil)
-	c.post(e, 1)
+	c.postOffsets(e, own, nil)
 	if a.send != nil {
 		simd.Copy(mine, a.send) // while the peers read theirs
 	}
@@ -222,8 +217,7 @@ func (c *Comm) directBcast(ctx context.Context, a *call) error {
 		return err
 	}
 	if c.rank == a.root {
-		c.putOffsets(e, a.recv, nil)
-		c.post(e, 1)
+		c.postOffsets(e, a.recv, nil)
 		if err := c.waitAll(ctx, e, 2); err != nil {
 			return err
 		}

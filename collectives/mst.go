@@ -32,7 +32,7 @@ import (
 
 func init() {
 	register(CollBcast, MST, onSchedule(MST, CollBcast), true)
-	register(CollReduce, MST, (*Comm).mstReduce, true)
+	register(CollReduce, MST, onSchedule(MST, CollReduce), true)
 	register(CollScatter, MST, (*Comm).mstBlocks, true)
 	register(CollGather, MST, (*Comm).mstBlocks, true)
 }
@@ -111,31 +111,13 @@ func mstAdd(b *schedBuilder, levels [][]mstUnit, kind Collective) {
 	}
 }
 
-func (c *Comm) mstReduce(ctx context.Context, a *call) error {
-	M := c.half / a.esz
-	if a.red.user != nil && !a.red.comm {
-		M /= 2 // buffer X is the scratch of peer-op-own reductions
-	}
-	s := c.sched(schedKey{alg: MST, coll: CollReduce, root: a.root})
-	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
-}
-
 // mstBlocks runs the MST scatter (the root copies in every block but its
 // own, every other rank copies its block out) or gather (every rank but the
 // root copies its block in, the root copies the others out).
 func (c *Comm) mstBlocks(ctx context.Context, a *call) error {
 	esz, r, gather := a.esz, c.rank, a.coll == CollGather
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
 	s := c.sched(schedKey{alg: MST, coll: a.coll, root: a.root})
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		c.pieces(k, S, a.counts, a.displs)
+	return c.blockSteps(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		pre := c.sc.pre
 		h := c.slotHalf(r, e)
 		lo, n := pieceLo(k, S, a.count), pre[r+1]-pre[r] // this rank's piece
@@ -158,7 +140,6 @@ func (c *Comm) mstBlocks(ctx context.Context, a *call) error {
 		case !gather && r != a.root:
 			simd.Copy(span(a.recv, esz, lo, lo+n), span(h, esz, pre[r], pre[r+1]))
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }

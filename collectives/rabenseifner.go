@@ -42,8 +42,7 @@ import (
 // eliminated ranks read the result at the end.
 //
 // At p = 2 the allreduce and the reduce-scatter run the pair loop
-// instead (pair.go): the same operands in the same order, in one loop of
-// chunks.
+// instead (pair.go): the same operands in the same order.
 //
 // Reduce-scatter: the butterfly without the allgather; position i holds
 // the blocks of the survivor that ends with it and of the ranks it keeps,
@@ -62,14 +61,15 @@ import (
 // schedule builder adds).
 
 func init() {
-	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21} {
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RabenseifnerOdd} {
 		register(CollAllreduce, alg, (*Comm).rabAllreduce, true)
-		register(CollReduce, alg, (*Comm).rabAllreduce, true)
 		register(CollReduceScatterBlock, alg, (*Comm).rabReduceScatter, true)
 		register(CollReduceScatter, alg, (*Comm).rabReduceScatter, true)
 	}
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling} {
+		register(CollReduce, alg, (*Comm).rabAllreduce, true)
+	}
 	register(CollAllreduce, RecDoubling, (*Comm).rabAllreduce, true)
-	register(CollReduce, RecDoubling, (*Comm).rabAllreduce, true)
 }
 
 // rabHalvingMinBytes: a butterfly level halves its range if the range has
@@ -148,10 +148,7 @@ func rabTriple(b *schedBuilder, avail []int, m0, m1, m2 *rabMember, halving bool
 // before each level and after the last (levels[0..L]) and the units of
 // each level by group (units[l][group]).
 func rabButterfly(b *schedBuilder, groups [][]rabMember, L, h int, keeper []int) ([][][]rabMember, [][][]rabUnit) {
-	avail := make([]int, b.s.p)
-	for r := range avail {
-		avail[r] = b.t
-	}
+	avail := slices.Repeat([]int{b.t}, b.s.p)
 	levels := [][][]rabMember{groups}
 	units := make([][][]rabUnit, L)
 	for l := range L {
@@ -245,10 +242,7 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 	L := floorLog2(p)
 	P := 1 << L
 	b := newSchedBuilder(p, P, false)
-	keeper := make([]int, p)
-	for i := range keeper {
-		keeper[i] = -1
-	}
+	keeper := slices.Repeat([]int{-1}, p)
 	z := 0 // ranks 2i+1 < 2z hand their vector to rank 2i (2-to-1)
 	if elim21 {
 		z = p - P
@@ -276,12 +270,11 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 	for _, g := range levels[L] {
 		buf[g[0].rank], pos[g[0].rank] = g[0].buf, g[0].lo
 	}
-	final := func(e int) int {
-		k := keeper[e]
-		for keeper[k] >= 0 {
-			k = keeper[k]
+	final := func(r int) int { // the survivor that keeps rank r's data: r if none
+		for keeper[r] >= 0 {
+			r = keeper[r]
 		}
-		return k
+		return r
 	}
 	// An eliminated rank reads its result (allreduce), its position
 	// (reduce-scatter) or the root's (reduce) from its final keeper.
@@ -290,18 +283,13 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 	case CollAllreduce:
 		rabAllgather(b, units[:h], buf)
 		for e := range p {
-			if keeper[e] >= 0 {
-				k := final(e)
+			if k := final(e); k != e {
 				b.read(e, k, buf[k], 0, P, bufW, 0, bufW, 0, xCopy)
 				buf[e], last = bufW, true
 			}
 		}
 	case CollReduce:
-		target := root
-		if keeper[root] >= 0 {
-			target = final(root)
-		}
-		if c := rabGather(b, levels, units, h, buf, target); root != c {
+		if c := rabGather(b, levels, units, h, buf, final(root)); root != c {
 			b.read(root, c, buf[c], 0, P, bufW, 0, bufW, 0, xCopy)
 			buf[root], last = bufW, true
 		}
@@ -309,9 +297,8 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 		s := b.s
 		s.posBlocks = make([][]int, P)
 		for r := range p {
-			k := r
-			if keeper[r] >= 0 {
-				k = final(r)
+			k := final(r)
+			if k != r {
 				b.read(r, k, bufW, pos[k], pos[k]+1, bufW, 0, bufW, pos[k], xCopy)
 				last = true
 			}
@@ -353,15 +340,10 @@ func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 // rank's result buffer to recv (if any: reduce has it only at the root).
 // Buffer X starts at element M.
 func (c *Comm) schedVector(ctx context.Context, a *call, M int, mk func(m int) *schedule) error {
-	esz, N := a.esz, a.count
+	esz := a.esz
 	in := a.input()
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
+	return c.vectorSteps(ctx, a.count, M, func(e uint64, base, m int) error {
 		s := mk(m)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
 		h := c.slotHalf(c.rank, e)
 		off := c.sc.pre[:s.npos+1]
 		evenSplit(off, s.npos, m)
@@ -387,9 +369,8 @@ func (c *Comm) schedVector(ctx context.Context, a *call, M int, mk func(m int) *
 		if a.recv != nil {
 			c.copyResult(a.esz, s, h, off, M, out, -1)
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *Comm) rabReduceScatter(ctx context.Context, a *call) error {
@@ -413,11 +394,7 @@ func (c *Comm) rabScatter(ctx context.Context, a *call, s *schedule) error {
 		return c.fail(err)
 	}
 	off, boff := c.sc.pre[:s.npos+1], c.sc.uoff
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.steps(ctx, S, func(e uint64, k int) error {
 		// Position i holds the pieces of the blocks s.posBlocks[i].
 		o := 0
 		for i, bl := range s.posBlocks {
@@ -439,9 +416,8 @@ func (c *Comm) rabScatter(ctx context.Context, a *call, s *schedule) error {
 		}
 		lo, hi := pieceLo(k, S, a.counts[c.rank]), pieceLo(k+1, S, a.counts[c.rank])
 		simd.Copy(span(a.recv, esz, lo, hi), span(h, esz, boff[c.rank], boff[c.rank]+hi-lo))
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // RabenseifnerOdd: the factorization of 001, p = 2^n q with q odd, on read
@@ -469,12 +445,6 @@ func (c *Comm) rabScatter(ctx context.Context, a *call, s *schedule) error {
 // write what the butterfly writes, and the last round writes parts whose
 // readers of step 1 the rank has heard from since (structure; the
 // schedule builder verifies both).
-
-func init() {
-	register(CollAllreduce, RabenseifnerOdd, (*Comm).rabAllreduce, true)
-	register(CollReduceScatterBlock, RabenseifnerOdd, (*Comm).rabReduceScatter, true)
-	register(CollReduceScatter, RabenseifnerOdd, (*Comm).rabReduceScatter, true)
-}
 
 func rabOddSchedule(p int, kind Collective) *schedule {
 	n := bits.TrailingZeros(uint(p))
