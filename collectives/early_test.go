@@ -145,6 +145,45 @@ var lateCases = []struct {
 			return untouchedOr(out, vecOf(0, n, n*p)[r*n:(r+1)*n], whole)
 		}, err
 	}},
+	{"gather count", func(c *Comm, n, odd int, nb bool) (func(whole bool) error, error) {
+		return lateGather(c, n, odd, nb, false)
+	}},
+	{"gather root", func(c *Comm, n, odd int, nb bool) (func(whole bool) error, error) {
+		return lateGather(c, n, odd, nb, true)
+	}},
+}
+
+// lateGather is the gather of lateCases: rank odd passes n+1 elements
+// (root false) or names itself the root (root true). A root's block q
+// holds the sentinel or rank q's vector, and only from a rank whose call
+// matches the root's: rank 0's root receives nothing from rank odd, and
+// rank odd as root nothing but its own block.
+func lateGather(c *Comm, n, odd int, nb, root bool) (func(whole bool) error, error) {
+	r, p := c.Rank(), c.Size()
+	m, at := n, 0
+	if r == odd && root {
+		at = odd
+	} else if r == odd {
+		m = n + 1
+	}
+	var out []int64
+	if r == at {
+		out = filled(n*p, sentinel)
+	}
+	in := vecOf(r, n, m)
+	err := runMaybeNB(nb, func() error { return Gather(bg, c, in, out, at) }, func() *Request { return IGather(bg, c, in, out, at) })
+	return func(whole bool) error {
+		for q := range len(out) / n {
+			var want []int64
+			if q == r || at == 0 && q != odd {
+				want = vecOf(q, n, n)
+			}
+			if err := untouchedOr(out[q*n:(q+1)*n], want, whole); err != nil {
+				return fmt.Errorf("block %d: %w", q, err)
+			}
+		}
+		return nil
+	}, err
 }
 
 // runMaybeNB runs the blocking call, or the nonblocking one and waits for
@@ -170,8 +209,8 @@ var lateOptions = Options{SlotBytes: 16 << 10}
 var lateFollow = []string{"next call", "close", "next wait", "own wait"}
 
 // TestEarlyLateMismatch: a rooted call that does not match on every rank,
-// in which ranks return early (the bcast and scatter root, the reduce
-// non-roots), fails on every rank with the same ErrMismatch, at the
+// in which ranks return early (the bcast and scatter root, the reduce and
+// gather non-roots), fails on every rank with the same ErrMismatch, at the
 // latest at the rank's next call, Close or Wait, and no rank's output
 // receives data from a rank whose call differs from its own. In a loop,
 // over ranks, sizes and cases, to catch races between the early return

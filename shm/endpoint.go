@@ -426,11 +426,8 @@ func (e *Endpoint) waitSlow(ctx context.Context, peer, c int, w *atomic.Uint64, 
 		// First without PAUSE: a PAUSE lasts about as long as a handoff
 		// between cores of one L3, and a wait that sees the post only
 		// after it adds half a PAUSE to the handoff on average.
-		for range tightSpins {
-			if w.Load() >= v {
-				return e.doneErr()
-			}
-			e.touch(data)
+		if e.spin(w, v, tightSpins, data) {
+			return e.doneErr()
 		}
 		for range quickSpins {
 			pause()
