@@ -33,6 +33,11 @@ func init() {
 // reduction reads from each peer before reducing it.
 const singleReduceChunk = 64 << 10
 
+// singleDirectPiece is the piece of its block that a rank of two reads
+// from its peer straight into its recv and reduces there: the piece and
+// the own input's piece stay in L2 between the read and the reduction.
+const singleDirectPiece = 256 << 10
+
 // singleReduceOn reports whether the slot half holds, beside the table,
 // a piece of at least a cache line per rank.
 func (c *Comm) singleReduceOn() bool { return c.singleReducePiece() > 0 }
@@ -119,32 +124,64 @@ func (c *Comm) singleReduce(ctx context.Context, a *call, block func(j int) (int
 	own := in[lo:hi]
 	piece := c.singleReducePiece() / a.esz * a.esz
 	scratch := c.slotHalf(r, e)[singleScratch(p):]
+	// Where dst is apart from the own input, the piece of the first
+	// source (rank 1's for rank 0 of two) is read straight into dst and
+	// reduced there: no scratch, and for two ranks pieces as large as L2
+	// holds beside the own input's, so fewer system calls.
+	into := -1 // the rank whose piece is read into dst
+	if len(dst) > 0 && !overlaps(own, dst) {
+		switch {
+		case r != 0:
+			into = 0
+		case p == 2:
+			into = 1
+		}
+	}
+	if into >= 0 && p == 2 {
+		piece = singleDirectPiece / a.esz * a.esz
+	}
 	// The k-way kernel writes over only its first source, so the own
 	// piece goes to the scratch first where dst is the own input (in
 	// place) and that is not the first source, or where the piece is
 	// reduced into the first source's scratch (no dst) and that source
-	// is the own input.
-	toScratch := dst == nil && r == 0 || len(dst) > 0 && unsafePtr(own) == unsafePtr(dst) && r != 0
+	// is the own input. Two sources take the two-operand kernel, whose
+	// result may be either source.
+	toScratch := p > 2 && (dst == nil && r == 0 || len(dst) > 0 && unsafePtr(own) == unsafePtr(dst) && r != 0)
 	srcs := c.sc.chunk
 	for plo := 0; plo < len(own); plo += piece {
 		phi := min(plo+piece, len(own))
 		for q := range p {
-			srcs[q] = scratch[q*piece : q*piece+phi-plo]
+			switch {
+			case q == into:
+				srcs[q] = dst[plo:phi]
+			case q == r && !toScratch:
+				srcs[q] = own[plo:phi]
+				continue
+			default:
+				srcs[q] = scratch[q*piece : q*piece+phi-plo]
+			}
 			if q != r {
 				if err := c.move(q, e, plo, srcs[q], false); err != nil {
 					return err
 				}
-			} else if toScratch {
-				copy(srcs[q], own[plo:phi])
 			} else {
-				srcs[q] = own[plo:phi]
+				copy(srcs[q], own[plo:phi])
 			}
 		}
-		out := srcs[0]
-		if dst != nil {
+		var out []byte
+		switch {
+		case dst != nil:
 			out = dst[plo:phi]
+		case p == 2:
+			out = srcs[1-r]
+		default:
+			out = srcs[0]
 		}
-		a.red.reduceK(out, srcs)
+		if p == 2 {
+			a.red.reduce3(out, srcs[0], srcs[1])
+		} else {
+			a.red.reduceK(out, srcs)
+		}
 		for i := 1; i < p; i++ {
 			if q := c.next(i); to == singleToAll || to == q {
 				if err := c.moveRange(q, e, 1, plo, out, true); err != nil {
