@@ -1,6 +1,10 @@
 package collectives
 
-import "context"
+import (
+	"context"
+
+	"github.com/shmcoll/shmcoll/internal/cpu"
+)
 
 // The Single reductions: allreduce, reduce, reduce-scatter and
 // reduce-scatter block of private buffers without copying the inputs into
@@ -34,9 +38,16 @@ func init() {
 const singleReduceChunk = 64 << 10
 
 // singleDirectPiece is the piece of its block that a rank of two reads
-// from its peer straight into its recv and reduces there: the piece and
-// the own input's piece stay in L2 between the read and the reduction.
-const singleDirectPiece = 256 << 10
+// from its peer straight into its recv and reduces there: a quarter of
+// L2 (256 KiB where its size is unknown), so that the piece and the own
+// input's piece stay in L2 between the read and the reduction, with room
+// to spare. Larger pieces cost fewer system calls.
+var singleDirectPiece = func() int {
+	if cpu.CacheL2 <= 0 {
+		return 256 << 10
+	}
+	return min(max(cpu.CacheL2/4, 128<<10), 512<<10) &^ (lineBytes - 1)
+}()
 
 // singleReduceOn reports whether the slot half holds, beside the table,
 // a piece of at least a cache line per rank.
