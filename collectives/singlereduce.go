@@ -148,8 +148,13 @@ func (c *Comm) singleReduce(ctx context.Context, a *call, block func(j int) (int
 			into = 1
 		}
 	}
-	if into >= 0 && p == 2 {
-		piece = singleDirectPiece / a.esz * a.esz
+	if p == 2 {
+		// At most one piece in the scratch, the peer's.
+		piece = singleDirectPiece
+		if into < 0 {
+			piece = min(piece, len(scratch)&^(lineBytes-1))
+		}
+		piece = piece / a.esz * a.esz
 	}
 	// The k-way kernel writes over only its first source, so the own
 	// piece goes to the scratch first where dst is the own input (in
@@ -169,7 +174,11 @@ func (c *Comm) singleReduce(ctx context.Context, a *call, block func(j int) (int
 				srcs[q] = own[plo:phi]
 				continue
 			default:
-				srcs[q] = scratch[q*piece : q*piece+phi-plo]
+				k := q * piece
+				if p == 2 {
+					k = 0
+				}
+				srcs[q] = scratch[k : k+phi-plo]
 			}
 			if q != r {
 				if err := c.move(q, e, plo, srcs[q], false); err != nil {

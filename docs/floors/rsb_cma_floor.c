@@ -17,6 +17,13 @@
 //   scratch-nt  the same, recv stored non-temporally
 //   direct      per piece: process_vm_readv into recv, then recv += own while
 //               the piece is in the cache (no scratch)
+//   allreduce   direct, then process_vm_writev of each reduced piece (in the
+//               cache) into the peer's recv, at the peer's offset of the
+//               piece: the result is in both recvs (as in an allreduce of 2B
+//               bytes; the peer's half lies at recv+B, so recv holds 2B)
+//   allreduce-read  direct, and after each piece the process posts it and
+//               reads the peer's reduced piece from the peer's recv
+//               (process_vm_readv) instead of writing its own
 //   whole       one process_vm_readv of the whole block into recv, then
 //               recv += own
 //   read-only   only the reads of the peer's pieces into recv
@@ -42,18 +49,23 @@ static uint64_t cputime(void) {
 	return t.tv_sec * 1000000000ull + t.tv_nsec;
 }
 
-static void cma(pid_t pid, void *local, void *remote, size_t n) {
+static void cmarw(pid_t pid, void *local, void *remote, size_t n, int write) {
 	char *l = local, *r = remote;
 	while (n > 0) {
 		struct iovec li = {l, n}, ri = {r, n};
-		ssize_t k = process_vm_readv(pid, &li, 1, &ri, 1, 0);
+		ssize_t k = write ? process_vm_writev(pid, &li, 1, &ri, 1, 0) : process_vm_readv(pid, &li, 1, &ri, 1, 0);
 		if (k <= 0) {
-			perror("process_vm_readv");
+			perror(write ? "process_vm_writev" : "process_vm_readv");
 			exit(1);
 		}
 		l += k, r += k, n -= (size_t)k;
 	}
 }
+
+static void cma(pid_t pid, void *local, void *remote, size_t n) { cmarw(pid, local, remote, n, 0); }
+
+// cmaw writes n bytes of local into the peer's memory at remote.
+static void cmaw(pid_t pid, void *local, void *remote, size_t n) { cmarw(pid, local, remote, n, 1); }
 
 // sum computes d = a + b over n doubles; nt stores d non-temporally (d
 // 32-byte aligned, n a multiple of 4).
@@ -85,7 +97,7 @@ static void rank(int r, pid_t peer, const char *v) {
 	pin(r);
 	for (size_t k = 0; k < 2 * n; k++)
 		sendb[k] = (double)(k % 1000) + 1000 * r;
-	memset(recvb, 0, B);
+	memset(recvb, 0, 2 * B);
 	memset(scratch, 0, C);
 	memset(spare, 0, B);
 	double *own = sendb + r * n, *theirs = sendb + r * n; // the peer's half r, at the same address
@@ -105,6 +117,24 @@ static void rank(int r, pid_t peer, const char *v) {
 				size_t m = n - lo < c ? n - lo : c;
 				cma(peer, recvb + lo, theirs + lo, m * 8);
 				sum(recvb + lo, recvb + lo, own + lo, m, 0);
+			}
+		} else if (!strcmp(v, "allreduce")) {
+			for (size_t lo = 0; lo < n; lo += c) {
+				size_t m = n - lo < c ? n - lo : c;
+				cma(peer, recvb + lo, theirs + lo, m * 8);
+				sum(recvb + lo, recvb + lo, own + lo, m, 0);
+				cmaw(peer, recvb + lo, recvb + n + lo, m * 8);
+			}
+		} else if (!strcmp(v, "allreduce-read")) {
+			uint64_t k = 0;
+			for (size_t lo = 0; lo < n; lo += c, k++) {
+				size_t m = n - lo < c ? n - lo : c;
+				cma(peer, recvb + lo, theirs + lo, m * 8);
+				sum(recvb + lo, recvb + lo, own + lo, m, 0);
+				__atomic_store_n(&bar[16 * r + 8], (uint64_t)i << 32 | (k + 1), __ATOMIC_RELEASE);
+				while (__atomic_load_n(&bar[16 * q + 8], __ATOMIC_ACQUIRE) < ((uint64_t)i << 32 | (k + 1)))
+					_mm_pause();
+				cma(peer, recvb + n + lo, recvb + lo, m * 8);
 			}
 		} else if (!strcmp(v, "whole")) {
 			cma(peer, recvb, theirs, B);
@@ -131,6 +161,10 @@ static void rank(int r, pid_t peer, const char *v) {
 			double want = 2 * (double)((r * n + k) % 1000) + 1000;
 			if (recvb[k] != want) {
 				fprintf(stderr, "rank %d: element %zu of the result is %g, want %g\n", r, k, recvb[k], want);
+				exit(1);
+			}
+			if (!strncmp(v, "allreduce", 9) && recvb[n + k] != 2 * (double)((q * n + k) % 1000) + 1000) {
+				fprintf(stderr, "rank %d: element %zu of the peer's result is %g\n", r, k, recvb[n + k]);
 				exit(1);
 			}
 		}
@@ -170,7 +204,7 @@ int main(int argc, char **argv) {
 	}
 	bar = (volatile uint64_t *)m;
 	sendb = aligned_alloc(4096, 2 * B);
-	recvb = aligned_alloc(4096, B);
+	recvb = aligned_alloc(4096, 2 * B);
 	scratch = aligned_alloc(4096, C);
 	spare = aligned_alloc(4096, B);
 	pid_t parent = getpid(), child = fork();
