@@ -72,16 +72,34 @@ func (c *Comm) singleReduceRoot(ctx context.Context, a *call) error {
 	return c.singleEven(ctx, a, a.root)
 }
 
-// singleEven runs singleReduce on p blocks of about equal size.
+// singleEven runs singleReduce on p blocks of about equal size, but for
+// a reduce of two ranks of at most two direct pieces, whose non-root also
+// writes its block into the root's recv from the cache: there the root
+// reduces singleRootShare of the vector. Larger vectors are split evenly,
+// since the memory's pace, which the ranks share, bounds them.
 func (c *Comm) singleEven(ctx context.Context, a *call, to int) error {
 	pre := c.sc.pre
 	evenSplit(pre, c.size, a.count)
+	if to >= 0 && c.size == 2 && a.count*a.esz <= 2*singleDirectPiece {
+		k := int(uint64(a.count) * singleRootShare >> 8)
+		if to == 1 {
+			k = a.count - k
+		}
+		pre[1] = k
+	}
 	var dst []byte
 	if to == singleToAll || to == c.rank {
 		dst = a.recv[pre[c.rank]*a.esz : pre[c.rank+1]*a.esz]
 	}
 	return c.singleReduce(ctx, a, func(j int) (int, int) { return pre[j] * a.esz, pre[j+1] * a.esz }, dst, to)
 }
+
+// singleRootShare is, in 256ths, the part of a reduce of two ranks that
+// the root reduces: the non-root reads the root's input, reduces and
+// writes the result into the root's recv, the root only reads and
+// reduces, so the root's part is about as much larger as the non-root's
+// write costs.
+const singleRootShare = 171
 
 func (c *Comm) singleReduceScatter(ctx context.Context, a *call) error {
 	return c.singleReduce(ctx, a, func(j int) (int, int) { return a.displs[j] * a.esz, (a.displs[j] + a.counts[j]) * a.esz }, a.recv, singleToNone)
