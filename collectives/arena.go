@@ -58,13 +58,11 @@ func (h *heap) release(off int) bool {
 	delete(h.used, off)
 	i, _ := slices.BinarySearchFunc(h.free, off, func(s heapSpan, off int) int { return s.off - off })
 	h.free = slices.Insert(h.free, i, heapSpan{off, n})
-	if i+1 < len(h.free) && h.free[i].off+h.free[i].n == h.free[i+1].off {
-		h.free[i].n += h.free[i+1].n
-		h.free = slices.Delete(h.free, i+1, i+2)
-	}
-	if i > 0 && h.free[i-1].off+h.free[i-1].n == h.free[i].off {
-		h.free[i-1].n += h.free[i].n
-		h.free = slices.Delete(h.free, i, i+1)
+	for _, j := range [2]int{i, i - 1} { // with the next span, then with the previous
+		if j >= 0 && j+1 < len(h.free) && h.free[j].off+h.free[j].n == h.free[j+1].off {
+			h.free[j].n += h.free[j+1].n
+			h.free = slices.Delete(h.free, j+1, j+2)
+		}
 	}
 	return true
 }

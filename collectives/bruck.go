@@ -62,12 +62,10 @@ func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 		c.post(e, 1)
 		pre := c.sc.pre
 		evenSplit(pre, p, m)
+		if err := c.waitAll(ctx, e, 1); err != nil {
+			return err
+		}
 		for q := range p {
-			if q != r {
-				if err := c.wait(ctx, q, e, 1); err != nil {
-					return err
-				}
-			}
 			c.sc.srcs[q] = span(c.slotHalf(q, e), esz, pre[r], pre[r+1])
 		}
 		a.red.reduceK(span(h, esz, M, M+pre[r+1]-pre[r]), c.sc.srcs)

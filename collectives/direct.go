@@ -12,7 +12,7 @@ import (
 // in the arena (Alloc), and every rank reads what it needs from the other
 // ranks' buffers in place. Nothing is copied into a slot. One step per
 // call; the first post of a rank carries the heap offsets of its buffers in
-// the inline bytes of its counter's line (putOffsets).
+// the inline bytes of its counter's line (postOffsets).
 //
 //   - allreduce: every rank posts phase 1; rank r reduces block r of the p
 //     inputs in rank order, one pass of the k-way kernel as in Flat, into
@@ -51,9 +51,9 @@ const soloMax = 4 << 20
 // copies into the slot half at a time.
 const directChunk = 64 << 10
 
-// putOffsets writes the heap offsets of b0 and b1 (in this rank's heap,
-// or empty) into the inline bytes of step e, for the first post.
-func (c *Comm) putOffsets(e uint64, b0, b1 []byte) {
+// postOffsets writes the heap offsets of b0 and b1 (in this rank's heap,
+// or empty) into the inline bytes of step e and posts phase 1.
+func (c *Comm) postOffsets(e uint64, b0, b1 []byte) {
 	t := c.tiny(c.rank, e)
 	for i, b := range [2][]byte{b0, b1} {
 		off := 0
@@ -62,6 +62,7 @@ func (c *Comm) putOffsets(e uint64, b0, b1 []byte) {
 		}
 		binary.LittleEndian.PutUint64(t[8*i:], uint64(off))
 	}
+	c.post(e, 1)
 }
 
 // peerBuf waits for rank q's phase of step e and returns n bytes of q's
@@ -130,8 +131,7 @@ func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 	pre := c.sc.pre
 	evenSplit(pre, p, a.count)
 	lo, hi := pre[r]*esz, pre[r+1]*esz
-	c.putOffsets(e, in, a.recv)
-	c.post(e, 1)
+	c.postOffsets(e, in, a.recv)
 	if err := c.directSources(ctx, e, in, lo, hi); err != nil {
 		return err
 	}
@@ -174,8 +174,7 @@ func (c *Comm) directReduceScatter(ctx context.Context, a *call) error {
 	if err != nil {
 		return err
 	}
-	c.putOffsets(e, a.send, nil)
-	c.post(e, 1)
+	c.postOffsets(e, a.send, nil)
 	lo, hi := a.displs[r]*esz, (a.displs[r]+a.counts[r])*esz
 	if err := c.directSources(ctx, e, a.send, lo, hi); err != nil {
 		return err
@@ -196,8 +195,7 @@ func (c *Comm) directAllgather(ctx context.Context, a *call) error {
 	if err != nil {
 		return err
 	}
-	c.putOffsets(e, own, nil)
-	c.post(e, 1)
+	c.postOffsets(e, own, nil)
 	if a.send != nil {
 		simd.Copy(mine, a.send) // while the peers read theirs
 	}
@@ -219,8 +217,7 @@ func (c *Comm) directBcast(ctx context.Context, a *call) error {
 		return err
 	}
 	if c.rank == a.root {
-		c.putOffsets(e, a.recv, nil)
-		c.post(e, 1)
+		c.postOffsets(e, a.recv, nil)
 		if err := c.waitAll(ctx, e, 2); err != nil {
 			return err
 		}

@@ -32,7 +32,7 @@ import (
 
 func init() {
 	register(CollBcast, MST, onSchedule(MST, CollBcast), true)
-	register(CollReduce, MST, (*Comm).mstReduce, true)
+	register(CollReduce, MST, onSchedule(MST, CollReduce), true)
 	register(CollScatter, MST, (*Comm).mstBlocks, true)
 	register(CollGather, MST, (*Comm).mstBlocks, true)
 }
@@ -109,15 +109,6 @@ func mstAdd(b *schedBuilder, levels [][]mstUnit, kind Collective) {
 		}
 		b.endRound()
 	}
-}
-
-func (c *Comm) mstReduce(ctx context.Context, a *call) error {
-	M := c.half / a.esz
-	if a.red.user != nil && !a.red.comm {
-		M /= 2 // buffer X is the scratch of peer-op-own reductions
-	}
-	s := c.sched(schedKey{alg: MST, coll: CollReduce, root: a.root})
-	return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 }
 
 // mstBlocks runs the MST scatter (the root copies in every block but its

@@ -42,8 +42,7 @@ import (
 // eliminated ranks read the result at the end.
 //
 // At p = 2 the allreduce and the reduce-scatter run the pair loop
-// instead (pair.go): the same operands in the same order, in one loop of
-// chunks.
+// instead (pair.go): the same operands in the same order.
 //
 // Reduce-scatter: the butterfly without the allgather; position i holds
 // the blocks of the survivor that ends with it and of the ranks it keeps,
@@ -62,14 +61,15 @@ import (
 // schedule builder adds).
 
 func init() {
-	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21} {
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RabenseifnerOdd} {
 		register(CollAllreduce, alg, (*Comm).rabAllreduce, true)
-		register(CollReduce, alg, (*Comm).rabAllreduce, true)
 		register(CollReduceScatterBlock, alg, (*Comm).rabReduceScatter, true)
 		register(CollReduceScatter, alg, (*Comm).rabReduceScatter, true)
 	}
+	for _, alg := range []Algorithm{Rabenseifner, Rabenseifner21, RecDoubling} {
+		register(CollReduce, alg, (*Comm).rabAllreduce, true)
+	}
 	register(CollAllreduce, RecDoubling, (*Comm).rabAllreduce, true)
-	register(CollReduce, RecDoubling, (*Comm).rabAllreduce, true)
 }
 
 // rabHalvingMinBytes: a butterfly level halves its range if the range has
@@ -270,12 +270,11 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 	for _, g := range levels[L] {
 		buf[g[0].rank], pos[g[0].rank] = g[0].buf, g[0].lo
 	}
-	final := func(e int) int {
-		k := keeper[e]
-		for keeper[k] >= 0 {
-			k = keeper[k]
+	final := func(r int) int { // the survivor that keeps rank r's data: r if none
+		for keeper[r] >= 0 {
+			r = keeper[r]
 		}
-		return k
+		return r
 	}
 	// An eliminated rank reads its result (allreduce), its position
 	// (reduce-scatter) or the root's (reduce) from its final keeper.
@@ -284,18 +283,13 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 	case CollAllreduce:
 		rabAllgather(b, units[:h], buf)
 		for e := range p {
-			if keeper[e] >= 0 {
-				k := final(e)
+			if k := final(e); k != e {
 				b.read(e, k, buf[k], 0, P, bufW, 0, bufW, 0, xCopy)
 				buf[e], last = bufW, true
 			}
 		}
 	case CollReduce:
-		target := root
-		if keeper[root] >= 0 {
-			target = final(root)
-		}
-		if c := rabGather(b, levels, units, h, buf, target); root != c {
+		if c := rabGather(b, levels, units, h, buf, final(root)); root != c {
 			b.read(root, c, buf[c], 0, P, bufW, 0, bufW, 0, xCopy)
 			buf[root], last = bufW, true
 		}
@@ -303,9 +297,8 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 		s := b.s
 		s.posBlocks = make([][]int, P)
 		for r := range p {
-			k := r
-			if keeper[r] >= 0 {
-				k = final(r)
+			k := final(r)
+			if k != r {
 				b.read(r, k, bufW, pos[k], pos[k]+1, bufW, 0, bufW, pos[k], xCopy)
 				last = true
 			}
@@ -452,12 +445,6 @@ func (c *Comm) rabScatter(ctx context.Context, a *call, s *schedule) error {
 // write what the butterfly writes, and the last round writes parts whose
 // readers of step 1 the rank has heard from since (structure; the
 // schedule builder verifies both).
-
-func init() {
-	register(CollAllreduce, RabenseifnerOdd, (*Comm).rabAllreduce, true)
-	register(CollReduceScatterBlock, RabenseifnerOdd, (*Comm).rabReduceScatter, true)
-	register(CollReduceScatter, RabenseifnerOdd, (*Comm).rabReduceScatter, true)
-}
 
 func rabOddSchedule(p int, kind Collective) *schedule {
 	n := bits.TrailingZeros(uint(p))

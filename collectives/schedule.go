@@ -206,9 +206,7 @@ func (b *schedBuilder) endRound() {
 		if len(b.cur[r]) == 0 {
 			continue
 		}
-		for len(b.rds[r]) < t {
-			b.rds[r] = append(b.rds[r], nil)
-		}
+		b.rds[r] = append(b.rds[r], make([][]schedXfer, t-len(b.rds[r]))...) // no reads in the rounds between
 		xs := b.cur[r]
 		for i := range xs {
 			x := &xs[i]
@@ -559,7 +557,7 @@ func (c *Comm) copyResult(esz int, s *schedule, h []byte, off []int, xoff int, o
 
 // onSchedule returns the impl that runs coll's driver on alg's schedule:
 // schedAllgather, schedReduceScatter, schedBcast (the schedule of the
-// call's root), or schedVector for allreduce.
+// call's root), or schedVector for allreduce and reduce.
 func onSchedule(alg Algorithm, coll Collective) impl {
 	return func(c *Comm, ctx context.Context, a *call) error {
 		switch coll {
@@ -570,8 +568,12 @@ func onSchedule(alg Algorithm, coll Collective) impl {
 		case CollBcast:
 			return c.schedBcast(ctx, a, c.sched(schedKey{alg: alg, coll: coll, root: a.root}))
 		}
-		s := c.sched(schedKey{alg: alg, coll: coll})
-		return c.schedVector(ctx, a, c.half/a.esz, func(int) *schedule { return s })
+		M := c.half / a.esz
+		if a.red.user != nil && !a.red.comm {
+			M /= 2 // buffer X is the scratch of peer-op-own reductions
+		}
+		s := c.sched(schedKey{alg: alg, coll: coll, root: a.root}) // an allreduce's root is 0
+		return c.schedVector(ctx, a, M, func(int) *schedule { return s })
 	}
 }
 

@@ -56,6 +56,8 @@ func init() {
 	register(CollAllreduce, Tree, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeDoubly) }, true)
 	register(CollAllreduce, ReduceBcast, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeReduceBcast) }, true)
 	register(CollAllreduce, DualRoot, func(c *Comm, ctx context.Context, a *call) error { return c.treeAllreduce(ctx, a, treeDual) }, true)
+	register(CollReduce, Tree, (*Comm).treeReduce, true)
+	register(CollBcast, Tree, (*Comm).treeBcast, true)
 }
 
 // treeNode is a rank's place in the trees of a treeKind.
@@ -250,12 +252,11 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 				if err != nil {
 					return err
 				}
-				if nd.c0 >= 0 {
-					simd.Copy(s.blk(res, b), src)
-				} else {
+				if nd.c0 < 0 { // a leaf: nobody reads its result block
 					simd.Copy(s.blk(out, b), src)
 					continue
 				}
+				simd.Copy(s.blk(res, b), src)
 			}
 			simd.Copy(s.blk(out, b), s.blk(res, b))
 			if nd.c0 >= 0 {
@@ -291,11 +292,6 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 // slot half, which holds the whole segment, once, before the phase that
 // exposes it. In place at a reduce root, input block t is read in round t
 // and result block t written in round t or later.
-
-func init() {
-	register(CollReduce, Tree, (*Comm).treeReduce, true)
-	register(CollBcast, Tree, (*Comm).treeBcast, true)
-}
 
 // rootedLead is the latency in rounds besides one round per block of a
 // one-way pipeline down (or up) the postorder tree of p ranks to root.
