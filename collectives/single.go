@@ -171,12 +171,11 @@ func singleMax(coll Collective) int {
 // compare against 9ffd10c at np = 2).
 const singleAlltoallMax = 32 << 20
 
-// singleReduceMax bounds the reductions but allreduce that take Single
-// without a pin: from there the slots' algorithms, whose large reductions
-// store non-temporally, may be ahead (not measured since two ranks read
-// the peer's pieces straight into the recv). Allreduce takes Single at
-// every size from singleMin: it is ahead of the slots' algorithms at
-// 64 MiB too (shmbench run -np 2 -coll allreduce -algo
+// singleReduceMax bounds the reductions other than allreduce that take
+// Single without a pin: from there they take the slots' algorithms, whose
+// large reductions store non-temporally. Allreduce takes Single at every
+// size from singleMin: it is ahead of the slots' algorithms at 64 MiB
+// too (shmbench run -np 2 -coll allreduce -algo
 // single,circulant,rabenseifner).
 const singleReduceMax = 32 << 20
 

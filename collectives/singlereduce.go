@@ -9,9 +9,10 @@ import (
 // The Single reductions: allreduce, reduce, reduce-scatter and
 // reduce-scatter block of private buffers without copying the inputs into
 // the slots. Rank r reduces block r of the p inputs, reading each peer's
-// piece of it by cross-memory attach into its own slot half (a piece at a
-// time, so that it is read from the cache), and reduces the pieces with
-// its own in rank order into block r of its recv; the allreduce then
+// piece of it by cross-memory attach into its own slot half, or the first
+// one straight into its recv where that is apart from its input (a piece
+// at a time, so that it is read from the cache), and reduces the pieces
+// with its own in rank order into block r of its recv; the allreduce then
 // writes each reduced piece, still in the cache, into every peer's recv,
 // and a reduce's non-root writes it into the root's recv only. Each input
 // byte is read from memory once and each result byte written once per
