@@ -157,7 +157,7 @@ func singleMax(coll Collective) int {
 	switch coll {
 	case CollAlltoall, CollAlltoallv, CollAllgatherv:
 		return singleAlltoallMax
-	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
+	case CollReduce, CollReduceScatterBlock, CollReduceScatter:
 		return singleReduceMax
 	}
 	return math.MaxInt
@@ -171,11 +171,12 @@ func singleMax(coll Collective) int {
 // compare against 9ffd10c at np = 2).
 const singleAlltoallMax = 32 << 20
 
-// singleReduceMax bounds the reductions that take Single without a pin:
-// from there the slots' algorithms, whose large reductions store
-// non-temporally, are ahead (shmbench run -np 2 -coll allreduce -algo
-// single,circulant,rabenseifner at 16 and 64 MiB, and an MPI program
-// with libshmcoll preloaded at 32 MiB).
+// singleReduceMax bounds the reductions other than allreduce that take
+// Single without a pin: from there they take the slots' algorithms, whose
+// large reductions store non-temporally. Allreduce takes Single at every
+// size from singleMin: it is ahead of the slots' algorithms at 64 MiB
+// too (shmbench run -np 2 -coll allreduce -algo
+// single,circulant,rabenseifner).
 const singleReduceMax = 32 << 20
 
 // CrossMemory returns nil if the ranks of c can read each other's private

@@ -1,13 +1,18 @@
 package collectives
 
-import "context"
+import (
+	"context"
+
+	"github.com/shmcoll/shmcoll/internal/cpu"
+)
 
 // The Single reductions: allreduce, reduce, reduce-scatter and
 // reduce-scatter block of private buffers without copying the inputs into
 // the slots. Rank r reduces block r of the p inputs, reading each peer's
-// piece of it by cross-memory attach into its own slot half (a piece at a
-// time, so that it is read from the cache), and reduces the pieces with
-// its own in rank order into block r of its recv; the allreduce then
+// piece of it by cross-memory attach into its own slot half, or the first
+// one straight into its recv where that is apart from its input (a piece
+// at a time, so that it is read from the cache), and reduces the pieces
+// with its own in rank order into block r of its recv; the allreduce then
 // writes each reduced piece, still in the cache, into every peer's recv,
 // and a reduce's non-root writes it into the root's recv only. Each input
 // byte is read from memory once and each result byte written once per
@@ -33,6 +38,18 @@ func init() {
 // reduction reads from each peer before reducing it.
 const singleReduceChunk = 64 << 10
 
+// singleDirectPiece is the piece of its block that a rank of two reads
+// from its peer straight into its recv and reduces there: a quarter of
+// L2 (256 KiB where its size is unknown), so that the piece and the own
+// input's piece stay in L2 between the read and the reduction, with room
+// to spare. Larger pieces cost fewer system calls.
+var singleDirectPiece = func() int {
+	if cpu.CacheL2 <= 0 {
+		return 256 << 10
+	}
+	return min(max(cpu.CacheL2/4, 128<<10), 512<<10) &^ (lineBytes - 1)
+}()
+
 // singleReduceOn reports whether the slot half holds, beside the table,
 // a piece of at least a cache line per rank.
 func (c *Comm) singleReduceOn() bool { return c.singleReducePiece() > 0 }
@@ -56,16 +73,34 @@ func (c *Comm) singleReduceRoot(ctx context.Context, a *call) error {
 	return c.singleEven(ctx, a, a.root)
 }
 
-// singleEven runs singleReduce on p blocks of about equal size.
+// singleEven runs singleReduce on p blocks of about equal size, but for
+// a reduce of two ranks of at most two direct pieces, whose non-root also
+// writes its block into the root's recv from the cache: there the root
+// reduces singleRootShare of the vector. Larger vectors are split evenly,
+// since the memory's pace, which the ranks share, bounds them.
 func (c *Comm) singleEven(ctx context.Context, a *call, to int) error {
 	pre := c.sc.pre
 	evenSplit(pre, c.size, a.count)
+	if to >= 0 && c.size == 2 && a.count*a.esz <= 2*singleDirectPiece {
+		k := int(uint64(a.count) * singleRootShare >> 8)
+		if to == 1 {
+			k = a.count - k
+		}
+		pre[1] = k
+	}
 	var dst []byte
 	if to == singleToAll || to == c.rank {
 		dst = a.recv[pre[c.rank]*a.esz : pre[c.rank+1]*a.esz]
 	}
 	return c.singleReduce(ctx, a, func(j int) (int, int) { return pre[j] * a.esz, pre[j+1] * a.esz }, dst, to)
 }
+
+// singleRootShare is, in 256ths, the part of a reduce of two ranks that
+// the root reduces: the non-root reads the root's input, reduces and
+// writes the result into the root's recv, the root only reads and
+// reduces, so the root's part is about as much larger as the non-root's
+// write costs.
+const singleRootShare = 171
 
 func (c *Comm) singleReduceScatter(ctx context.Context, a *call) error {
 	return c.singleReduce(ctx, a, func(j int) (int, int) { return a.displs[j] * a.esz, (a.displs[j] + a.counts[j]) * a.esz }, a.recv, singleToNone)
@@ -119,32 +154,73 @@ func (c *Comm) singleReduce(ctx context.Context, a *call, block func(j int) (int
 	own := in[lo:hi]
 	piece := c.singleReducePiece() / a.esz * a.esz
 	scratch := c.slotHalf(r, e)[singleScratch(p):]
+	// Where dst is apart from the own input, the piece of the first
+	// source (rank 1's for rank 0 of two) is read straight into dst and
+	// reduced there: no scratch, and for two ranks pieces as large as L2
+	// holds beside the own input's, so fewer system calls.
+	into := -1 // the rank whose piece is read into dst
+	if len(dst) > 0 && !overlaps(own, dst) {
+		switch {
+		case r != 0:
+			into = 0
+		case p == 2:
+			into = 1
+		}
+	}
+	if p == 2 {
+		// At most one piece in the scratch, the peer's.
+		piece = singleDirectPiece
+		if into < 0 {
+			piece = min(piece, len(scratch)&^(lineBytes-1))
+		}
+		piece = piece / a.esz * a.esz
+	}
 	// The k-way kernel writes over only its first source, so the own
 	// piece goes to the scratch first where dst is the own input (in
 	// place) and that is not the first source, or where the piece is
 	// reduced into the first source's scratch (no dst) and that source
-	// is the own input.
-	toScratch := dst == nil && r == 0 || len(dst) > 0 && unsafePtr(own) == unsafePtr(dst) && r != 0
+	// is the own input. Two sources take the two-operand kernel, whose
+	// result may be either source.
+	toScratch := p > 2 && (dst == nil && r == 0 || len(dst) > 0 && unsafePtr(own) == unsafePtr(dst) && r != 0)
 	srcs := c.sc.chunk
 	for plo := 0; plo < len(own); plo += piece {
 		phi := min(plo+piece, len(own))
 		for q := range p {
-			srcs[q] = scratch[q*piece : q*piece+phi-plo]
+			switch {
+			case q == into:
+				srcs[q] = dst[plo:phi]
+			case q == r && !toScratch:
+				srcs[q] = own[plo:phi]
+				continue
+			default:
+				k := q * piece
+				if p == 2 {
+					k = 0
+				}
+				srcs[q] = scratch[k : k+phi-plo]
+			}
 			if q != r {
 				if err := c.move(q, e, plo, srcs[q], false); err != nil {
 					return err
 				}
-			} else if toScratch {
-				copy(srcs[q], own[plo:phi])
 			} else {
-				srcs[q] = own[plo:phi]
+				copy(srcs[q], own[plo:phi])
 			}
 		}
-		out := srcs[0]
-		if dst != nil {
+		var out []byte
+		switch {
+		case dst != nil:
 			out = dst[plo:phi]
+		case p == 2:
+			out = srcs[1-r]
+		default:
+			out = srcs[0]
 		}
-		a.red.reduceK(out, srcs)
+		if p == 2 {
+			a.red.reduce3(out, srcs[0], srcs[1])
+		} else {
+			a.red.reduceK(out, srcs)
+		}
 		for i := 1; i < p; i++ {
 			if q := c.next(i); to == singleToAll || to == q {
 				if err := c.moveRange(q, e, 1, plo, out, true); err != nil {

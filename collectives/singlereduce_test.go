@@ -212,8 +212,9 @@ func singleReduceCalls(c *Comm, n int, want Algorithm) error {
 }
 
 // singleReduceSizes are the vectors (elements of 4 bytes) of the tests:
-// shorter than p, odd, several pieces.
-func singleReduceSizes() []int { return []int{1, 3, 1001, 64<<10 + 3} }
+// shorter than p, odd, several pieces (of the direct pieces at p = 2
+// too).
+func singleReduceSizes() []int { return []int{1, 3, 1001, 64<<10 + 3, 300<<10 + 5} }
 
 // TestSingleReduceInProcess: goroutine ranks, Single pinned, with slots
 // that hold a few pieces and with the default slots.
