@@ -52,16 +52,11 @@ func bruckSchedule(p int, reduce bool) *schedule {
 }
 
 func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
-	esz, p, N, r := a.esz, c.size, a.count, c.rank
+	esz, p, r := a.esz, c.size, c.rank
 	s := c.sched(schedKey{alg: Bruck, coll: CollAllreduce})
 	M := c.half / esz / 2
 	in := a.input()
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.vectorSteps(ctx, a.count, M, func(e uint64, base, m int) error {
 		h := c.slotHalf(r, e)
 		simd.Copy(h[:m*esz], span(in, esz, base, base+m))
 		c.post(e, 1)
@@ -87,7 +82,6 @@ func (c *Comm) bruckAllreduce(ctx context.Context, a *call) error {
 		c.eachRun(0, p, func(rot, user, n int) {
 			simd.Copy(span(a.recv, esz, user, user+n), span(h, esz, M+rot, M+rot+n))
 		})
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }

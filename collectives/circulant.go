@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/shmcoll/shmcoll/circulant"
 	"github.com/shmcoll/shmcoll/simd"
@@ -107,11 +108,7 @@ func (c *Comm) rounds(ctx context.Context, a *call, pl *circulant.Plan, e uint64
 			// crawls when the vCPUs sit on different dies, so it is timed.
 			t0 := c.adv.readStart((rhi - rlo) * esz)
 			c.eachRun(rd.Recv.Lo, rd.Recv.Hi, func(rot, user, n int) {
-				if stream {
-					a.red.reduce3Stream(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
-				} else {
-					a.red.reduce3(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n))
-				}
+				a.red.reduce3Stream(span(h, esz, rot, rot+n), span(in, esz, user, user+n), peer(rot, n), stream)
 			})
 			c.adv.reduceDone((rhi-rlo)*esz, t0)
 		case rd.Op == circulant.OpReduce:
@@ -178,18 +175,12 @@ func (c *Comm) copyOut(esz int, u, h []byte, i, i2 int) {
 const circSegBytes = 1 << 20
 
 func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
-	esz, p, N := a.esz, c.size, a.count
+	p := c.size
 	pl := c.plan(circulant.Allreduce)
-	M := min(c.half, circSegBytes) / esz
 	in := a.input()
 	first := pl.Rounds[0].Recv.Hi
 	lastRecv := pl.Rounds[len(pl.Rounds)-1].Recv
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.vectorSteps(ctx, a.count, min(c.half, circSegBytes)/a.esz, func(e uint64, base, m int) error {
 		evenSplit(c.sc.pre, p, m)
 		for j := range p {
 			c.sc.uoff[j] = base + c.sc.pre[j]
@@ -207,9 +198,8 @@ func (c *Comm) circAllreduce(ctx context.Context, a *call) error {
 		c.copyOut(a.esz, a.recv, h, done, lastRecv.Lo)
 		c.copyOut(a.esz, a.recv, h, lastRecv.Hi, p)
 		c.full = true
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // circBlocks is the reduce-scatter (gather false: Algorithm 1) or the
@@ -221,17 +211,8 @@ func (c *Comm) circBlocks(ctx context.Context, a *call, gather bool) error {
 		kind, in = circulant.Allgather, nil
 	}
 	pl := c.plan(kind)
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
 	lastRecv := pl.Rounds[len(pl.Rounds)-1].Recv
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		c.pieces(k, S, a.counts, a.displs)
+	return c.blockSteps(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		h := c.slotHalf(c.rank, e)
 		out := a.recv
 		if gather {
@@ -250,9 +231,8 @@ func (c *Comm) circBlocks(ctx context.Context, a *call, gather bool) error {
 			c.copyOut(esz, a.recv, h, lastRecv.Hi, p)
 		}
 		c.full = true
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // circBarrier: the reduce-scatter rounds without data: in round k a rank
@@ -305,13 +285,7 @@ func (c *Comm) circBcast(ctx context.Context, a *call) error {
 			forwards = true
 		}
 	}
-	M := c.half / esz
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.vectorSteps(ctx, N, c.half/esz, func(e uint64, base, m int) error {
 		seg := span(a.recv, esz, base, base+m)
 		h := c.slotHalf(c.rank, e)
 		if i == 0 {
@@ -331,9 +305,8 @@ func (c *Comm) circBcast(ctx context.Context, a *call) error {
 				c.post(e, 2)
 			}
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *Comm) circReduce(ctx context.Context, a *call) error {
@@ -341,13 +314,7 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 	t := c.skipTable()
 	i := (c.rank - a.root + p) % p
 	in := a.input()
-	M := c.half / esz
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.vectorSteps(ctx, N, c.half/esz, func(e uint64, base, m int) error {
 		c.post(e, 1)
 		h := c.slotHalf(c.rank, e)[:m*esz]
 		x := span(in, esz, base, base+m)
@@ -390,19 +357,15 @@ func (c *Comm) circReduce(ctx context.Context, a *call) error {
 		} else {
 			c.full = true
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // skipTable returns the ascending skips 1 = t[0] < ... < t[q] = p.
 func (c *Comm) skipTable() []int {
 	if c.table == nil {
-		n := len(c.skips)
-		c.table = make([]int, n)
-		for k, s := range c.skips {
-			c.table[n-1-k] = s
-		}
+		c.table = slices.Clone(c.skips)
+		slices.Reverse(c.table)
 	}
 	return c.table
 }
@@ -439,13 +402,9 @@ func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 	}
 	S := max(1, (n+per-1)/per)
 	in := a.input()
-	for k := range S {
+	return c.steps(ctx, S, func(e uint64, k int) error {
 		lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
 		m := hi - lo
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
 		// buf(x, b, j) is position j of buffer b in rank x's half.
 		buf := func(x int, b uint8, j int) []byte {
 			o := (int(b)*p + j) * m
@@ -482,7 +441,6 @@ func (c *Comm) circAlltoall(ctx context.Context, a *call) error {
 			simd.Copy(span(a.recv, esz, src*n+lo, src*n+hi), buf(c.rank, c.where[j], j))
 		}
 		c.full = true
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }

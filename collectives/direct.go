@@ -139,15 +139,12 @@ func (c *Comm) directAllreduce(ctx context.Context, a *call) error {
 	c.reduceDirect(a, a.recv[lo:hi], c.sc.srcs, c.slotHalf(r, e))
 	c.adv.reduceDone(hi-lo, t0)
 	c.post(e, 2)
-	// Where the reads of lines another core wrote crawl (the ranks asked
-	// for non-temporal stores: vCPUs on different dies), two ranks that do
-	// not work in place each reduce the other block too, from the inputs,
-	// rather than copy the other's result: the same operands in the same
-	// order, so the same bits. Each rank chooses for itself; what it reads
-	// is covered by phase 3 either way. On one L3, where copying the
-	// result is the faster, nobody asks. Up to soloMax: larger reductions
-	// run at the memory's pace, which can look slow enough to ask on one
-	// L3 too, where the second reduction's reads cost more than the copy.
+	// Where the store advice is on (vCPUs on different dies, where reading
+	// lines another core wrote is slow), two ranks not in place each reduce
+	// the other block too, from the inputs, rather than copy the peer's
+	// result: the same operands in the same order, so the same bits; phase 3
+	// covers the reads either way. Up to soloMax: larger reductions run at
+	// the memory's pace, where the second one's reads cost more than a copy.
 	solo := p == 2 && a.send != nil && len(in) <= soloMax && c.adv.advised()
 	for i := 1; i < p; i++ {
 		q := c.next(i)

@@ -125,17 +125,8 @@ func (c *Comm) mstReduce(ctx context.Context, a *call) error {
 // root copies its block in, the root copies the others out).
 func (c *Comm) mstBlocks(ctx context.Context, a *call) error {
 	esz, r, gather := a.esz, c.rank, a.coll == CollGather
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
 	s := c.sched(schedKey{alg: MST, coll: a.coll, root: a.root})
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		c.pieces(k, S, a.counts, a.displs)
+	return c.blockSteps(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		pre := c.sc.pre
 		h := c.slotHalf(r, e)
 		lo, n := pieceLo(k, S, a.count), pre[r+1]-pre[r] // this rank's piece
@@ -158,7 +149,6 @@ func (c *Comm) mstBlocks(ctx context.Context, a *call) error {
 		case !gather && r != a.root:
 			simd.Copy(span(a.recv, esz, lo, lo+n), span(h, esz, pre[r], pre[r+1]))
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }

@@ -29,26 +29,10 @@ const (
 	collSplit // internal: Split and Dup agreement
 )
 
-var collNames = [...]string{
-	CollAllreduce:          "allreduce",
-	CollReduceScatterBlock: "reduce_scatter_block",
-	CollReduceScatter:      "reduce_scatter",
-	CollAllgather:          "allgather",
-	CollAllgatherv:         "allgatherv",
-	CollBcast:              "bcast",
-	CollReduce:             "reduce",
-	CollBarrier:            "barrier",
-	CollAlltoall:           "alltoall",
-	CollAlltoallv:          "alltoallv",
-	CollScatter:            "scatter",
-	CollGather:             "gather",
-	CollScan:               "scan",
-	CollExscan:             "exscan",
-	numColls:               "",
-	collSplit:              "split",
-	collGatherv:            "gatherv",
-	collScatterv:           "scatterv",
-}
+// collNames are the names by Collective, in the order of the constants.
+var collNames = [...]string{"allreduce", "reduce_scatter_block", "reduce_scatter", "allgather",
+	"allgatherv", "bcast", "reduce", "barrier", "alltoall", "alltoallv", "scatter", "gather", "scan",
+	"exscan", collSplit: "split", collGatherv: "gatherv", collScatterv: "scatterv"}
 
 // String returns the collective's name as [ParseCollective] reads it
 // ("allreduce", "reduce_scatter_block", ...).

@@ -188,9 +188,9 @@ const aliasBytes = 16 << 10
 var aliasPool = sync.Pool{New: func() any { return new([aliasBytes]byte) }}
 
 // reduce3Stream is reduce3 storing dst non-temporally (simd's
-// Reduce3Stream), for a result that other ranks read next.
-func (r *reducer) reduce3Stream(dst, a, b []byte) {
-	if r.k != nil && len(dst) > 0 {
+// Reduce3Stream) if stream, for a result that other ranks read next.
+func (r *reducer) reduce3Stream(dst, a, b []byte, stream bool) {
+	if stream && r.k != nil && len(dst) > 0 {
 		r.k.Reduce3Stream(dst, a, b)
 		return
 	}

@@ -148,10 +148,7 @@ func rabTriple(b *schedBuilder, avail []int, m0, m1, m2 *rabMember, halving bool
 // before each level and after the last (levels[0..L]) and the units of
 // each level by group (units[l][group]).
 func rabButterfly(b *schedBuilder, groups [][]rabMember, L, h int, keeper []int) ([][][]rabMember, [][][]rabUnit) {
-	avail := make([]int, b.s.p)
-	for r := range avail {
-		avail[r] = b.t
-	}
+	avail := slices.Repeat([]int{b.t}, b.s.p)
 	levels := [][][]rabMember{groups}
 	units := make([][][]rabUnit, L)
 	for l := range L {
@@ -245,10 +242,7 @@ func rabSchedule(p int, elim21 bool, h int, kind Collective, root int) *schedule
 	L := floorLog2(p)
 	P := 1 << L
 	b := newSchedBuilder(p, P, false)
-	keeper := make([]int, p)
-	for i := range keeper {
-		keeper[i] = -1
-	}
+	keeper := slices.Repeat([]int{-1}, p)
 	z := 0 // ranks 2i+1 < 2z hand their vector to rank 2i (2-to-1)
 	if elim21 {
 		z = p - P
@@ -353,15 +347,10 @@ func (c *Comm) rabAllreduce(ctx context.Context, a *call) error {
 // rank's result buffer to recv (if any: reduce has it only at the root).
 // Buffer X starts at element M.
 func (c *Comm) schedVector(ctx context.Context, a *call, M int, mk func(m int) *schedule) error {
-	esz, N := a.esz, a.count
+	esz := a.esz
 	in := a.input()
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
+	return c.vectorSteps(ctx, a.count, M, func(e uint64, base, m int) error {
 		s := mk(m)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
 		h := c.slotHalf(c.rank, e)
 		off := c.sc.pre[:s.npos+1]
 		evenSplit(off, s.npos, m)
@@ -387,9 +376,8 @@ func (c *Comm) schedVector(ctx context.Context, a *call, M int, mk func(m int) *
 		if a.recv != nil {
 			c.copyResult(a.esz, s, h, off, M, out, -1)
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *Comm) rabReduceScatter(ctx context.Context, a *call) error {
@@ -413,11 +401,7 @@ func (c *Comm) rabScatter(ctx context.Context, a *call, s *schedule) error {
 		return c.fail(err)
 	}
 	off, boff := c.sc.pre[:s.npos+1], c.sc.uoff
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	return c.steps(ctx, S, func(e uint64, k int) error {
 		// Position i holds the pieces of the blocks s.posBlocks[i].
 		o := 0
 		for i, bl := range s.posBlocks {
@@ -439,9 +423,8 @@ func (c *Comm) rabScatter(ctx context.Context, a *call, s *schedule) error {
 		}
 		lo, hi := pieceLo(k, S, a.counts[c.rank]), pieceLo(k+1, S, a.counts[c.rank])
 		simd.Copy(span(a.recv, esz, lo, hi), span(h, esz, boff[c.rank], boff[c.rank]+hi-lo))
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // RabenseifnerOdd: the factorization of 001, p = 2^n q with q odd, on read

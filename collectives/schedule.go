@@ -40,12 +40,10 @@ import (
 // of phases), and where the rank does not already know that x posted phase
 // t'+2 it adds an acknowledgement: a wait for x's phase t'+2 before the
 // write. So a range is never overwritten before its readers are done, by
-// structure where the algorithm's waits imply it (the butterfly for a
-// power of two or with 2-to-1 elimination, BDE, the ring, Bruck and MST
-// need no acknowledgement at all; the tests assert it) and by an explicit
-// acknowledgement otherwise (whole-range exchanges, the triples of the
-// 3-to-2 elimination). Across steps see step.go. Copies that the user's
-// buffers can replace are marked direct and fused (schedXfer).
+// structure where the algorithm's waits imply it (each algorithm's file
+// says where; the tests assert it) and by an acknowledgement otherwise.
+// Across steps see step.go. Copies that the user's buffers can replace
+// are marked direct and fused (schedXfer).
 
 // xop is what a read does with the peer's positions.
 type xop uint8
@@ -288,13 +286,8 @@ func (b *schedBuilder) markFused(r int, rs *rankSchedule) {
 			n := x.phi - x.plo
 			lo, hi := x.olo, x.olo+n
 			if x.op != xCopy && x.obuf == bufW && x.dbuf == bufW && x.dlo == x.olo {
-				ok := !slices.Contains(touched[lo:hi], true)
-				for _, rec := range b.reads[r][bufW] {
-					if int(rec.round) <= t && rec.lo < hi && lo < rec.hi {
-						ok = false
-					}
-				}
-				if ok {
+				readBefore := slices.ContainsFunc(b.reads[r][bufW], func(rec readRec) bool { return int(rec.round) <= t && rec.lo < hi && lo < rec.hi })
+				if !readBefore && !slices.Contains(touched[lo:hi], true) {
 					x.fused = true
 					setRange(fused, lo, hi)
 				}
@@ -321,12 +314,7 @@ func (b *schedBuilder) markDirect(r int, rs *rankSchedule) {
 				continue
 			}
 			lo, hi := x.dlo, x.dlo+x.phi-x.plo
-			later := false
-			for _, rec := range b.reads[r][x.dbuf] {
-				if int(rec.round) > t && rec.lo < hi && lo < rec.hi {
-					later = true
-				}
-			}
+			later := slices.ContainsFunc(b.reads[r][x.dbuf], func(rec readRec) bool { return int(rec.round) > t && rec.lo < hi && lo < rec.hi })
 			for t2 := t; t2 < len(rs.rounds) && !later; t2++ {
 				for j, y := range rs.rounds[t2] {
 					if (t2 > t || j > i) && y.dbuf == x.dbuf && y.dlo < hi && lo < y.dlo+y.phi-y.plo {
@@ -521,11 +509,7 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 				case inPlace:
 					a.red.reduce(dst, src)
 				case out.probe && x.fused && len(dst) >= pipelineBytes/8:
-					if c.adv.probeRead(src) {
-						a.red.reduce3Stream(dst, own, src)
-					} else {
-						a.red.reduce3(dst, own, src)
-					}
+					a.red.reduce3Stream(dst, own, src, c.adv.probeRead(src))
 				default:
 					a.red.reduce3(dst, own, src)
 				}
@@ -537,8 +521,7 @@ func (c *Comm) runSchedule(ctx context.Context, a *call, s *schedule, e uint64, 
 		}
 	}
 	c.post(e, s.nrounds+1)
-	st := &rs.stats
-	c.last.add(Stats{Rounds: st.Rounds, Sent: st.Sent, Received: st.Received, Reduced: st.Reduced})
+	c.last.add(rs.stats)
 	if rs.fully {
 		c.full = true
 	}
@@ -566,15 +549,11 @@ func (c *Comm) copyResult(esz int, s *schedule, h []byte, off []int, xoff int, o
 	rs := &s.ranks[c.rank]
 	for _, rg := range rs.slotOut {
 		lo, hi := int(rg[0]), int(rg[1])
-		if !out.blocks {
-			c.copyDirect(esz, out, off, c.schedSpan(esz, s, h, off, xoff, c.rank, rs.out, lo, hi), lo, hi)
-			continue
+		if lo <= skip && skip < hi {
+			c.copyDirect(esz, out, off, c.schedSpan(esz, s, h, off, xoff, c.rank, rs.out, lo, skip), lo, skip)
+			lo = skip + 1
 		}
-		for j := lo; j < hi; j++ {
-			if j != skip {
-				c.copyDirect(esz, out, off, c.schedSpan(esz, s, h, off, xoff, c.rank, rs.out, j, j+1), j, j+1)
-			}
-		}
+		c.copyDirect(esz, out, off, c.schedSpan(esz, s, h, off, xoff, c.rank, rs.out, lo, hi), lo, hi)
 	}
 }
 
@@ -605,16 +584,7 @@ func onSchedule(alg Algorithm, coll Collective) impl {
 // send); the schedule leaves the reduced block r in W at rank r.
 func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) error {
 	esz := a.esz
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		c.pieces(k, S, a.counts, a.displs)
+	return c.blockSteps(ctx, a, c.half/esz, func(e uint64, k, S int) error {
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(c.rank, e)
 		for _, rg := range s.ranks[c.rank].slotIn {
@@ -629,62 +599,42 @@ func (c *Comm) schedReduceScatter(ctx context.Context, a *call, s *schedule) err
 		r := c.rank
 		lo := pieceLo(k, S, a.counts[r])
 		simd.Copy(span(a.recv, esz, lo, lo+pre[r+1]-pre[r]), span(h, esz, pre[r], pre[r+1]))
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // schedAllgather: every rank copies its own piece into W (position 0 if
 // the schedule is rotated), the schedule fills in the others.
 func (c *Comm) schedAllgather(ctx context.Context, a *call, s *schedule) error {
-	esz, p := a.esz, c.size
-	S, err := numPieces(a.counts, c.half/esz)
-	if err != nil {
-		return c.fail(err)
-	}
-	r := c.rank
-	for k := range S {
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
-		c.pieces(k, S, a.counts, a.displs)
+	esz, p, r := a.esz, c.size, c.rank
+	return c.blockSteps(ctx, a, c.half/esz, func(e uint64, _, _ int) error {
 		pre, uoff := c.sc.pre, c.sc.uoff
 		h := c.slotHalf(r, e)
-		if s.rotated {
-			c.copyIn(a.esz, h, a.recv, 0, 1)
+		out := schedOut{buf: a.recv, blocks: true}
+		if s.rotated { // R[0] is the rank's own block; the others go out at the end
+			c.copyIn(esz, h, a.recv, 0, 1)
+			out = schedOut{}
 		} else {
 			simd.Copy(span(h, esz, pre[r], pre[r+1]), span(a.recv, esz, uoff[r], uoff[r]+pre[r+1]-pre[r]))
 		}
 		c.post(e, 1)
-		if s.rotated {
-			if err := c.runSchedule(ctx, a, s, e, pre, 0, schedOut{}); err != nil {
-				return err
-			}
-			c.copyOut(a.esz, a.recv, h, 1, p)
-		} else {
-			out := schedOut{buf: a.recv, blocks: true}
-			if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
-				return err
-			}
-			c.copyResult(a.esz, s, h, pre, 0, out, r)
+		if err := c.runSchedule(ctx, a, s, e, pre, 0, out); err != nil {
+			return err
 		}
-		c.end(e)
-	}
-	return nil
+		if s.rotated {
+			c.copyOut(esz, a.recv, h, 1, p)
+		} else {
+			c.copyResult(esz, s, h, pre, 0, out, r)
+		}
+		return nil
+	})
 }
 
 // schedBcast: the root copies its segment into W, the schedule (on npos
 // nearly equal positions) copies it to every rank's W.
 func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
-	esz, N := a.esz, a.count
-	M := c.half / esz
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
+	esz := a.esz
+	return c.vectorSteps(ctx, a.count, c.half/esz, func(e uint64, base, m int) error {
 		h := c.slotHalf(c.rank, e)
 		seg := span(a.recv, esz, base, base+m)
 		if c.rank == a.root {
@@ -703,7 +653,6 @@ func (c *Comm) schedBcast(ctx context.Context, a *call, s *schedule) error {
 		if out.buf != nil {
 			c.copyResult(a.esz, s, h, off, 0, out, -1)
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }

@@ -1,6 +1,7 @@
 package collectives
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/shmcoll/shmcoll/simd"
@@ -13,6 +14,43 @@ import (
 // every segment keeps the load balanced. Allreduce, reduce, bcast and scan
 // cut the vector into contiguous segments and split each into p nearly
 // equal blocks.
+
+// steps runs body in n steps (at least one), k = 0 .. n-1, each begun
+// before body and ended after it.
+func (c *Comm) steps(ctx context.Context, n int, body func(e uint64, k int) error) error {
+	for k := range max(n, 1) {
+		e, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		if err := body(e, k); err != nil {
+			return err
+		}
+		c.end(e)
+	}
+	return nil
+}
+
+// vectorSteps runs body on the contiguous segments of at most M of N
+// elements, one step each: elements [base, base+m). N = 0 is one empty
+// segment.
+func (c *Comm) vectorSteps(ctx context.Context, N, M int, body func(e uint64, base, m int) error) error {
+	return c.steps(ctx, (N+M-1)/M, func(e uint64, k int) error { return body(e, k*M, min(M, N-k*M)) })
+}
+
+// blockSteps runs body on the S segments that cut the call's blocks into
+// pieces of at most capElems in all (numPieces), one step each, with
+// c.sc.pre and c.sc.uoff set for segment k (pieces).
+func (c *Comm) blockSteps(ctx context.Context, a *call, capElems int, body func(e uint64, k, S int) error) error {
+	S, err := numPieces(a.counts, capElems)
+	if err != nil {
+		return c.fail(err)
+	}
+	return c.steps(ctx, S, func(e uint64, k int) error {
+		c.pieces(k, S, a.counts, a.displs)
+		return body(e, k, S)
+	})
+}
 
 // evenSplit fills pre with p nearly equal blocks of m elements.
 func evenSplit(pre []int, p, m int) {

@@ -6,18 +6,12 @@ import (
 	"strings"
 )
 
-// Selection: the one place where a call's algorithm is decided (decide),
-// from inputs equal on every rank of a correct program: the collective,
-// the call's bytes (not an alltoallv's, which differ per rank: decide
-// takes them as 0, and each of its senders chooses one copy or the slot
-// itself and announces it, alltoallv.go), p, whether the operator commutes, whether every
-// buffer comes from [Alloc] (a rank that differs fails the descriptor
-// check), oversubscription, the pins and the table (whose hash the ranks
-// compare when they join). In order: a pin (Options.Algorithms over
-// SHMCOLL_ALGO_<COLL>); Direct, for arena buffers from directMin bytes
-// up; the table's entry (its ordered algorithm for a non-commutative
-// operator); the heuristic. The small-call path serves a collective up to
-// the size below which decide picks its algorithm at every size.
+// Selection: decide is the one place where a call's algorithm is decided,
+// from inputs equal on every rank (docs/DESIGN.md, Selection), in order: a
+// pin, Direct, Single, the table's entry (its ordered algorithm for a
+// non-commutative operator), the heuristic. An alltoallv's bytes differ
+// per rank: decide takes them as 0, and each of its senders chooses one
+// copy or the slot itself and announces it (alltoallv.go).
 
 // selectInput is what decide decides from, besides the communicator's
 // pins, table, p and oversubscription.

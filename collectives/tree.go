@@ -97,15 +97,9 @@ func postorderNode(lo, hi, r int) (parent, c0, c1, depth int) {
 	}
 }
 
-// treeHeight is the height of the postorder tree of s >= 1 ranks.
-func treeHeight(s int) int {
-	h := 0
-	for s > 1 {
-		s = s / 2 // the first subtree of s ranks has ceil((s-1)/2) = floor(s/2)
-		h++
-	}
-	return h
-}
+// treeHeight is the height of the postorder tree of s >= 1 ranks,
+// floor(log2 s): the first subtree of s ranks has ceil((s-1)/2) = floor(s/2).
+func treeHeight(s int) int { return floorLog2(s) }
 
 func treeNodeOf(kind treeKind, p, r int) treeNode {
 	nd := treeNode{peerRoot: -1}
@@ -207,16 +201,11 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 	M := area / esz
 	in := a.input()
 	singleRoot := nd.parent < 0 && nd.peerRoot < 0
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
+	return c.vectorSteps(ctx, N, M, func(e uint64, base, m int) error {
 		n := machineCost.blocks(kind.lead(nd.height), m*esz, m, machineCost.beta+machineCost.gamma)
 		D := nd.depth // the round in which this rank takes result block 0
 		if kind == treeReduceBcast {
 			D += n - 1
-		}
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
 		}
 		s := treeSeg{c: c, a: a, ctx: ctx, e: e, m: m, n: n}
 		h := c.slotHalf(c.rank, e)
@@ -275,9 +264,8 @@ func (c *Comm) treeAllreduce(ctx context.Context, a *call, kind treeKind) error 
 			}
 		}
 		c.full = true
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 // Tree's reduce and bcast: the same postorder tree of the p ranks used one
@@ -330,14 +318,8 @@ func (c *Comm) treeReduce(ctx context.Context, a *call) error {
 		D = nd.height
 	}
 	in := a.input()
-	M := c.half / esz
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
+	return c.vectorSteps(ctx, N, c.half/esz, func(e uint64, base, m int) error {
 		n := machineCost.blocks(rootedLead(p, a.root), m*esz, m, machineCost.beta+machineCost.gamma)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
 		s := treeSeg{c: c, a: a, ctx: ctx, e: e, m: m, n: n}
 		x := span(in, esz, base, base+m)
 		acc := c.slotHalf(c.rank, e)[:m*esz] // partial results
@@ -375,9 +357,8 @@ func (c *Comm) treeReduce(ctx context.Context, a *call) error {
 		}
 		// Rank p-1's result, and so the root's, needed every rank's data.
 		c.full = isRoot || c.rank == top
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *Comm) treeBcast(ctx context.Context, a *call) error {
@@ -390,14 +371,8 @@ func (c *Comm) treeBcast(ctx context.Context, a *call) error {
 	isRoot := c.rank == a.root
 	// Children other than the root read this rank's blocks.
 	exposed := nd.c0 >= 0 && nd.c0 != a.root || nd.c1 >= 0 && nd.c1 != a.root
-	M := c.half / esz
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
+	return c.vectorSteps(ctx, N, c.half/esz, func(e uint64, base, m int) error {
 		n := machineCost.blocks(rootedLead(p, a.root), m*esz, m, machineCost.beta)
-		e, err := c.begin(ctx)
-		if err != nil {
-			return err
-		}
 		s := treeSeg{c: c, a: a, ctx: ctx, e: e, m: m, n: n}
 		seg := span(a.recv, esz, base, base+m)
 		h := c.slotHalf(c.rank, e)[:m*esz]
@@ -407,8 +382,7 @@ func (c *Comm) treeBcast(ctx context.Context, a *call) error {
 			simd.Copy(h, seg)
 			c.last.Sent += uint64(n)
 			c.post(e, n+1)
-			c.end(e)
-			continue
+			return nil
 		}
 		c.post(e, 1)
 		for b := range n {
@@ -423,7 +397,6 @@ func (c *Comm) treeBcast(ctx context.Context, a *call) error {
 				c.post(e, b+2)
 			}
 		}
-		c.end(e)
-	}
-	return nil
+		return nil
+	})
 }
