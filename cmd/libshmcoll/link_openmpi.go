@@ -8,13 +8,15 @@ import "C"
 // defaultBands for Open MPI (see allBands for the form). shmcoll copies
 // private buffers once by cross-memory attach (the single algorithm), as
 // Open MPI does, so data movement is served at every size but the
-// largest alltoall blocks and scatter's middle blocks; reduce passes in
-// the middle sizes, where Open MPI's pipelined tree is faster (at p = 2,
-// where shmcoll's reduce reads the peer's input by cross-memory attach,
-// only from 4 KiB to 512 KiB); alltoallv
-// passes (all or nothing). From 5 ranks (oversubscribed on small nodes)
-// the smallest calls of allreduce, reduce_scatter_block, allgather,
-// reduce and alltoall pass too, where Open MPI's own were faster at p = 8.
+// largest alltoall blocks and, from 3 ranks, scatter's middle blocks;
+// reduce passes in the middle sizes, where Open MPI's pipelined tree is
+// faster (at p = 2, where shmcoll's reduce reads the peer's input by
+// cross-memory attach, only from 4 KiB to 512 KiB); alltoallv, whose band
+// is all or nothing, is served at p = 2 only, where shmcoll's was faster
+// up to 1 MiB and within a few percent above. From 5 ranks (oversubscribed
+// on small nodes) the smallest calls of allreduce, reduce_scatter_block,
+// allgather, reduce and alltoall pass too, where Open MPI's own were
+// faster at p = 8.
 const defaultBands = `
 allreduce            *      1:inf
 allreduce            5-inf  256:inf
@@ -32,7 +34,9 @@ barrier              *      0:inf
 alltoall             *      1:64K
 alltoall             5-inf  64:64K
 alltoallv            *      none
+alltoallv            2      0:inf
 scatter              *      1:128K,4M:inf
+scatter              2      1:inf
 gather               *      1:inf
 scan                 *      1:inf
 exscan               *      1:inf
