@@ -500,7 +500,11 @@ func (c *Comm) replicatedStep(ctx context.Context, a *call) error {
 		}
 		srcs[q] = src
 	}
-	a.red.reduceK(a.recv, srcs)
+	if k := a.red.k; k != nil && n > 0 {
+		k.ReduceK(a.recv, srcs) // reduceK's kernel case, one frame fewer
+	} else {
+		a.red.reduceK(a.recv, srcs)
+	}
 	c.last.add(Stats{Received: uint64(p - 1), Reduced: uint64(p - 1)})
 	c.full = true
 	c.end(e)
