@@ -1,4 +1,4 @@
-//go:build !purego && !noasm
+//go:build !purego && !noasm && !race
 
 package shm
 
@@ -11,7 +11,8 @@ import (
 // load one byte of every cache line of data (see touch). The loop is in
 // assembly on a cache line of its own: a wait's first spins decide how soon
 // it sees a post, and a Go loop's timing there changes with where the
-// linker happens to place it.
+// linker happens to place it. Not under the race detector, which does not
+// see an assembly load synchronize (spin_generic.go).
 func (e *Endpoint) spin(w *atomic.Uint64, v uint64, n int, data []byte) bool {
 	return spinUntil(w, v, n, unsafe.SliceData(data), len(data))
 }

@@ -1,4 +1,4 @@
-//go:build !purego && !noasm
+//go:build !purego && !noasm && !race
 
 #include "textflag.h"
 
