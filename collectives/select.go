@@ -329,7 +329,7 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	}
 	if call.Coll == CollAlltoallv && d.alg == Flat && d.why != byPin && in.single {
 		why += fmt.Sprintf("; each rank whose blocks add up to at least %s and less than %s sends them by cross-memory attach, the others through their slots",
-			formatTableSize(int64(singleMin(CollAlltoallv, call.Oversubscribed))), formatTableSize(int64(singleMax(CollAlltoallv))))
+			formatTableSize(int64(singleMin(CollAlltoallv, call.Oversubscribed))), formatTableSize(int64(singleMax(CollAlltoallv, call.Oversubscribed))))
 	}
 	for _, sp := range smallPaths {
 		if sp.coll != call.Coll || call.Arena || call.NonCommutative || call.P < 2 || call.Bytes < sp.lo {

@@ -149,11 +149,17 @@ func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
 		return true
 	}
 	m := singleMin(coll, over)
-	return pin == Auto && m > 0 && bytes >= m && bytes < singleMax(coll)
+	return pin == Auto && m > 0 && bytes >= m && bytes < singleMax(coll, over)
 }
 
-// singleMax bounds the calls of coll that take Single without a pin.
-func singleMax(coll Collective) int {
+// singleMax bounds the calls of coll that take Single without a pin. An
+// alltoallv sender whose ranks share CPUs sends through its slot from
+// singleAlltoallvOverMax: there the slots are ahead (shmbench compare -np
+// 8 against the same build with SHMCOLL_CMA=off).
+func singleMax(coll Collective, over bool) int {
+	if coll == CollAlltoallv && over {
+		return singleAlltoallvOverMax
+	}
 	switch coll {
 	case CollAlltoall, CollAlltoallv, CollAllgatherv:
 		return singleAlltoallMax
@@ -170,6 +176,8 @@ func singleMax(coll Collective) int {
 // uneven block makes one rank write far more than the others (shmbench
 // compare against 9ffd10c at np = 2).
 const singleAlltoallMax = 32 << 20
+
+const singleAlltoallvOverMax = 8 << 20
 
 // singleReduceMax bounds the reductions other than allreduce that take
 // Single without a pin: from there they take the slots' algorithms, whose

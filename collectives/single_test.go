@@ -293,9 +293,9 @@ func TestSingleSelection(t *testing.T) {
 			want bool
 		}{
 			{Call{Coll: coll, Bytes: m, P: 2, CrossMemory: true}, true},
-			{Call{Coll: coll, Bytes: 16 << 20, P: 2, CrossMemory: true}, 16<<20 < singleMax(coll)},
-			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true}, 64<<20 < singleMax(coll)},
-			{Call{Coll: coll, Bytes: singleMax(coll) - 1, P: 2, CrossMemory: true}, true},
+			{Call{Coll: coll, Bytes: 16 << 20, P: 2, CrossMemory: true}, 16<<20 < singleMax(coll, false)},
+			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true}, 64<<20 < singleMax(coll, false)},
+			{Call{Coll: coll, Bytes: singleMax(coll, false) - 1, P: 2, CrossMemory: true}, true},
 			{Call{Coll: coll, Bytes: m - 1, P: 2, CrossMemory: true}, false},
 			{Call{Coll: coll, Bytes: 64 << 20, P: 2}, false},
 			{Call{Coll: coll, Bytes: 64 << 20, P: 2, CrossMemory: true, Arena: true}, false},
