@@ -163,7 +163,7 @@ func singleMax(coll Collective, over bool) int {
 	switch coll {
 	case CollAlltoall, CollAlltoallv, CollAllgatherv:
 		return singleAlltoallMax
-	case CollReduce, CollReduceScatterBlock, CollReduceScatter:
+	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
 		return singleReduceMax
 	}
 	return math.MaxInt
@@ -177,14 +177,12 @@ func singleMax(coll Collective, over bool) int {
 // compare against 9ffd10c at np = 2).
 const singleAlltoallMax = 32 << 20
 
-const singleAlltoallvOverMax = 8 << 20
+const singleAlltoallvOverMax = 4 << 20
 
-// singleReduceMax bounds the reductions other than allreduce that take
-// Single without a pin: from there they take the slots' algorithms, whose
-// large reductions store non-temporally. Allreduce takes Single at every
-// size from singleMin: it is ahead of the slots' algorithms at 64 MiB
-// too (shmbench run -np 2 -coll allreduce -algo
-// single,circulant,rabenseifner).
+// singleReduceMax bounds the reductions that take Single without a pin:
+// from there the slots' algorithms, whose large reductions store
+// non-temporally, are ahead (shmbench run -np 2 -coll allreduce -sizes
+// 64M -algo single,circulant,rabenseifnerodd).
 const singleReduceMax = 32 << 20
 
 // CrossMemory returns nil if the ranks of c can read each other's private

@@ -14,7 +14,7 @@ import (
 // targets, and runs each once: allgather_floor and allgather_cma_floor
 // check their results, bcast_rule each value it receives, rooted_floor
 // each call's changed element and descriptor and the last call's whole
-// result, oversub_floor every counter each rank sees when it leaves a
+// result, rsb_cma_floor every element of its result, oversub_floor every counter each rank sees when it leaves a
 // barrier, and all must print their figures.
 // Their timings are not judged here. The programs pin a thread to each of
 // CPUs 0 and 1 (oversub_floor runs its processes there), which disturbs
@@ -50,6 +50,8 @@ func TestFloorPrograms(t *testing.T) {
 		{"rooted_floor", []string{"bcast", "early", "symmetric", "4096", "5000"}, `^bcast  early symmetric      4096 B: slower rank `},
 		{"rooted_floor", []string{"reduce", "early", "nonroot-first", "1000", "5000"}, `^reduce early nonroot-first  1000 B: slower rank `},
 		{"rooted_floor", []string{"reduce", "waits", "symmetric", "64", "5000"}, `^reduce waits symmetric        64 B: slower rank `},
+		{"rsb_cma_floor", []string{"64", "direct", "32", "50"}, `^direct +64 KiB blocks \(rsb of +128 KiB\), +32 KiB pieces: slower process median +[0-9.]+ us; CPU time +[0-9.]+ us\n$`},
+		{"rsb_cma_floor", []string{"64", "allreduce", "32", "50"}, `^allreduce +64 KiB blocks `},
 		{"oversub_floor", []string{"yield", "free", "2000"}, `^8 processes on 2 CPUs, free   wait yield    : iteration median +[0-9.]+ us, p99 +[0-9.]+ us, mean +[0-9.]+ us \(1800 iterations\)\n$`},
 		{"oversub_floor", []string{"futex", "spread", "2000"}, `^8 processes on 2 CPUs, spread wait futex    : iteration median `},
 	}
@@ -74,7 +76,7 @@ func TestFloorPrograms(t *testing.T) {
 		}
 	}
 	// A wrong use is refused with the usage line.
-	for _, r := range []struct{ prog, arg string }{{"allgather_floor", "0"}, {"allgather_cma_floor", "0"}, {"bcast_rule", "sometimes"}, {"rooted_floor", "bcast"}, {"oversub_floor", "often"}} {
+	for _, r := range []struct{ prog, arg string }{{"allgather_floor", "0"}, {"allgather_cma_floor", "0"}, {"bcast_rule", "sometimes"}, {"rooted_floor", "bcast"}, {"rsb_cma_floor", "0"}, {"oversub_floor", "often"}} {
 		out, err := exec.Command(filepath.Join(dir, r.prog), r.arg, "2").CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !regexp.MustCompile(`^usage: `+r.prog).Match(out) {
 			t.Errorf("%s %s 2: %v, %s; want exit 2 and the usage line", r.prog, r.arg, err, out)

@@ -12,8 +12,8 @@ import "C"
 // reduce passes in the middle sizes, where Open MPI's pipelined tree is
 // faster (at p = 2, where shmcoll's reduce reads the peer's input by
 // cross-memory attach, only from 4 KiB to 512 KiB); alltoallv, whose band
-// is all or nothing, is served at p = 2 only, where shmcoll's was faster
-// up to 1 MiB and within a few percent above. From 5 ranks (oversubscribed
+// is all or nothing, passes: at p = 2 the preloaded call was faster up to
+// 1 MiB but slower at 16 MiB. From 5 ranks (oversubscribed
 // on small nodes) the smallest calls of allreduce, reduce_scatter_block,
 // allgather, reduce and alltoall pass too, where Open MPI's own were
 // faster at p = 8.
@@ -34,7 +34,6 @@ barrier              *      0:inf
 alltoall             *      1:64K
 alltoall             5-inf  64:64K
 alltoallv            *      none
-alltoallv            2      0:inf
 scatter              *      1:128K,4M:inf
 scatter              2      1:inf
 gather               *      1:inf

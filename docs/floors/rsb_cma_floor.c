@@ -7,7 +7,7 @@
 // time the process ran: on a shared machine, the cost without the waits for
 // a CPU).
 //
-//   gcc -O2 -mavx2 -o /tmp/rsb_cma_floor docs/floors/rsb_cma_floor.c
+//   gcc -O2 -o /tmp/rsb_cma_floor docs/floors/rsb_cma_floor.c
 //   /tmp/rsb_cma_floor 512 scratch 64     # 512 KiB blocks: rsb of 1 MiB, 64 KiB pieces
 //   /tmp/rsb_cma_floor 8192 direct 256    # rsb of 16 MiB
 //
@@ -28,6 +28,7 @@
 //               recv += own
 //   read-only   only the reads of the peer's pieces into recv
 //   sum-only    only recv = own + spare (a local buffer): the reduction alone
+#pragma GCC target("avx2") // the sum and its non-temporal stores use AVX2
 #include "floors.h"
 
 #include <string.h>
