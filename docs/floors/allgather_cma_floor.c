@@ -29,10 +29,7 @@
 
 #include <immintrin.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 enum { CHUNK = 256 << 10 };
 
@@ -143,19 +140,6 @@ static void rank(int r, pid_t peer, const char *v) {
 	}
 }
 
-// slower returns the median over the calls after the first quarter (the
-// warm-up) of the slower process's t.
-static uint64_t slower(const uint64_t *t) {
-	uint64_t *s = malloc(sizeof(uint64_t) * iters);
-	for (int i = 0; i < iters; i++)
-		s[i] = t[i] > t[iters + i] ? t[i] : t[iters + i];
-	int skip = iters / 4;
-	qsort(s + skip, iters - skip, sizeof s[0], cmp_u64);
-	uint64_t m = s[skip + (iters - skip) / 2];
-	free(s);
-	return m;
-}
-
 int main(int argc, char **argv) {
 	if (argc < 3 || atoi(argv[1]) <= 0) {
 		fprintf(stderr, "usage: allgather_cma_floor KiB-per-block variant [calls]\n");
@@ -165,32 +149,16 @@ int main(int argc, char **argv) {
 	iters = argc > 3 ? atoi(argv[3]) : (int)(((size_t)2 << 30) / (2 * B) + 20);
 	if (iters > 2000)
 		iters = 2000;
-	char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	times = mmap(NULL, sizeof(uint64_t) * 2 * iters, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	cpu = mmap(NULL, sizeof(uint64_t) * 2 * iters, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED || times == MAP_FAILED || cpu == MAP_FAILED) {
-		perror("mmap");
-		return 1;
-	}
-	bar = (volatile uint64_t *)m;
+	bar = map_shared(4096);
+	times = map_shared(sizeof(uint64_t) * 2 * iters);
+	cpu = map_shared(sizeof(uint64_t) * 2 * iters);
 	sendb = aligned_alloc(4096, B);
 	recvb = aligned_alloc(4096, 2 * B);
 	spare = aligned_alloc(4096, B);
 	memset(spare, 0, B);
-	pid_t parent = getpid(), child = fork();
-	if (child < 0) {
-		perror("fork");
+	if (run_pair(rank, argv[2]) != 0)
 		return 1;
-	}
-	if (child == 0) {
-		rank(1, parent, argv[2]);
-		_exit(0);
-	}
-	rank(0, child, argv[2]);
-	int st;
-	if (waitpid(child, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return 1;
-	uint64_t med = slower(times), cmed = slower(cpu);
+	uint64_t med = warm_median_slower(times, iters), cmed = warm_median_slower(cpu, iters);
 	printf("%s %zu KiB blocks (allgather of %zu KiB): slower process median %.1f us, %.2f GB/s moved; CPU time %.1f us, "
 	       "%.2f GB/s\n",
 	       argv[2], B >> 10, B >> 9, med / 1e3, 4.0 * B / med, cmed / 1e3, 4.0 * B / cmed);

@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <immintrin.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline uint64_t now(void) {
 	struct timespec t;
@@ -43,6 +46,48 @@ static inline uint64_t *sort_slower(uint64_t *d0, uint64_t *d1, int n) {
 	qsort(d0, n, sizeof d0[0], cmp_u64);
 	qsort(d1, n, sizeof d1[0], cmp_u64);
 	return s;
+}
+
+// warm_median_slower returns the median, over the calls after the first
+// quarter (the warm-up), of the slower of two processes' times: t[i] and
+// t[n+i] are call i of each.
+static inline uint64_t warm_median_slower(const uint64_t *t, int n) {
+	uint64_t *s = malloc(sizeof(uint64_t) * n);
+	for (int i = 0; i < n; i++)
+		s[i] = t[i] > t[n + i] ? t[i] : t[n + i];
+	int skip = n / 4;
+	qsort(s + skip, n - skip, sizeof s[0], cmp_u64);
+	uint64_t m = s[skip + (n - skip) / 2];
+	free(s);
+	return m;
+}
+
+// map_shared maps n zeroed bytes that the processes forked after it share,
+// or exits.
+static inline void *map_shared(size_t n) {
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	return p;
+}
+
+// run_pair forks a second process, runs rank(1, parent, v) there and
+// rank(0, child, v) here, and returns 0 once both have finished well.
+static inline int run_pair(void (*rank)(int, pid_t, const char *), const char *v) {
+	pid_t parent = getpid(), child = fork();
+	if (child < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (child == 0) {
+		rank(1, parent, v);
+		_exit(0);
+	}
+	rank(0, child, v);
+	int st;
+	return waitpid(child, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
 }
 
 // pair_barrier is a barrier of two ranks on their counters self and other
