@@ -98,8 +98,8 @@ type Comm struct {
 	small   [numSmall]smallMemo
 	last    Stats // counts of the current or last call
 	total   Stats
-	kernels kernelCache // the built-in kernels the small-call path uses
 	args    call        // storage of the call in progress, which start hands to the entry point (calls do not allocate)
+	kernels kernelCache // the built-in kernels the small-call path uses
 	adv     storeAdvice
 	sc      scratch                  // memory the calls reuse
 	prog    atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first

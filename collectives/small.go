@@ -86,18 +86,22 @@ var smallPaths = [numSmall]struct {
 }
 
 // smallCall begins a call of small-call path i with the arguments the
-// algorithm reads, counts and describes it. k is the kernel of a built-in
-// operator (nil: none). The block counts and displacements are left as
-// they are, not cleared: the paths whose algorithm reads them set them
-// (regular, irregular), and the others' lines stay untouched.
+// algorithm reads, counts and describes it (but for reduce-scatter with
+// counts, whose descriptor covers their hash: smallReduceScatterV
+// describes it). k is the kernel of a built-in operator (nil: none). The
+// block counts and displacements are left as they are, not cleared: the
+// paths whose algorithm reads them set them (regular, irregular), and the
+// others' lines stay untouched.
 func (c *Comm) smallCall(i int, t simd.Type, k *simd.Kernel, opID uint64, send, recv []byte, count, root int) *call {
 	sp := &smallPaths[i]
-	c.countCall(sp.coll, t, Stats{Calls: 1})
+	c.countCall(sp.coll, t)
 	c.smalls++
 	a := &c.args
 	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.opID, a.aux = sp.coll, sp.alg, t, t.Size(), count, root, opID, 0
 	a.red, a.send, a.recv = reducer{k: k, comm: true}, send, recv
-	c.describe(a)
+	if i != smallReduceScatterVIdx {
+		c.describe(a)
+	}
 	return a
 }
 
@@ -137,7 +141,13 @@ func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	if !c.smallOK(smallBarrierIdx, 0) || ctx.Err() != nil {
 		return false, nil // the general path runs it, or fails it
 	}
-	return c.lean(c.flatBarrier(ctx, c.smallCall(smallBarrierIdx, 0, nil, 0, nil, nil, 0, 0)))
+	// smallCall's count and descriptor, without the call's arguments,
+	// which flatBarrier does not read: their lines stay untouched.
+	c.countCall(CollBarrier, 0)
+	c.smalls++
+	c.desc.w[0] |= uint64(Flat) << 8
+	c.hashDesc()
+	return c.lean(c.flatBarrier(ctx, nil))
 }
 
 // smallAllreduce is replicatedAllreduce on the small-call path for a
@@ -241,10 +251,8 @@ func (c *Comm) smallReduceScatterV(ctx context.Context, t simd.Type, send, recv 
 		return false, nil
 	}
 	a := c.smallCall(smallReduceScatterVIdx, t, k, op.hash, send, recv, total, 0)
-	if _, err := c.irregular(a, counts); err != nil {
-		return true, err
-	}
-	c.describe(a) // with the counts' hash
+	_, _ = c.irregular(a, counts) // counts checked above: no error
+	c.describe(a)
 	return c.lean(c.flatReduceScatter(ctx, a))
 }
 

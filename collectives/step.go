@@ -93,11 +93,16 @@ func (d *callDesc) typ() simd.Type   { return simd.Type(d.w[0] >> 16) }
 // counter's value carries: a peer whose counter reached step e on this
 // counter is at step e (it cannot begin e+2 before this rank begins e+1).
 func (c *Comm) describe(a *call) {
-	d := &c.desc
-	d.w = [4]uint64{
+	c.desc.w = [4]uint64{
 		uint64(a.coll) | uint64(a.alg)<<8 | uint64(a.typ)<<16 | uint64(uint32(int32(a.root)))<<32,
 		uint64(a.count), a.opID, a.aux,
 	}
+	c.hashDesc()
+}
+
+// hashDesc sets the hash of the descriptor's words (see describe).
+func (c *Comm) hashDesc() {
+	d := &c.desc
 	h := d.w[0]*0x9e3779b97f4a7c15 + d.w[1]*0xc2b2ae3d27d4eb4f + d.w[2]*0x165667b19e3779f9 + d.w[3]*0xd6e8feb86659fd93
 	h = (h ^ c.seq) * 0xff51afd7ed558ccd
 	h ^= h >> 29
@@ -152,12 +157,14 @@ const (
 	tinyBytes = shm.InlineBytes - 8
 )
 
-// countCall counts a new call of coll on type t, whose counts start at s;
-// its descriptor names only coll and t until describe.
-func (c *Comm) countCall(coll Collective, t simd.Type, s Stats) {
+// countCall counts a new call of coll on type t; its descriptor names
+// only coll and t until describe. Field by field: Stats.add and a Stats
+// literal would copy both through the stack, more lines a call touches.
+func (c *Comm) countCall(coll Collective, t simd.Type) {
 	c.seq++
-	c.total.add(c.last)
-	c.last = s
+	s, l := &c.total, &c.last
+	s.Calls, s.Steps, s.Rounds, s.Sent, s.Received, s.Reduced = s.Calls+l.Calls, s.Steps+l.Steps, s.Rounds+l.Rounds, s.Sent+l.Sent, s.Received+l.Received, s.Reduced+l.Reduced
+	l.Calls, l.Steps, l.Rounds, l.Sent, l.Received, l.Reduced = 1, 0, 0, 0, 0, 0
 	c.desc = callDesc{w: [4]uint64{uint64(coll) | uint64(t)<<16}}
 }
 
