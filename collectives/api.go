@@ -19,7 +19,7 @@ func (c *Comm) start(ctx context.Context, coll Collective, t simd.Type) (*call, 
 	if c.closed {
 		return nil, &Error{Rank: c.rank, Coll: coll, Seq: c.seq, Err: ErrClosed}
 	}
-	c.countCall(coll, t)
+	c.countCall(coll, Auto, t)
 	a := c.newCall(coll, Auto, t)
 	if !c.ep.Ok() { // inlined; Err, which names the cause, is not
 		return nil, c.fail(c.ep.Err())

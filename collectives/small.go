@@ -86,15 +86,13 @@ var smallPaths = [numSmall]struct {
 }
 
 // smallCall begins a call of small-call path i with the arguments the
-// algorithm reads, counts and describes it (but for reduce-scatter with
-// counts, whose descriptor covers their hash: smallReduceScatterV
-// describes it). k is the kernel of a built-in operator (nil: none). The
-// block counts and displacements are left as they are, not cleared: the
-// paths whose algorithm reads them set them (regular, irregular), and the
-// others' lines stay untouched.
+// algorithm reads, counts and describes it (smallReduceScatterV: after the
+// counts). k is the kernel of a built-in operator (nil: none). The block
+// counts and displacements are left as they are, not cleared: the paths
+// whose algorithm reads them set them, and the others' lines stay untouched.
 func (c *Comm) smallCall(i int, t simd.Type, k *simd.Kernel, opID uint64, send, recv []byte, count, root int) *call {
 	sp := &smallPaths[i]
-	c.countCall(sp.coll, t)
+	c.countCall(sp.coll, sp.alg, t)
 	c.smalls++
 	a := &c.args
 	a.coll, a.alg, a.typ, a.esz, a.count, a.root, a.opID, a.aux = sp.coll, sp.alg, t, t.Size(), count, root, opID, 0
@@ -105,9 +103,8 @@ func (c *Comm) smallCall(i int, t simd.Type, k *simd.Kernel, opID uint64, send, 
 	return a
 }
 
-// lean finishes a small call that its algorithm (or the algorithm's step
-// that a call this small takes) ended with err: finish without the
-// recover. It inlines, so that the algorithm is a direct call.
+// lean finishes a small call that its algorithm (or the step a call this
+// small takes) ended with err: finish without the recover. It inlines.
 func (c *Comm) lean(err error) (bool, error) {
 	if err == nil && !c.full {
 		c.leave(c.step) // finish
@@ -116,8 +113,7 @@ func (c *Comm) lean(err error) (bool, error) {
 }
 
 // kernel returns the cached kernel of the built-in op for t, nil if op is
-// not one (see kernelCache). It takes op by pointer, so that no call copies
-// the Op.
+// not one (see kernelCache); op by pointer, so that no call copies the Op.
 func (c *Comm) kernel(t simd.Type, op *Op) *simd.Kernel {
 	if k := c.kernels.get(t, op.hash); k != nil {
 		return k
@@ -125,9 +121,8 @@ func (c *Comm) kernel(t simd.Type, op *Op) *simd.Kernel {
 	return c.kernels.fill(t, op)
 }
 
-// oneLine is data if it is one cache line or less, else nil: where one rank
-// reads what one other writes (bcast, reduce), more lines are faster
-// fetched after the post than taken back by the writer's stores.
+// oneLine is data if one cache line or less, else nil: where one rank reads
+// what one other writes, more lines are faster fetched after the post.
 func oneLine(data []byte) []byte {
 	if len(data) > lineBytes {
 		return nil
@@ -135,17 +130,15 @@ func oneLine(data []byte) []byte {
 	return data
 }
 
-// smallBarrier is flatBarrier on the small-call path; ok is false when it
+// smallBarrier is flatBarrier on the small-call path, begun as smallCall
+// does but for the arguments, which it does not read; ok is false when it
 // does not apply.
 func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	if !c.smallOK(smallBarrierIdx, 0) || ctx.Err() != nil {
 		return false, nil // the general path runs it, or fails it
 	}
-	// smallCall's count and descriptor, without the call's arguments,
-	// which flatBarrier does not read: their lines stay untouched.
-	c.countCall(CollBarrier, 0)
+	c.countCall(CollBarrier, Flat, 0)
 	c.smalls++
-	c.desc.w[0] |= uint64(Flat) << 8
 	c.hashDesc()
 	return c.lean(c.flatBarrier(ctx, nil))
 }

@@ -102,11 +102,9 @@ func (c *Comm) describe(a *call) {
 
 // hashDesc sets the hash of the descriptor's words (see describe).
 func (c *Comm) hashDesc() {
-	d := &c.desc
-	h := d.w[0]*0x9e3779b97f4a7c15 + d.w[1]*0xc2b2ae3d27d4eb4f + d.w[2]*0x165667b19e3779f9 + d.w[3]*0xd6e8feb86659fd93
-	h = (h ^ c.seq) * 0xff51afd7ed558ccd
-	h ^= h >> 29
-	d.hash = h | 1 // never 0: a zeroed line is no call
+	w := &c.desc.w
+	h := (w[0]*0x9e3779b97f4a7c15 + w[1]*0xc2b2ae3d27d4eb4f + w[2]*0x165667b19e3779f9 + w[3]*0xd6e8feb86659fd93 ^ c.seq) * 0xff51afd7ed558ccd
+	c.desc.hash = (h ^ h>>29) | 1 // never 0: a zeroed line is no call
 }
 
 // scratch is per-Comm memory reused by every call, so that calls do not
@@ -157,15 +155,14 @@ const (
 	tinyBytes = shm.InlineBytes - 8
 )
 
-// countCall counts a new call of coll on type t; its descriptor names
-// only coll and t until describe. Field by field: Stats.add and a Stats
-// literal would copy both through the stack, more lines a call touches.
-func (c *Comm) countCall(coll Collective, t simd.Type) {
+// countCall counts a new call of coll with alg on type t, field by field (no
+// Stats copies through the stack); its descriptor names them until describe.
+func (c *Comm) countCall(coll Collective, alg Algorithm, t simd.Type) {
 	c.seq++
 	s, l := &c.total, &c.last
 	s.Calls, s.Steps, s.Rounds, s.Sent, s.Received, s.Reduced = s.Calls+l.Calls, s.Steps+l.Steps, s.Rounds+l.Rounds, s.Sent+l.Sent, s.Received+l.Received, s.Reduced+l.Reduced
 	l.Calls, l.Steps, l.Rounds, l.Sent, l.Received, l.Reduced = 1, 0, 0, 0, 0, 0
-	c.desc = callDesc{w: [4]uint64{uint64(coll) | uint64(t)<<16}}
+	c.desc = callDesc{w: [4]uint64{uint64(coll) | uint64(alg)<<8 | uint64(t)<<16}}
 }
 
 // begin starts the next step of the current call: it waits until every
@@ -259,13 +256,10 @@ func (c *Comm) waitAll(ctx context.Context, e uint64, phase int) error {
 	return nil
 }
 
-// post publishes phase of step e.
-//
-// The first post of a step also writes the descriptor hash into the
-// counter's line, beside the counter, not at begin: that store would have
-// to take the line from the peers that poll it, and the stores after it
-// (the data, the counter) would become visible only after it. begin asks
-// for the line instead (Endpoint.Prepare), which orders nothing.
+// post publishes phase of step e. The step's first post writes the
+// descriptor hash beside the counter, not begin: that store would take the
+// line from the peers that poll it and delay the stores after it (the data,
+// the counter); begin asks for the line (Endpoint.Prepare), ordering nothing.
 func (c *Comm) post(e uint64, phase int) {
 	if c.hashed != e {
 		binary.LittleEndian.PutUint64(c.ep.Inline(c.rank, ctr(e)), c.desc.hash)
@@ -298,11 +292,9 @@ func (c *Comm) waitData(ctx context.Context, q int, e uint64, phase int, data []
 	return nil
 }
 
-// checkDesc compares q's descriptor of step e with this rank's.
+// checkDesc names how q's descriptor of step e, whose hash differs from
+// this rank's, differs from it.
 func (c *Comm) checkDesc(q int, e uint64) error {
-	if binary.LittleEndian.Uint64(c.ep.Inline(q, ctr(e))) == c.desc.hash {
-		return nil
-	}
 	o := fullDescOff + int(e&1)*lineBytes
 	md, pd := c.ep.Descriptor(c.rank)[o:][:descBytes], c.ep.Descriptor(q)[o:][:descBytes]
 	le := binary.LittleEndian
