@@ -130,9 +130,8 @@ func oneLine(data []byte) []byte {
 	return data
 }
 
-// smallBarrier is flatBarrier on the small-call path, begun as smallCall
-// does but for the arguments, which it does not read; ok is false when it
-// does not apply.
+// smallBarrier is flatBarrier on the small-call path, begun without the
+// arguments, which it does not read; ok is false when it does not apply.
 func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	if !c.smallOK(smallBarrierIdx, 0) || ctx.Err() != nil {
 		return false, nil // the general path runs it, or fails it
@@ -267,10 +266,7 @@ func (c *Comm) smallAlltoall(ctx context.Context, t simd.Type, send, recv []byte
 		!c.smallOK(smallAlltoallIdx, N) || ctx.Err() != nil {
 		return false, nil
 	}
-	a := c.smallCall(smallAlltoallIdx, t, nil, 0, send, recv, N/p/t.Size(), 0)
-	c.regular(a, a.count)
-	a.rcounts, a.rdispls = a.counts, a.displs
-	return c.lean(c.smallAlltoallStep(ctx, a))
+	return c.lean(c.smallAlltoallStep(ctx, c.smallCall(smallAlltoallIdx, t, nil, 0, send, recv, N/p/t.Size(), 0)))
 }
 
 // smallRooted is flatScatterv (gather false) or flatGatherv on small-call

@@ -160,8 +160,13 @@ const (
 func (c *Comm) countCall(coll Collective, alg Algorithm, t simd.Type) {
 	c.seq++
 	s, l := &c.total, &c.last
-	s.Calls, s.Steps, s.Rounds, s.Sent, s.Received, s.Reduced = s.Calls+l.Calls, s.Steps+l.Steps, s.Rounds+l.Rounds, s.Sent+l.Sent, s.Received+l.Received, s.Reduced+l.Reduced
-	l.Calls, l.Steps, l.Rounds, l.Sent, l.Received, l.Reduced = 1, 0, 0, 0, 0, 0
+	s.Calls += l.Calls
+	s.Steps += l.Steps
+	s.Rounds += l.Rounds
+	s.Sent += l.Sent
+	s.Received += l.Received
+	s.Reduced += l.Reduced
+	*l = Stats{Calls: 1}
 	c.desc = callDesc{w: [4]uint64{uint64(coll) | uint64(alg)<<8 | uint64(t)<<16}}
 }
 
@@ -275,10 +280,9 @@ func (c *Comm) wait(ctx context.Context, q int, e uint64, phase int) error {
 }
 
 // waitData is wait before reading data, q's bytes of the phase: a small
-// range (at most shm.TouchBytes) travels with the counter (WaitData).
-// Every wait compares q's descriptor hash, which arrived with the counter
-// (checkDesc names a mismatch): a load of a line just fetched, where a
-// record of the compared peers would be one more line per call.
+// range (at most shm.TouchBytes) travels with the counter (WaitData). Every
+// wait compares q's descriptor hash, which came with the counter (checkDesc
+// names a mismatch): a record of the peers compared would cost a line.
 func (c *Comm) waitData(ctx context.Context, q int, e uint64, phase int, data []byte) error {
 	if len(data) > shm.TouchBytes {
 		data = nil
