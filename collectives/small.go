@@ -37,7 +37,7 @@ func (c *Comm) learnSmall(i, n int) bool {
 	if c.size > 1 {
 		upTo = c.selector().smallUpTo(sp.coll, sp.alg, sp.lo, sp.hi)
 	}
-	c.small[i] = smallMemo{known: true, upTo: int32(upTo)}
+	c.small[i] = smallMemo{known: true, upTo: int16(upTo)}
 	return c.smallOK(i, n)
 }
 
@@ -45,7 +45,7 @@ func (c *Comm) learnSmall(i, n int) bool {
 // algorithm (-1: not even the smallest); the pins do not change.
 type smallMemo struct {
 	known bool
-	upTo  int32 // at most smallRootedBytes
+	upTo  int16 // at most smallRootedBytes: the memos share one cache line
 }
 
 // The small-call paths (Comm.small), and the most bytes they take. Bcast
