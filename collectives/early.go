@@ -57,3 +57,15 @@ func (c *Comm) settle(ctx context.Context) error {
 	c.synced = e
 	return nil
 }
+
+// prepareSend asks, if send, for the line of the counter that this rank
+// posts in its next step (Endpoint.Prepare), at the entry of a call whose
+// data it sends: the root of bcast, the non-roots of reduce, the ranks that
+// return early. The ranks that wait for the post poll that line, and the
+// post's stores wait until it is owned again; asked for here, the transfer
+// overlaps the checks and the descriptor before the post (begin asks again).
+func (c *Comm) prepareSend(send bool) {
+	if send {
+		c.ep.Prepare(ctr(c.step + 1))
+	}
+}
