@@ -12,25 +12,34 @@
 # ranks' CPU time (issue 28: within 1.5x of the floor, p99 at most 10x the
 # median, also beside such a task).
 #
-#   sh docs/floors/oversub_compare.sh [-r rounds] [-n iterations] [-c tasks] shmbench [shmbench ...]
+# Freshly started ranks that the scheduler places itself (free) are spread
+# over the CPUs as they will stay only after a while, and until then an
+# iteration can take twice as long: so the floor and every shmbench case warm
+# up for the same time first (-w ms, shmbench's -warmup), and the three
+# calls, which one shmbench job runs one after the other, take turns at
+# being the first: round r starts with the r-th of allreduce, bcast, barrier.
+#
+#   sh docs/floors/oversub_compare.sh [-r rounds] [-n iterations] [-w warm-up ms] [-c tasks] shmbench [shmbench ...]
 #
 # e.g. go build -o /tmp/shmbench ./cmd/shmbench &&
 #      sh docs/floors/oversub_compare.sh -r 3 /tmp/shmbench /work/bin/shmbench-main
 set -eu
 rounds=3
 iters=20000
+warm=200
 hogs=0
-while getopts r:n:c: o; do
+while getopts r:n:w:c: o; do
 	case $o in
 	r) rounds=$OPTARG ;;
 	n) iters=$OPTARG ;;
+	w) warm=$OPTARG ;;
 	c) hogs=$OPTARG ;;
 	*) exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
 if [ $# -eq 0 ]; then
-	echo "usage: oversub_compare.sh [-r rounds] [-n iterations] [-c tasks] shmbench [shmbench ...]" >&2
+	echo "usage: oversub_compare.sh [-r rounds] [-n iterations] [-w warm-up ms] [-c tasks] shmbench [shmbench ...]" >&2
 	exit 2
 fi
 dir=$(cd "$(dirname "$0")" && pwd)
@@ -65,12 +74,16 @@ line() { # round place what call median p99
 }
 r=1
 while [ "$r" -le "$rounds" ]; do
+	case $(((r - 1) % 3)) in
+	0) colls=allreduce,bcast,barrier ;;
+	1) colls=bcast,barrier,allreduce ;;
+	*) colls=barrier,allreduce,bcast ;;
+	esac
 	for place in pinned free; do
 		if [ "$place" = pinned ]; then fp=spread bind=core; else fp=free bind=none; fi
 		for pol in yield futex; do
-			# The floor warms up over 200 iterations of its own.
 			hogs_start
-			out=$("$tmp/oversub_floor" "$pol" "$fp" $((iters + 200)))
+			out=$("$tmp/oversub_floor" "$pol" "$fp" "$iters" "$warm")
 			hogs_stop
 			m=$(echo "$out" | sed -n 's/.*median *\([0-9.]*\) us.*/\1/p')
 			p=$(echo "$out" | sed -n 's/.*p99 *\([0-9.]*\) us.*/\1/p')
@@ -78,7 +91,7 @@ while [ "$r" -le "$rounds" ]; do
 		done
 		for b in "$@"; do
 			hogs_start
-			if ! "$b" run -np 8 -bind "$bind" -coll allreduce,bcast,barrier -sizes 8 -iters "$iters" -format csv >"$tmp/csv" 2>"$tmp/err"; then
+			if ! "$b" run -np 8 -bind "$bind" -coll "$colls" -sizes 8 -iters "$iters" -warmup "${warm}ms" -format csv >"$tmp/csv" 2>"$tmp/err"; then
 				cat "$tmp/err" >&2
 				exit 1
 			fi
