@@ -18,8 +18,12 @@
 # up for the same time first (-w ms, shmbench's -warmup), and the three
 # calls, which one shmbench job runs one after the other, take turns at
 # being the first: round r starts with the r-th of allreduce, bcast, barrier.
+# Free ranks can also stay stacked on one CPU (where other sessions keep the
+# other CPU busy, or until the scheduler spreads them), which takes each
+# call twice the turns: -1 adds the placement "one", every rank on CPU 0
+# (the floor's "one", shmbench under taskset -c 0), the floor of that state.
 #
-#   sh docs/floors/oversub_compare.sh [-r rounds] [-n iterations] [-w warm-up ms] [-c tasks] shmbench [shmbench ...]
+#   sh docs/floors/oversub_compare.sh [-r rounds] [-n iterations] [-w warm-up ms] [-c tasks] [-1] shmbench [shmbench ...]
 #
 # e.g. go build -o /tmp/shmbench ./cmd/shmbench &&
 #      sh docs/floors/oversub_compare.sh -r 3 /tmp/shmbench /work/bin/shmbench-main
@@ -28,8 +32,10 @@ rounds=3
 iters=20000
 warm=200
 hogs=0
-while getopts r:n:w:c: o; do
+places="pinned free"
+while getopts r:n:w:c:1 o; do
 	case $o in
+	1) places="pinned free one" ;;
 	r) rounds=$OPTARG ;;
 	n) iters=$OPTARG ;;
 	w) warm=$OPTARG ;;
@@ -39,7 +45,7 @@ while getopts r:n:w:c: o; do
 done
 shift $((OPTIND - 1))
 if [ $# -eq 0 ]; then
-	echo "usage: oversub_compare.sh [-r rounds] [-n iterations] [-w warm-up ms] [-c tasks] shmbench [shmbench ...]" >&2
+	echo "usage: oversub_compare.sh [-r rounds] [-n iterations] [-w warm-up ms] [-c tasks] [-1] shmbench [shmbench ...]" >&2
 	exit 2
 fi
 dir=$(cd "$(dirname "$0")" && pwd)
@@ -79,8 +85,13 @@ while [ "$r" -le "$rounds" ]; do
 	1) colls=bcast,barrier,allreduce ;;
 	*) colls=barrier,allreduce,bcast ;;
 	esac
-	for place in pinned free; do
-		if [ "$place" = pinned ]; then fp=spread bind=core; else fp=free bind=none; fi
+	for place in $places; do
+		cpus=0,1
+		case $place in
+		pinned) fp=spread bind=core ;;
+		free) fp=free bind=none ;;
+		*) fp=one bind=none cpus=0 ;;
+		esac
 		for pol in yield futex; do
 			hogs_start
 			out=$("$tmp/oversub_floor" "$pol" "$fp" "$iters" "$warm")
@@ -91,7 +102,7 @@ while [ "$r" -le "$rounds" ]; do
 		done
 		for b in "$@"; do
 			hogs_start
-			if ! "$b" run -np 8 -bind "$bind" -coll "$colls" -sizes 8 -iters "$iters" -warmup "${warm}ms" -format csv >"$tmp/csv" 2>"$tmp/err"; then
+			if ! taskset -c "$cpus" "$b" run -np 8 -bind "$bind" -coll "$colls" -sizes 8 -iters "$iters" -warmup "${warm}ms" -format csv >"$tmp/csv" 2>"$tmp/err"; then
 				cat "$tmp/err" >&2
 				exit 1
 			fi

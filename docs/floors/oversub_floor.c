@@ -20,8 +20,10 @@
 //     futex; a poster wakes only when the line's sleeper count says someone
 //     sleeps.
 //   placement "free": all ranks may run on CPUs 0 and 1, the scheduler
-//     places them (as shmrun's -bind auto leaves ranks that outnumber the
-//     cores); "spread": rank r is pinned to CPU r % 2.
+//     places them (as shmrun's -bind none leaves them); "spread": rank r is
+//     pinned to CPU r % 2; "one": every rank is pinned to CPU 0, where the
+//     scheduler's placement of free ranks can stack them (each call then
+//     takes the turns of all eight one after the other).
 //
 // Every rank records when it leaves each barrier. An iteration's time is
 // the longest of the ranks' times between leaving the previous barrier and
@@ -38,7 +40,7 @@
 //
 //   gcc -O2 -pthread -o /tmp/oversub_floor docs/floors/oversub_floor.c
 //   for p in yield spinyield futex; do
-//     for pl in free spread; do /tmp/oversub_floor $p $pl; done    # [iterations [warm-up ms]]: 20000 1
+//     for pl in free spread one; do /tmp/oversub_floor $p $pl; done    # [iterations [warm-up ms]]: 20000 1
 //   done
 //
 // oversub_compare.sh runs it beside shmbench's allreduce, bcast and barrier
@@ -142,12 +144,12 @@ int main(int argc, char **argv) {
 		warm_ns = (uint64_t)(atof(argv[4]) * 1e6);
 	if (argc < 3 || argc > 5 || iters <= 0 || (argc > 4 && atof(argv[4]) < 0) ||
 	    (strcmp(argv[1], "yield") && strcmp(argv[1], "spinyield") && strcmp(argv[1], "futex")) ||
-	    (strcmp(argv[2], "free") && strcmp(argv[2], "spread"))) {
-		fprintf(stderr, "usage: oversub_floor yield|spinyield|futex free|spread [iterations [warm-up ms]]\n");
+	    (strcmp(argv[2], "free") && strcmp(argv[2], "spread") && strcmp(argv[2], "one"))) {
+		fprintf(stderr, "usage: oversub_floor yield|spinyield|futex free|spread|one [iterations [warm-up ms]]\n");
 		return 2;
 	}
 	policy = !strcmp(argv[1], "yield") ? yield : !strcmp(argv[1], "spinyield") ? spinyield : futex;
-	int spread = !strcmp(argv[2], "spread");
+	int spread = !strcmp(argv[2], "spread"), one = !strcmp(argv[2], "one");
 	size_t tsBytes = sizeof(uint64_t) * ranks * (size_t)(iters + 1);
 	char *m = mmap(NULL, 4096 + tsBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED) {
@@ -173,8 +175,8 @@ int main(int argc, char **argv) {
 			return 1;
 		}
 		if (pid[r] == 0) {
-			if (spread)
-				pin(r % 2);
+			if (spread || one)
+				pin(spread ? r % 2 : 0);
 			_exit(rank(r));
 		}
 	}
