@@ -24,10 +24,10 @@
 # (the floor's "one", shmbench under taskset -c 0), the floor of that state.
 #
 # With -p, every line ends with the CPUs of the job's ranks, sampled every
-# 100 ms while it runs ("5/3x4": 5 ranks last ran on CPU 0 and 3 on CPU 1,
-# in 4 samples running; the job's calls in the order they ran, each after
-# its warm-up): which state a figure was taken in. The sampling takes a
-# little CPU time from the job.
+# 100 ms while it runs ("5/3x4": the busiest threads of 5 ranks last ran on
+# CPU 0 and of 3 on CPU 1, in 4 samples running; the job's
+# calls in the order they ran, each after its warm-up): which state a figure
+# was taken in. The sampling takes a little CPU time from the job.
 #
 #   sh docs/floors/oversub_compare.sh [-r rounds] [-n iterations] [-w warm-up ms] [-c tasks] [-1] [-p] shmbench [shmbench ...]
 #
@@ -94,8 +94,12 @@ run() {
 	: >"$tmp/cpus"
 	while [ "$probe" = 1 ] && kill -0 "$job" 2>/dev/null; do
 		sleep 0.1
-		cat /proc/[0-9]*/stat 2>/dev/null |
-			awk -v p="$job" '$4 == p { n[$39]++; k++ } END { if (k) printf "%d/%d\n", n[0], n[1] }' >>"$tmp/cpus"
+		# Per rank, the CPU of its busiest thread (a Go rank's work need
+		# not run on its main thread).
+		grep -Hs '' /proc/[0-9]*/task/*/stat |
+			awk -v p="$job" '$4 == p { split($1, f, "/"); t = $14 + $15
+				if (!(f[3] in busy) || t > busy[f[3]]) { busy[f[3]] = t; cpu[f[3]] = $39 } }
+				END { for (r in cpu) { n[cpu[r]]++; k++ } if (k) printf "%d/%d\n", n[0], n[1] }' >>"$tmp/cpus"
 	done
 	wait "$job"
 }
