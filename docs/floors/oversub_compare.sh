@@ -15,7 +15,8 @@
 # Freshly started ranks that the scheduler places itself (free) are spread
 # over the CPUs as they will stay only after a while, and until then an
 # iteration can take twice as long: so the floor and every shmbench case warm
-# up for the same time first (-w ms, shmbench's -warmup), and the three
+# up first (-w ms, 500 unless told; shmbench's -warmup, which runs doubling
+# batches until one lasts that long), and the three
 # calls, which one shmbench job runs one after the other, take turns at
 # being the first: round r starts with the r-th of allreduce, bcast, barrier.
 # Free ranks can also stay stacked on one CPU (where other sessions keep the
@@ -36,7 +37,7 @@
 set -eu
 rounds=3
 iters=20000
-warm=200
+warm=500
 hogs=0
 places="pinned free"
 probe=0
