@@ -62,9 +62,9 @@ func (c *Comm) settle(ctx context.Context) error {
 	return nil
 }
 
-// prepareSend, on a rank whose data the others wait for (send: the root of
-// bcast, the non-roots of reduce), asks at the call's entry for every line
-// its first step writes: its counter's line
+// prepareSend, on a rank whose post the others wait for (send: the root of
+// bcast, the non-roots of reduce, every rank of a barrier), asks at the
+// call's entry for every line its first step writes: its counter's line
 // (Endpoint.Prepare) and, for data that does not travel inline, the first n
 // bytes of its slot half (simd.PrefetchW). The receivers hold these lines
 // from the last use of the slot half and poll the counter, so each store

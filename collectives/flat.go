@@ -241,12 +241,11 @@ func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 }
 
 func (c *Comm) flatBcast(ctx context.Context, a *call) error {
-	esz, N := a.esz, a.count
-	M, tiny := N, N*esz <= tinyBytes // M: pipeElems' whole vector, without the call
+	esz, N, M := a.esz, a.count, a.count // M: pipeElems' whole vector, without the call
 	if n := N * esz; uint(n-1) >= pipeFitBytes || n > c.half {
 		M = c.pipeElems(esz, N)
 	}
-	for base := 0; base == 0 || base < N; base += M {
+	for base, tiny := 0, N*esz <= tinyBytes; base == 0 || base < N; base += M {
 		e, err := c.begin(ctx)
 		if err != nil {
 			return err
