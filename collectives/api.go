@@ -529,6 +529,7 @@ func Barrier(ctx context.Context, c *Comm) error {
 	if err := c.await(ctx, CollBarrier); err != nil {
 		return err
 	}
+	c.prepareSend(true, 0)
 	if ok, err := c.smallBarrier(ctx); ok {
 		return err
 	}

@@ -1,6 +1,10 @@
 package collectives
 
-import "context"
+import (
+	"context"
+
+	"github.com/shmcoll/shmcoll/simd"
+)
 
 // Early return. A rank whose own part of a call is done, and whose data
 // the others read from the arena (its slot or its counter's line, never
@@ -56,4 +60,27 @@ func (c *Comm) settle(ctx context.Context) error {
 	}
 	c.synced = e
 	return nil
+}
+
+// prepareSend, on a rank whose post the others wait for (send: the root of
+// bcast, the non-roots of reduce, every rank of a barrier), asks at the
+// call's entry for every line its first step writes: its counter's line
+// (Endpoint.Prepare) and, for data that does not travel inline, the first n
+// bytes of its slot half (simd.PrefetchW). The receivers hold these lines
+// from the last use of the slot half and poll the counter, so each store
+// must take its line back first, and the post, stored after the data,
+// becomes visible only after all of them; asked for here, the transfers run
+// at once and overlap the checks and the descriptor before the post. A
+// prefetch changes no data: where a rank still reads the slot half (a call
+// that then does not take the small-call path, see smallOK), it only has to
+// fetch its lines again.
+func (c *Comm) prepareSend(send bool, n int) {
+	if !send {
+		return
+	}
+	e := c.step + 1
+	c.ep.Prepare(ctr(e))
+	if n > tinyBytes && n <= c.half && !c.adv.over {
+		simd.PrefetchW(c.slotHalf(c.rank, e)[:n])
+	}
 }

@@ -241,19 +241,16 @@ func (c *Comm) flatAllgather(ctx context.Context, a *call) error {
 }
 
 func (c *Comm) flatBcast(ctx context.Context, a *call) error {
-	esz, N := a.esz, a.count
-	M := N // pipeElems' whole vector, without the call
+	esz, N, M := a.esz, a.count, a.count // M: pipeElems' whole vector, without the call
 	if n := N * esz; uint(n-1) >= pipeFitBytes || n > c.half {
 		M = c.pipeElems(esz, N)
 	}
-	tiny := N*esz <= tinyBytes
-	for base := 0; base == 0 || base < N; base += M {
-		m := min(M, N-base)
+	for base, tiny := 0, N*esz <= tinyBytes; base == 0 || base < N; base += M {
 		e, err := c.begin(ctx)
 		if err != nil {
 			return err
 		}
-		seg := span(a.recv, esz, base, base+m)
+		seg := span(a.recv, esz, base, min(base+M, N))
 		if c.rank == a.root {
 			c.adv.publish(c.stepBuf(c.rank, e, tiny), seg)
 			c.post(e, 1)

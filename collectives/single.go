@@ -114,8 +114,11 @@ func singleMin(coll Collective, over bool) int {
 		// 8 KiB.
 		return 8<<10 + 1
 	case CollAlltoall:
+		// Where ranks share CPUs the slots are as fast at 1 MiB, and
+		// some runs of Single there are much slower (compare against
+		// 9ffd10c at np = 8).
 		if over {
-			return 1 << 20
+			return 2 << 20
 		}
 		return 16 << 10
 	case CollAlltoallv:
@@ -153,12 +156,13 @@ func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
 }
 
 // singleMax bounds the calls of coll that take Single without a pin. An
-// alltoallv sender whose ranks share CPUs sends through its slot from
-// singleAlltoallvOverMax: there the slots are ahead (shmbench compare -np
-// 8 against the same build with SHMCOLL_CMA=off).
+// alltoall, or an alltoallv sender, whose ranks share CPUs goes through
+// the slots from singleOverAlltoallMax: there they are ahead (shmbench
+// compare -np 8 against the same build with SHMCOLL_CMA=off, and against
+// 9ffd10c).
 func singleMax(coll Collective, over bool) int {
-	if coll == CollAlltoallv && over {
-		return singleAlltoallvOverMax
+	if (coll == CollAlltoall || coll == CollAlltoallv) && over {
+		return singleOverAlltoallMax
 	}
 	switch coll {
 	case CollAlltoall, CollAlltoallv, CollAllgatherv:
@@ -177,7 +181,7 @@ func singleMax(coll Collective, over bool) int {
 // compare against 9ffd10c at np = 2).
 const singleAlltoallMax = 32 << 20
 
-const singleAlltoallvOverMax = 4 << 20
+const singleOverAlltoallMax = 4 << 20
 
 // singleReduceMax bounds the reductions that take Single without a pin:
 // from there the slots' algorithms, whose large reductions store

@@ -165,6 +165,7 @@ func (c *Comm) smallAllreduce(ctx context.Context, t simd.Type, send, recv []byt
 // smallBcast is flatBcast on the small-call path; ok is false when it does
 // not apply.
 func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int) (ok bool, err error) {
+	c.prepareSend(c.rank == root, len(buf))
 	n := len(buf)
 	if n == 0 || n > c.half || uint(root) >= uint(c.size) || !c.smallOK(smallBcastIdx, n) || ctx.Err() != nil {
 		return false, nil
@@ -176,6 +177,7 @@ func (c *Comm) smallBcast(ctx context.Context, t simd.Type, buf []byte, root int
 // a built-in operator; ok is false when it does not apply (Reduce checks
 // the arguments).
 func (c *Comm) smallReduce(ctx context.Context, t simd.Type, send, recv []byte, op Op, root int) (ok bool, err error) {
+	c.prepareSend(c.rank != root, len(send))
 	if uint(root) >= uint(c.size) {
 		return false, nil
 	}

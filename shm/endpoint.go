@@ -84,7 +84,11 @@ type Options struct {
 // for a whole time slice; when ranks outnumber CPUs the poster most likely
 // needs our CPU, and a shorter spin is the better bet.
 const (
-	tightSpins  = 256                   // loads without PAUSE that a wait begins with
+	// tightSpins: loads without PAUSE that a wait begins with. The spin
+	// loop's loads come fast, and enough of them last about as long as a
+	// peer's copy of a few KiB and its post, so that such waits end before
+	// the first PAUSE.
+	tightSpins  = 1024
 	quickSpins  = 16                    // PAUSEs before a wait reads the clock
 	checkGrace  = 50 * time.Microsecond // a wait checks the peer's liveness from this age
 	minSpin     = 5000                  // ns

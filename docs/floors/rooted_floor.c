@@ -8,9 +8,10 @@
 // call's descriptor: collective, count, root), then stores the sequence
 // word: the header shares its line with the first 48 bytes of data, so a
 // call moves ceil((16 + n) / 64) lines from one cache to the other, the
-// fewest any call of n bytes between private buffers can move. It writes
-// the lines after the first one before the header's line, which it writes
-// last and at once. The rank
+// fewest any call of n bytes between private buffers can move. It asks
+// for every line of the cell at once (PREFETCHW, as shmcoll's sender does
+// at a call's entry), writes the lines after the first one, then the
+// header's line last and at once. The rank
 // that receives waits for the sequence word, compares the descriptor with
 // its own, asks for the other lines of the cell at once (prefetch: all in
 // flight, rather than as many as the copy's loads keep), then copies the
@@ -132,6 +133,8 @@ static void *rank(void *arg) {
 			// in one go: the receiver polls that line, and every store
 			// to it would have to take it back.
 			size_t h = n < 64 - HDR ? n : 64 - HDR;
+			for (size_t k = 0; k < HDR + n; k += 64) // every line asked for at once, before any store
+				__asm__ volatile("prefetchw (%0)" ::"r"(cell + k));
 			memcpy(cell + 64, (char *)me + h, n - h);
 			hdr[1] = desc();
 			memcpy(cell + HDR, me, h);
