@@ -385,8 +385,10 @@ func (c *Comm) moveRange(q int, e uint64, k, off int, local []byte, write bool) 
 // singleChunk is the piece of its block that an allgather rank copies
 // into its own recv and then writes into every peer's while the piece is
 // in its cache: its block is read from memory once, not once by the rank
-// and again by every peer.
-const singleChunk = 256 << 10
+// and again by every peer. Each piece costs a system call per peer, whose
+// fixed part (the peer's pages looked up and pinned anew, the access
+// check) is why the pieces are not smaller.
+const singleChunk = 512 << 10
 
 // singleAllgather: every rank offers each peer j the place of j's block
 // in its recv; each rank copies its block into its own recv piece by piece
@@ -428,26 +430,60 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 		}
 	} else {
 		c.offerBlocks(e, a, a.recv)
-		for i := 1; i < p; i++ {
-			if err := c.waitOffer(ctx, (r+i)%p, e, len(mine)); err != nil {
-				return err
-			}
+		if err := c.pushBlock(ctx, e, a, mine, src); err != nil {
+			return err
 		}
-		for lo := 0; lo < len(src); lo += singleChunk {
-			hi := min(lo+singleChunk, len(src))
-			if a.send != nil {
-				simd.Copy(mine[lo:hi], a.send[lo:hi])
-			}
-			for i := 1; i < p; i++ {
-				q := (r + i) % p
-				if err := c.move(q, e, lo, src[lo:hi], true); err != nil {
-					return err
-				}
-			}
+		c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
+		if err := c.waitAll(ctx, e, 2); err != nil {
+			return err
 		}
+		c.full = true
+		c.end(e)
+		return nil
 	}
 	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
 	return c.endAll(ctx, e, 2)
+}
+
+// pushBlock copies this rank's block src into mine, its place in its own
+// recv (unless src is it), and writes it into every peer's recv, piece by
+// piece: each piece is copied into mine first, while the peers' writes
+// read it from the cache. The first piece's own copy runs before the wait
+// for the peers' offers, the last piece's after the writes and the post of
+// phase 2 (a block of one piece: half of it before, half after), so that
+// the handoffs of both phases overlap a copy.
+func (c *Comm) pushBlock(ctx context.Context, e uint64, a *call, mine, src []byte) error {
+	p, n := c.size, len(src)
+	own := func(lo, hi int) {
+		if a.send != nil {
+			simd.Copy(mine[lo:hi], a.send[lo:hi])
+		}
+	}
+	last := max(n-1, 0) / singleChunk * singleChunk
+	ahead := min(singleChunk, n)
+	if last == 0 {
+		ahead = n / 2 &^ (lineBytes - 1)
+	}
+	own(0, ahead)
+	for i := 1; i < p; i++ {
+		if err := c.waitOffer(ctx, c.next(i), e, len(mine)); err != nil {
+			return err
+		}
+	}
+	for lo := 0; lo < n; lo += singleChunk {
+		hi := min(lo+singleChunk, n)
+		if lo > 0 && lo < last {
+			own(lo, hi)
+		}
+		for i := 1; i < p; i++ {
+			if err := c.move(c.next(i), e, lo, src[lo:hi], true); err != nil {
+				return err
+			}
+		}
+	}
+	c.post(e, 2)
+	own(max(ahead, last), n)
+	return nil
 }
 
 // singlePull reports whether an allgather of blocks of counts elements
