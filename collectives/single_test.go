@@ -3,6 +3,7 @@ package collectives
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"syscall"
@@ -704,28 +705,35 @@ func TestSingleFailedCallReleasesBuffers(t *testing.T) {
 	}
 }
 
-// TestSinglePull: an allgather writes its block into the peers' recvs
-// unless one block is more than 1/8 above the mean and the call is below
-// singlePullMax (singlePull); the tests above run both (p = 2: near
-// blocks; p > 2: one empty block).
-func TestSinglePull(t *testing.T) {
+// TestSinglePush: each rank of an allgather writes its block into the
+// peers' recvs up to halfway between the smallest and the mean block, in
+// whole lines (every block of an allgather), a block less than 1/8 or
+// singlePullMin above that whole, and from singlePullMax every block (the tests above run the
+// reads too: p = 2 near blocks, p > 2 one empty block).
+func TestSinglePush(t *testing.T) {
 	for _, tc := range []struct {
-		counts []int
-		want   bool
+		counts    []int
+		esz, want int
 	}{
-		{[]int{4, 4}, false},
-		{[]int{1000, 1001}, false},
-		{[]int{8, 10}, false},
-		{[]int{3, 5}, true},
-		{[]int{1, 3}, true},
-		{[]int{10, 0, 11}, true},
-		{[]int{0, 0}, false},
+		{[]int{4, 4}, 8, 64},
+		{[]int{1000, 1001}, 4, 4032},
+		{[]int{1 << 20, 1 << 20}, 4, 4 << 20},
+		{[]int{1 << 19, 3 << 19}, 8, 6 << 20},
+		{[]int{10, 0, 11}, 1, 64},
+		{[]int{0, 0}, 4, 0},
 	} {
-		if got := singlePull(tc.counts, 1<<20); got != tc.want {
-			t.Errorf("singlePull(%v) = %v, want %v", tc.counts, got, tc.want)
+		if got := singlePush(tc.counts, tc.esz, 1<<20); got != tc.want {
+			t.Errorf("singlePush(%v, %d) = %d, want %d", tc.counts, tc.esz, got, tc.want)
 		}
 	}
-	if singlePull([]int{1, 3}, singlePullMax) {
-		t.Errorf("singlePull at singlePullMax bytes")
+	if got := singlePush([]int{1, 3}, 1, singlePullMax); got != math.MaxInt {
+		t.Errorf("singlePush at singlePullMax bytes: %d, want every block", got)
+	}
+	k := singlePullMin
+	for _, tc := range [][3]int{{4004, 4032, 4004}, {100 * k, 96 * k, 100 * k}, {108 * k, 96 * k, 108 * k}, {109 * k, 96 * k, 96 * k},
+		{200 * k, 96 * k, 96 * k}, {0, 0, 0}, {k + k/4, k / 2, k + k/4}, {2*k + k/2, k / 2, k / 2}} {
+		if got := pushLen(tc[0], tc[1]); got != tc[2] {
+			t.Errorf("pushLen(%d, %d) = %d, want %d", tc[0], tc[1], got, tc[2])
+		}
 	}
 }
