@@ -137,7 +137,7 @@ func (c *Comm) alltoallv(ctx context.Context, a *call) (err error) {
 		c.post(e, 1)
 		attach := false // some rank offers its blocks in this step
 		if k == 0 {
-			if S, attach, err = c.a2avCheck(ctx, e, own); err != nil {
+			if S, attach, err = c.a2avCheck(ctx, e, own, esz); err != nil {
 				return err
 			}
 		}
@@ -219,12 +219,11 @@ func (c *Comm) a2avAttached(a *call, e uint64, q int) error {
 }
 
 // a2avCheck waits for every peer's header of alltoallv's first step e and
-// checks the whole matrix of counts: what each rank sends each rank
-// against what that rank expects from it. Every rank reads the same
-// headers, so every rank finds a mismatch and fails with the same cause.
-// It returns the number of steps, the largest S_q of the headers (own is
-// this rank's), and whether some header offers its blocks.
-func (c *Comm) a2avCheck(ctx context.Context, e uint64, own int) (S int, attach bool, err error) {
+// checks the matrix of counts (each rank's sends against what their
+// receivers expect): every rank reads the same headers, so all find a
+// mismatch, or decline the call (declined.go), alike. It returns the
+// steps (the largest S_q; own is this rank's) and whether a header offers.
+func (c *Comm) a2avCheck(ctx context.Context, e uint64, own, esz int) (S int, attach bool, err error) {
 	p, le := c.size, binary.LittleEndian
 	hs := c.sc.srcs // the headers, rank by rank
 	S = own
@@ -250,5 +249,5 @@ func (c *Comm) a2avCheck(ctx context.Context, e uint64, own int) (S int, attach 
 			}
 		}
 	}
-	return S, attach, nil
+	return S, attach, c.a2avDecline(e, esz)
 }

@@ -106,9 +106,10 @@ type Comm struct {
 	pinned  [numColls]Algorithm
 	chosen  [numColls]choice
 
-	opt   Options
-	sel   selection // the selection table's entries for this p
-	skips []int
+	opt      Options
+	a2avKeep func(int) bool // SetAlltoallvBand
+	sel      selection      // the selection table's entries for this p
+	skips    []int
 
 	plans [3]*circulant.Plan // circulant plans by kind-1, built on first use
 	table []int              // the skips ascending

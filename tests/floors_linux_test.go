@@ -54,8 +54,9 @@ func TestFloorPrograms(t *testing.T) {
 		{"rooted_floor", []string{"reduce", "waits", "symmetric", "64", "5000"}, `^reduce waits symmetric        64 B: slower rank `},
 		{"rsb_cma_floor", []string{"64", "direct", "32", "50"}, `^direct +64 KiB blocks \(rsb of +128 KiB\), +32 KiB pieces: slower process median +[0-9.]+ us; CPU time +[0-9.]+ us\n$`},
 		{"rsb_cma_floor", []string{"64", "allreduce", "32", "50"}, `^allreduce +64 KiB blocks `},
-		{"oversub_floor", []string{"yield", "free", "2000"}, `^8 processes on 2 CPUs, free   wait yield    : iteration median +[0-9.]+ us, p99 +[0-9.]+ us, mean +[0-9.]+ us \(1800 iterations\)\n$`},
+		{"oversub_floor", []string{"yield", "free", "2000"}, `^8 processes on 2 CPUs, free   wait yield    : iteration median +[0-9.]+ us, p99 +[0-9.]+ us, mean +[0-9.]+ us \(2000 iterations after 1 ms\)\n$`},
 		{"oversub_floor", []string{"futex", "spread", "2000"}, `^8 processes on 2 CPUs, spread wait futex    : iteration median `},
+		{"oversub_floor", []string{"yield", "one", "2000", "5"}, `^8 processes on 2 CPUs, one    wait yield    : iteration median .*\(2000 iterations after 5 ms\)\n$`},
 	}
 	dir := t.TempDir()
 	built := map[string]bool{}

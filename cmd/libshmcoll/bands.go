@@ -23,8 +23,10 @@ import (
 // bytes of the call's type signature (allreduce, bcast, reduce, scan,
 // exscan: the vector; reduce_scatter, allgatherv: the whole vector;
 // reduce_scatter_block, allgather, alltoall, gather, scatter: one rank's
-// block) or "none". Calls of 0 bytes pass. alltoallv's bytes differ between
-// ranks, so its band is all or nothing: served when it contains 0. The
+// block; alltoallv: the most bytes one rank sends, which differ between
+// ranks and which every rank learns in the served call's first step, so an
+// alltoallv outside its band runs that step and then passes) or "none".
+// Calls of 0 bytes pass (alltoallv: where the band starts above 0). The
 // shipped ranges (defaultBands, per MPI in link_*.go) are where shmcoll
 // through this library was faster than the MPI it was built for, at p = 2
 // for every p, with entries for more ranks where p = 4 and 8 differed

@@ -595,14 +595,31 @@ static int sc_decide(sc_state *s, int coll, int k, int64_t bytes) {
 }
 
 // sc_serve runs a data-movement call in shmcoll: 1 when served. A NULL
-// send (or recv for scatter) is MPI_IN_PLACE.
+// send (or recv for scatter) is MPI_IN_PLACE. An alltoallv that every rank
+// found outside its band in the call's first step (2) passes by size, and
+// the communicator stays served.
 static int sc_serve(sc_state *s, int coll, void *send, void *recv, int64_t n, int root, const int *sc, const int *sd,
                     const int *rc, const int *rd, int64_t ssize, int64_t rsize) {
-	if (shmcollMove(s->id, coll, send, recv, n, root, (int *)sc, (int *)sd, (int *)rc, (int *)rd, ssize, rsize) != 0) {
+	int r = shmcollMove(s->id, coll, send, recv, n, root, (int *)sc, (int *)sd, (int *)rc, (int *)rd, ssize, rsize);
+	if (r == 2) {
+		sc_pass(coll, SC_PASS_SIZE);
+		return 0;
+	}
+	if (r != 0) {
 		sc_failed(s, coll);
 		return 0;
 	}
 	return 1;
+}
+
+// sc_band_any reports whether coll has a band at p at all: alltoallv's
+// bytes differ between ranks, so the ranks take its band's decision in the
+// served call's first step (serve.go), where each learns every rank's.
+static int sc_band_any(int coll, int p) {
+	int i = p < SC_BAND_P ? p : SC_BAND_P - 1;
+	for (int k = 0; k < SC_BANDS; k++)
+		if (sc_band_min[coll][i][k] <= sc_band_max[coll][i][k]) return 1;
+	return 0;
 }
 
 static int sc_join2(int a, int b) {
@@ -796,14 +813,21 @@ int MPI_Allgatherv(const void *sb, int scount, MPI_Datatype st, void *rb, const 
 int MPI_Alltoallv(const void *sb, const int scounts[], const int sdispls[], MPI_Datatype st, void *rb,
                   const int rcounts[], const int rdispls[], MPI_Datatype rt, MPI_Comm comm) {
 	sc_state *s = sc_state_of(comm, SC_ALLTOALLV);
+	const void *sb0 = sb;
+	const int *sc0 = scounts, *sd0 = sdispls;
+	MPI_Datatype st0 = st;
 	if (s) {
-		// The bytes differ between ranks: the band is all or nothing (its
-		// measure is 0 here, the same on every rank).
+		// The bytes differ between ranks: the band's decision is taken in
+		// the served call (sc_band_any), here only whether it has one.
 		int64_t ssz = 0, rsz = 0;
 		int kr = sc_move(rt, &rsz), ks = SC_SERVE;
 		int inplace = sb == MPI_IN_PLACE;
 		if (!inplace) ks = sc_move(st, &ssz);
-		if (sc_decide(s, SC_ALLTOALLV, sc_join2(kr, ks), 0)) {
+		int k = sc_join2(kr, ks);
+		if (k < 0 && !sc_band_any(SC_ALLTOALLV, s->size)) k = SC_PASS_SIZE;
+		if (k >= 0) {
+			sc_pass(SC_ALLTOALLV, k);
+		} else {
 			int p = s->size;
 			void *send = inplace ? NULL : (void *)sb, *recv = rb;
 			const int *sd = sdispls, *rd = rdispls;
@@ -852,7 +876,8 @@ int MPI_Alltoallv(const void *sb, const int scounts[], const int sdispls[], MPI_
 			if (ok) return MPI_SUCCESS;
 		}
 	}
-	return PMPI_Alltoallv(sb, scounts, sdispls, st, rb, rcounts, rdispls, rt, comm);
+	// The arguments as given: in place packed has replaced the send's.
+	return PMPI_Alltoallv(sb0, sc0, sd0, st0, rb, rcounts, rdispls, rt, comm);
 }
 
 // ---- finalize ---------------------------------------------------------

@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -120,7 +121,12 @@ func shmcollJoin(name *C.char, rank, size C.int) C.int {
 		debugf("joining %d ranks: %v", int(size), err)
 		return -1
 	}
-	return register(newState(c, nil, int(rank), int(size)))
+	// alltoallv's band measures the most bytes one rank sends, which
+	// every rank learns in the call's first step (entry.c passes the call
+	// when the band at this p is empty).
+	p := int(size)
+	c.SetAlltoallvBand(func(b int) bool { return inBand(collectives.CollAlltoallv, p, int64(b)) })
+	return register(newState(c, nil, int(rank), p))
 }
 
 func newState(c *collectives.Comm, h *hier.Comm, rank, p int) *commState {
@@ -426,6 +432,9 @@ func shmcollMove(id, coll C.int, send, recv unsafe.Pointer, n C.longlong, root C
 			in = buf(send, scale(s.counts, s.displs, sc, sd, int(ssize), p))
 		}
 		err = collectives.Alltoallv(bg, c, in, s.counts, s.displs, buf(recv, rend), s.rcounts, s.rdispls)
+		if errors.Is(err, collectives.ErrDeclined) {
+			return 2 // every rank passes it, nothing written
+		}
 	default:
 		err = fmt.Errorf("%v is not a data-movement collective", co)
 	}

@@ -20,8 +20,10 @@
 //     futex; a poster wakes only when the line's sleeper count says someone
 //     sleeps.
 //   placement "free": all ranks may run on CPUs 0 and 1, the scheduler
-//     places them (as shmrun's -bind auto leaves ranks that outnumber the
-//     cores); "spread": rank r is pinned to CPU r % 2.
+//     places them (as shmrun's -bind none leaves them); "spread": rank r is
+//     pinned to CPU r % 2; "one": every rank is pinned to CPU 0, where the
+//     scheduler's placement of free ranks can stack them (each call then
+//     takes the turns of all eight one after the other).
 //
 // Every rank records when it leaves each barrier. An iteration's time is
 // the longest of the ranks' times between leaving the previous barrier and
@@ -29,9 +31,16 @@
 // mean (the whole run over the iterations). Each rank checks, when it
 // leaves barrier i, that every counter is i or i + 1.
 //
+// The timed iterations follow a warm-up of a given time (1 ms unless told):
+// freshly started processes that the scheduler places itself ("free") take
+// a while to be spread over the CPUs as they will stay, and a figure taken
+// before that depends on when it was taken. Rank 0 ends the warm-up: before
+// it posts barrier i it writes i to a shared word, which every rank reads
+// when it leaves barrier i (it acquired rank 0's post).
+//
 //   gcc -O2 -pthread -o /tmp/oversub_floor docs/floors/oversub_floor.c
 //   for p in yield spinyield futex; do
-//     for pl in free spread; do /tmp/oversub_floor $p $pl; done    # [iterations]: 20000
+//     for pl in free spread one; do /tmp/oversub_floor $p $pl; done    # [iterations [warm-up ms]]: 20000 1
 //   done
 //
 // oversub_compare.sh runs it beside shmbench's allreduce, bcast and barrier
@@ -48,10 +57,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { ranks = 8, warmup = 200 };
+enum { ranks = 8 };
 enum { yield, spinyield, futex } policy;
 
-static int iters = 20000; // the third argument
+static int iters = 20000;      // timed iterations: the third argument
+static uint64_t warm_ns = 1e6; // the warm-up: the fourth argument, in ms
 
 typedef struct {
 	_Alignas(128) volatile uint32_t seq; // the rank's counter: the last barrier it arrived at
@@ -59,7 +69,8 @@ typedef struct {
 } line;
 
 static line *flag;   // one per rank
-static uint64_t *ts; // ts[r * (iters + 1) + i]: when rank r left barrier i (0: the start)
+static volatile uint32_t *warm_end; // the barrier that ends the warm-up (0: not yet)
+static uint64_t *ts; // ts[r * (iters + 1) + i]: when rank r left the i-th barrier after the warm-up (0: its last)
 
 static void futex_wait(volatile uint32_t *w, uint32_t v) {
 	syscall(SYS_futex, w, FUTEX_WAIT, v, NULL, NULL, 0);
@@ -100,12 +111,15 @@ static void await(int q, uint32_t i) {
 
 static int rank(int r) {
 	uint64_t *mine = ts + (size_t)r * (iters + 1);
-	mine[0] = now();
-	for (uint32_t i = 1; i <= (uint32_t)iters; i++) {
+	uint64_t start = now();
+	uint32_t first = 0; // the barrier that ended the warm-up
+	for (uint32_t i = 1;; i++) {
+		if (r == 0 && first == 0 && now() - start >= warm_ns)
+			*warm_end = i; // released by the post
 		post(r, i);
 		for (int j = 1; j < ranks; j++)
 			await((r + j) % ranks, i);
-		mine[i] = now();
+		uint64_t t = now();
 		for (int q = 0; q < ranks; q++) {
 			uint32_t s = __atomic_load_n(&flag[q].seq, __ATOMIC_ACQUIRE);
 			if (s != i && s != i + 1) {
@@ -113,21 +127,29 @@ static int rank(int r) {
 				return 1;
 			}
 		}
+		if (first == 0 && *warm_end == i)
+			first = i;
+		if (first != 0) {
+			mine[i - first] = t;
+			if (i - first == (uint32_t)iters)
+				return 0;
+		}
 	}
-	return 0;
 }
 
 int main(int argc, char **argv) {
 	if (argc > 3)
 		iters = atoi(argv[3]);
-	if (argc < 3 || argc > 4 || iters <= warmup ||
+	if (argc > 4)
+		warm_ns = (uint64_t)(atof(argv[4]) * 1e6);
+	if (argc < 3 || argc > 5 || iters <= 0 || (argc > 4 && atof(argv[4]) < 0) ||
 	    (strcmp(argv[1], "yield") && strcmp(argv[1], "spinyield") && strcmp(argv[1], "futex")) ||
-	    (strcmp(argv[2], "free") && strcmp(argv[2], "spread"))) {
-		fprintf(stderr, "usage: oversub_floor yield|spinyield|futex free|spread [iterations > %d]\n", warmup);
+	    (strcmp(argv[2], "free") && strcmp(argv[2], "spread") && strcmp(argv[2], "one"))) {
+		fprintf(stderr, "usage: oversub_floor yield|spinyield|futex free|spread|one [iterations [warm-up ms]]\n");
 		return 2;
 	}
 	policy = !strcmp(argv[1], "yield") ? yield : !strcmp(argv[1], "spinyield") ? spinyield : futex;
-	int spread = !strcmp(argv[2], "spread");
+	int spread = !strcmp(argv[2], "spread"), one = !strcmp(argv[2], "one");
 	size_t tsBytes = sizeof(uint64_t) * ranks * (size_t)(iters + 1);
 	char *m = mmap(NULL, 4096 + tsBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED) {
@@ -135,8 +157,9 @@ int main(int argc, char **argv) {
 		return 1;
 	}
 	flag = (line *)m;
+	warm_end = (volatile uint32_t *)(m + sizeof(line) * ranks);
 	ts = (uint64_t *)(m + 4096);
-	_Static_assert(sizeof(line) * ranks <= 4096, "flags fit the first page");
+	_Static_assert(sizeof(line) * ranks + sizeof(uint32_t) <= 4096, "flags fit the first page");
 	cpu_set_t two;
 	CPU_ZERO(&two);
 	CPU_SET(0, &two);
@@ -152,8 +175,8 @@ int main(int argc, char **argv) {
 			return 1;
 		}
 		if (pid[r] == 0) {
-			if (spread)
-				pin(r % 2);
+			if (spread || one)
+				pin(spread ? r % 2 : 0);
 			_exit(rank(r));
 		}
 	}
@@ -167,25 +190,25 @@ int main(int argc, char **argv) {
 	}
 	if (failed)
 		return 1;
-	int n = iters - warmup;
+	int n = iters;
 	uint64_t *it = malloc(sizeof(uint64_t) * n);
-	for (int i = warmup + 1; i <= iters; i++) {
+	for (int i = 1; i <= iters; i++) {
 		uint64_t d = 0;
 		for (int r = 0; r < ranks; r++) {
 			uint64_t *t = ts + (size_t)r * (iters + 1);
 			if (t[i] - t[i - 1] > d)
 				d = t[i] - t[i - 1];
 		}
-		it[i - warmup - 1] = d;
+		it[i - 1] = d;
 	}
-	uint64_t first = ts[warmup], last = ts[iters];
+	uint64_t first = ts[0], last = ts[iters];
 	for (int r = 1; r < ranks; r++) {
 		uint64_t *t = ts + (size_t)r * (iters + 1);
-		first = t[warmup] > first ? t[warmup] : first;
+		first = t[0] > first ? t[0] : first;
 		last = t[iters] > last ? t[iters] : last;
 	}
 	qsort(it, n, sizeof it[0], cmp_u64);
-	printf("%d processes on 2 CPUs, %-6s wait %-9s: iteration median %6.2f us, p99 %7.2f us, mean %6.2f us (%d iterations)\n",
-	       ranks, argv[2], argv[1], it[n / 2] / 1e3, it[(size_t)n * 99 / 100] / 1e3, (last - first) / 1e3 / n, n);
+	printf("%d processes on 2 CPUs, %-6s wait %-9s: iteration median %6.2f us, p99 %7.2f us, mean %6.2f us (%d iterations after %g ms)\n",
+	       ranks, argv[2], argv[1], it[n / 2] / 1e3, it[(size_t)n * 99 / 100] / 1e3, (last - first) / 1e3 / n, n, warm_ns / 1e6);
 	return 0;
 }
