@@ -82,19 +82,27 @@ func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
 	for i := range vsend {
 		vsend[i] = singleVal[T](r, 1, i)
 	}
-	if err := Allgatherv(bg, c, vsend, vrecv, counts, displs); err != nil {
-		return err
-	}
-	if err := check("allgatherv", vrecv, func(i int) T {
-		for j := range p {
-			if i >= displs[j] && i < displs[j]+counts[j] {
-				return singleVal[T](j, 1, i-displs[j])
-			}
+	for _, inPlace := range []bool{false, true} {
+		clear(vrecv)
+		s := vsend
+		if inPlace {
+			copy(vrecv[displs[r]:], vsend)
+			s = nil
 		}
-		var z T
-		return z
-	}); err != nil {
-		return err
+		if err := Allgatherv(bg, c, s, vrecv, counts, displs); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("allgatherv in place=%v", inPlace), vrecv, func(i int) T {
+			for j := range p {
+				if i >= displs[j] && i < displs[j]+counts[j] {
+					return singleVal[T](j, 1, i-displs[j])
+				}
+			}
+			var z T
+			return z
+		}); err != nil {
+			return err
+		}
 	}
 	// Bcast from two roots.
 	for _, root := range []int{0, p - 1} {
