@@ -395,13 +395,13 @@ const singleChunk = 512 << 10
 // in its recv and its own block; each rank copies its block into its own
 // recv piece by piece and writes each piece into every peer's recv, up to
 // the part pushLen gives, and reads from every peer the rest of that
-// peer's block (an allgatherv's large blocks, singlePush). A write puts
+// peer's block (an allgatherv's uneven blocks, singlePush). A write puts
 // the data into lines the writer holds; a read takes them from the peer's
 // cache, so the ranks write what they can. The first piece's own copy
 // runs before the wait for the peers' offers, the last piece's and the
-// rest after the copies between the ranks and the post of phase 2 (a
-// block of one piece: half of it before, half after), so that the
-// handoffs of both phases overlap a copy.
+// rest after the copies between the ranks and the post of phase 2 (where
+// at most one piece is written: up to half of the block before, the rest
+// after), so that the handoffs of both phases overlap a copy.
 func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 	esz, p, r := a.esz, c.size, c.rank
 	block := func(j int) []byte { return span(a.recv, esz, a.displs[j], a.displs[j]+a.counts[j]) }
@@ -431,7 +431,7 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 	last := max(x-1, 0) / singleChunk * singleChunk
 	ahead := min(singleChunk, x)
 	if last == 0 {
-		ahead = x / 2 &^ (lineBytes - 1)
+		ahead = min(len(src)/2&^(lineBytes-1), singleChunk)
 	}
 	own(0, ahead)
 	for i := 1; i < p; i++ {
@@ -474,37 +474,47 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 // allgather(v) of blocks of counts elements of esz bytes into recv bytes
 // writes into the peers' recvs (pushLen applies it to a block). A rank
 // that writes its whole block works p-1 times that block beside its own
-// copy, a rank with a small block little, so the larger blocks are
-// written up to halfway between the smallest and the mean block and the
-// peers read the rest: each rank then copies about as much, counting its
-// own copy, a plain copy, at half the cost of a copy between processes
-// (at p = 2 that is the balance). Every block of an allgather is written
-// whole, and from singlePullMax every block (each block is then read from
-// memory once, where a peer that reads part of it reads it again).
+// copy, a rank with a small block little, so where a block is more than
+// 1/8 above the mean the larger blocks are written up to halfway between
+// the smallest and the mean block and the peers read the rest: each rank
+// then copies about as much, counting its own copy, a plain copy, at half
+// the cost of a copy between processes (at p = 2 that is the balance).
+// Below singleSplitMin such blocks are read whole, which takes every rank
+// one system call per peer. Blocks of about the same size are written
+// whole, and from singlePullMax every block (each block is then read
+// from memory once, where a peer that reads part of it reads it again).
 func singlePush(counts []int, esz, recv int) int {
-	if recv >= singlePullMax {
-		return math.MaxInt
-	}
-	total, least := 0, math.MaxInt
+	total, least, most := 0, math.MaxInt, 0
 	for _, n := range counts {
 		total += n
-		least = min(least, n)
+		least, most = min(least, n), max(most, n)
 	}
-	return alignUp((total + least*len(counts)) * esz / (2 * len(counts)))
+	switch p := len(counts); {
+	case recv >= singlePullMax || 8*most*p <= 9*total:
+		return math.MaxInt
+	case recv < singleSplitMin:
+		return 0
+	default:
+		return alignUp((total + least*p) * esz / (2 * p))
+	}
 }
 
+// singleSplitMin is the smallest allgatherv of uneven blocks whose ranks
+// write part of their blocks: below it the system call a rank makes for
+// its writes beside its reads costs more than the balance saves (shmbench
+// compare -coll allgatherv at np = 2 against the build that read every
+// such block).
+const singleSplitMin = 128 << 10
+
 // pushLen is how much of an n-byte block its rank writes into the peers'
-// recvs, cap from singlePush: a block less than 1/8 or singlePullMin
-// above cap whole, since a peer's read of the rest would cost a system
-// call for little.
+// recvs, cap from singlePush: a block up to 1/8 above cap whole, since a
+// peer's read of the rest would cost a system call for little.
 func pushLen(n, cap int) int {
-	if n-n/9 <= cap || n-cap < singlePullMin {
+	if n-n/9 <= cap {
 		return n
 	}
 	return cap
 }
-
-const singlePullMin = 64 << 10
 
 // singlePullMax bounds the allgathers whose ranks read the part of a
 // large block above singlePush from its rank: from there the copies run

@@ -714,32 +714,32 @@ func TestSingleFailedCallReleasesBuffers(t *testing.T) {
 }
 
 // TestSinglePush: each rank of an allgather writes its block into the
-// peers' recvs up to halfway between the smallest and the mean block, in
-// whole lines (every block of an allgather), a block less than 1/8 or
-// singlePullMin above that whole, and from singlePullMax every block (the tests above run the
-// reads too: p = 2 near blocks, p > 2 one empty block).
+// peers' recvs whole where the blocks are about the same size or from
+// singlePullMax; other blocks below singleSplitMin not at all (the peers
+// read them), else up to halfway between the smallest and the mean
+// block, in whole lines, a block up to 1/8 above that whole (the tests
+// above run the reads too: p = 2 near blocks, p > 2 one empty block).
 func TestSinglePush(t *testing.T) {
 	for _, tc := range []struct {
-		counts    []int
-		esz, want int
+		counts          []int
+		esz, recv, want int
 	}{
-		{[]int{4, 4}, 8, 64},
-		{[]int{1000, 1001}, 4, 4032},
-		{[]int{1 << 20, 1 << 20}, 4, 4 << 20},
-		{[]int{1 << 19, 3 << 19}, 8, 6 << 20},
-		{[]int{10, 0, 11}, 1, 64},
-		{[]int{0, 0}, 4, 0},
+		{[]int{4, 4}, 8, 64, math.MaxInt},
+		{[]int{1000, 1001}, 4, 8004, math.MaxInt},
+		{[]int{1 << 20, 1 << 20}, 4, 8 << 20, math.MaxInt},
+		{[]int{0, 0}, 4, 0, math.MaxInt},
+		{[]int{8, 10}, 8, 1 << 20, math.MaxInt},
+		{[]int{1 << 19, 3 << 19}, 8, 16 << 20, 6 << 20},
+		{[]int{1 << 19, 3 << 19}, 8, singlePullMax, math.MaxInt},
+		{[]int{1 << 13, 3 << 13}, 8, singleSplitMin - 1, 0},
+		{[]int{1 << 13, 3 << 13}, 8, singleSplitMin, 96 << 10},
+		{[]int{10, 0, 11}, 1, 1 << 20, 64},
 	} {
-		if got := singlePush(tc.counts, tc.esz, 1<<20); got != tc.want {
-			t.Errorf("singlePush(%v, %d) = %d, want %d", tc.counts, tc.esz, got, tc.want)
+		if got := singlePush(tc.counts, tc.esz, tc.recv); got != tc.want {
+			t.Errorf("singlePush(%v, %d, %d) = %d, want %d", tc.counts, tc.esz, tc.recv, got, tc.want)
 		}
 	}
-	if got := singlePush([]int{1, 3}, 1, singlePullMax); got != math.MaxInt {
-		t.Errorf("singlePush at singlePullMax bytes: %d, want every block", got)
-	}
-	k := singlePullMin
-	for _, tc := range [][3]int{{4004, 4032, 4004}, {100 * k, 96 * k, 100 * k}, {108 * k, 96 * k, 108 * k}, {109 * k, 96 * k, 96 * k},
-		{200 * k, 96 * k, 96 * k}, {0, 0, 0}, {k + k/4, k / 2, k + k/4}, {2*k + k/2, k / 2, k / 2}} {
+	for _, tc := range [][3]int{{4004, 4032, 4004}, {100, 96, 100}, {108, 96, 108}, {109, 96, 96}, {200, 96, 96}, {0, 0, 0}} {
 		if got := pushLen(tc[0], tc[1]); got != tc[2] {
 			t.Errorf("pushLen(%d, %d) = %d, want %d", tc[0], tc[1], got, tc[2])
 		}
