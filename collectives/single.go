@@ -24,9 +24,9 @@ import (
 //     memory, entry j the range that rank j accesses, and posts phase 1
 //     (the table starts after the room of an alltoallv header, where an
 //     alltoallv rank offers its blocks beside its header, alltoallv.go):
-//     allgather(v): the place of j's block in its recv, which j writes
-//     (an allgatherv of uneven blocks, singlePull: its own block, which j
-//     reads);
+//     allgather(v): the place of j's block in its recv, which j writes,
+//     and its own block, of which j reads what is not written (an
+//     allgatherv's large blocks, singlePush);
 //     alltoall: its send block for j, which j reads; bcast, scatter(v)
 //     and gather(v): at the root j's block of its buffer, at j its recv
 //     (gather: its send), which the two copy between them;
@@ -34,9 +34,10 @@ import (
 //     the length of their entries for it against its own buffer, copies,
 //     and posts phase 2: allgather writes its block into its own recv and
 //     every peer's piece by piece, so that each piece is read from memory
-//     once (or reads every peer's block); alltoall reads its block from
-//     every peer; in the rooted calls the root copies 1/p of every block
-//     and each other rank the rest of its own, at once;
+//     once, and reads the rest of the peers' large blocks; alltoall
+//     reads its block from every peer; in the rooted calls the root
+//     copies 1/p of every block and each other rank the rest of its
+//     own, at once;
 //  3. a rank whose ranges peers access returns only after every one of
 //     them posted phase 2 (the rooted calls: the root waits for every
 //     rank, every other rank for the root), so the caller owns its buffers
@@ -389,18 +390,26 @@ func (c *Comm) moveRange(q int, e uint64, k, off int, local []byte, write bool) 
 // singleChunk is the piece of its block that an allgather rank copies
 // into its own recv and then writes into every peer's while the piece is
 // in its cache: its block is read from memory once, not once by the rank
-// and again by every peer.
-const singleChunk = 256 << 10
+// and again by every peer. Each piece costs a system call per peer, whose
+// fixed part (the access check, the peer's memory map locked and its
+// pages array set up) is why the pieces are not smaller.
+const singleChunk = 512 << 10
 
 // singleAllgather: every rank offers each peer j the place of j's block
-// in its recv; each rank copies its block into its own recv piece by piece
-// and writes each piece into every peer's recv. That costs each rank p
-// times its own block, so an allgatherv whose blocks differ much
-// (singlePull) has every rank read the peers' blocks instead: each rank
-// then copies the whole vector, the same on every rank.
+// in its recv and its own block; each rank copies its block into its own
+// recv piece by piece and writes each piece into every peer's recv, up to
+// the part pushLen gives, and reads from every peer the rest of that
+// peer's block (an allgatherv's uneven blocks, singlePush). A write puts
+// the data into lines the writer holds; a read takes them from the peer's
+// cache, so the ranks write what they can. The first piece's own copy
+// runs before the wait for the peers' offers, the last piece's and the
+// rest after the copies between the ranks and the post of phase 2 (where
+// at most one piece is written: up to half of the block before, the rest
+// after), so that the handoffs of both phases overlap a copy.
 func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 	esz, p, r := a.esz, c.size, c.rank
-	mine := span(a.recv, esz, a.displs[r], a.displs[r]+a.counts[r])
+	block := func(j int) []byte { return span(a.recv, esz, a.displs[j], a.displs[j]+a.counts[j]) }
+	mine := block(r)
 	src := mine
 	if a.send != nil {
 		src = a.send
@@ -410,70 +419,113 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
-	if singlePull(a.counts, len(a.recv)) {
-		for j := range p {
-			if j != r {
-				c.offer(e, j, src)
-			}
+	for j := range p {
+		if j != r {
+			c.offer2(e, j, block(j), src)
 		}
-		c.post(e, 1)
+	}
+	c.post(e, 1)
+	own := func(lo, hi int) {
 		if a.send != nil {
-			simd.Copy(mine, a.send)
+			simd.Copy(mine[lo:hi], a.send[lo:hi])
+		}
+	}
+	most := singlePush(a.counts, esz, len(a.recv))
+	x := pushLen(len(src), most)
+	last := max(x-1, 0) / singleChunk * singleChunk
+	ahead := min(singleChunk, x)
+	if last == 0 {
+		ahead = min(len(src)/2&^(lineBytes-1), singleChunk)
+	}
+	own(0, ahead)
+	for i := 1; i < p; i++ {
+		q := c.next(i)
+		if err := c.waitOffer2(ctx, q, e, len(mine), a.counts[q]*esz); err != nil {
+			return err
+		}
+	}
+	for lo := 0; lo < x; lo += singleChunk {
+		hi := min(lo+singleChunk, x)
+		if lo > 0 && lo < last {
+			own(lo, hi)
 		}
 		for i := 1; i < p; i++ {
-			q := c.next(i)
-			b := span(a.recv, esz, a.displs[q], a.displs[q]+a.counts[q])
-			if err := c.waitOffer(ctx, q, e, len(b)); err != nil {
+			if err := c.move(c.next(i), e, lo, src[lo:hi], true); err != nil {
 				return err
-			}
-			if err := c.move(q, e, 0, b, false); err != nil {
-				return err
-			}
-		}
-	} else {
-		c.offerBlocks(e, a, a.recv)
-		for i := 1; i < p; i++ {
-			if err := c.waitOffer(ctx, (r+i)%p, e, len(mine)); err != nil {
-				return err
-			}
-		}
-		for lo := 0; lo < len(src); lo += singleChunk {
-			hi := min(lo+singleChunk, len(src))
-			if a.send != nil {
-				simd.Copy(mine[lo:hi], a.send[lo:hi])
-			}
-			for i := 1; i < p; i++ {
-				q := (r + i) % p
-				if err := c.move(q, e, lo, src[lo:hi], true); err != nil {
-					return err
-				}
 			}
 		}
 	}
+	for i := 1; i < p; i++ {
+		q := c.next(i)
+		b := block(q)
+		y := pushLen(len(b), most)
+		if err := c.moveRange(q, e, 1, y, b[y:], false); err != nil {
+			return err
+		}
+	}
+	c.post(e, 2)
+	own(max(ahead, last), len(src))
 	c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1), Received: uint64(p - 1)})
-	return c.endAll(ctx, e, 2)
+	if err := c.waitAll(ctx, e, 2); err != nil {
+		return err
+	}
+	c.full = true
+	c.end(e)
+	return nil
 }
 
-// singlePull reports whether an allgather of blocks of counts elements
-// into recv bytes has every rank read the peers' blocks: the largest block
-// is more than 1/8 above the mean, so that writing it into every peer's
-// recv would keep its rank busy that much longer than the others, and recv
-// is below singlePullMax.
-func singlePull(counts []int, recv int) bool {
-	total, most := 0, 0
+// singlePush returns how many bytes of its block each rank of an
+// allgather(v) of blocks of counts elements of esz bytes into recv bytes
+// writes into the peers' recvs (pushLen applies it to a block). A rank
+// that writes its whole block works p-1 times that block beside its own
+// copy, a rank with a small block little, so where a block is more than
+// 1/8 above the mean the larger blocks are written up to halfway between
+// the smallest and the mean block and the peers read the rest: each rank
+// then copies about as much, counting its own copy, a plain copy, at half
+// the cost of a copy between processes (at p = 2 that is the balance).
+// Below singleSplitMin such blocks are read whole, which takes every rank
+// one system call per peer. Blocks of about the same size are written
+// whole, and from singlePullMax every block (each block is then read
+// from memory once, where a peer that reads part of it reads it again).
+func singlePush(counts []int, esz, recv int) int {
+	total, least, most := 0, math.MaxInt, 0
 	for _, n := range counts {
 		total += n
-		most = max(most, n)
+		least, most = min(least, n), max(most, n)
 	}
-	return 8*most*len(counts) > 9*total && recv < singlePullMax
+	switch p := len(counts); {
+	case recv >= singlePullMax || 8*most*p <= 9*total:
+		return math.MaxInt
+	case recv < singleSplitMin:
+		return 0
+	default:
+		return alignUp((total + least*p) * esz / (2 * p))
+	}
 }
 
-// singlePullMax bounds the allgathers that read the peers' blocks: from
-// there the copies run at the memory's pace, and the pull, which reads
-// every block from memory once per rank, moves more bytes than the
-// writes, which read each rank's block once (shmbench run -coll
-// allgatherv -algo single at np = 2, this build against the one that
-// always writes).
+// singleSplitMin is the smallest allgatherv of uneven blocks whose ranks
+// write part of their blocks: below it the system call a rank makes for
+// its writes beside its reads costs more than the balance saves (shmbench
+// compare -coll allgatherv at np = 2 against the build that read every
+// such block).
+const singleSplitMin = 128 << 10
+
+// pushLen is how much of an n-byte block its rank writes into the peers'
+// recvs, cap from singlePush: a block up to 1/8 above cap whole, since a
+// peer's read of the rest would cost a system call for little.
+func pushLen(n, cap int) int {
+	if n-n/9 <= cap {
+		return n
+	}
+	return cap
+}
+
+// singlePullMax bounds the allgathers whose ranks read the part of a
+// large block above singlePush from its rank: from there the copies run
+// at the memory's pace, and the reads, which read every block from memory
+// once per rank, move more bytes than the writes, which read each rank's
+// block once (shmbench run -coll allgatherv -algo single at np = 2, the
+// build that always reads against the one that always writes).
 const singlePullMax = 32 << 20
 
 func (c *Comm) singleAlltoall(ctx context.Context, a *call) (err error) {

@@ -3,6 +3,7 @@ package collectives
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"syscall"
@@ -81,19 +82,27 @@ func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
 	for i := range vsend {
 		vsend[i] = singleVal[T](r, 1, i)
 	}
-	if err := Allgatherv(bg, c, vsend, vrecv, counts, displs); err != nil {
-		return err
-	}
-	if err := check("allgatherv", vrecv, func(i int) T {
-		for j := range p {
-			if i >= displs[j] && i < displs[j]+counts[j] {
-				return singleVal[T](j, 1, i-displs[j])
-			}
+	for _, inPlace := range []bool{false, true} {
+		clear(vrecv)
+		s := vsend
+		if inPlace {
+			copy(vrecv[displs[r]:], vsend)
+			s = nil
 		}
-		var z T
-		return z
-	}); err != nil {
-		return err
+		if err := Allgatherv(bg, c, s, vrecv, counts, displs); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("allgatherv in place=%v", inPlace), vrecv, func(i int) T {
+			for j := range p {
+				if i >= displs[j] && i < displs[j]+counts[j] {
+					return singleVal[T](j, 1, i-displs[j])
+				}
+			}
+			var z T
+			return z
+		}); err != nil {
+			return err
+		}
 	}
 	// Bcast from two roots.
 	for _, root := range []int{0, p - 1} {
@@ -704,28 +713,35 @@ func TestSingleFailedCallReleasesBuffers(t *testing.T) {
 	}
 }
 
-// TestSinglePull: an allgather writes its block into the peers' recvs
-// unless one block is more than 1/8 above the mean and the call is below
-// singlePullMax (singlePull); the tests above run both (p = 2: near
-// blocks; p > 2: one empty block).
-func TestSinglePull(t *testing.T) {
+// TestSinglePush: each rank of an allgather writes its block into the
+// peers' recvs whole where the blocks are about the same size or from
+// singlePullMax; other blocks below singleSplitMin not at all (the peers
+// read them), else up to halfway between the smallest and the mean
+// block, in whole lines, a block up to 1/8 above that whole (the tests
+// above run the reads too: p = 2 near blocks, p > 2 one empty block).
+func TestSinglePush(t *testing.T) {
 	for _, tc := range []struct {
-		counts []int
-		want   bool
+		counts          []int
+		esz, recv, want int
 	}{
-		{[]int{4, 4}, false},
-		{[]int{1000, 1001}, false},
-		{[]int{8, 10}, false},
-		{[]int{3, 5}, true},
-		{[]int{1, 3}, true},
-		{[]int{10, 0, 11}, true},
-		{[]int{0, 0}, false},
+		{[]int{4, 4}, 8, 64, math.MaxInt},
+		{[]int{1000, 1001}, 4, 8004, math.MaxInt},
+		{[]int{1 << 20, 1 << 20}, 4, 8 << 20, math.MaxInt},
+		{[]int{0, 0}, 4, 0, math.MaxInt},
+		{[]int{8, 10}, 8, 1 << 20, math.MaxInt},
+		{[]int{1 << 19, 3 << 19}, 8, 16 << 20, 6 << 20},
+		{[]int{1 << 19, 3 << 19}, 8, singlePullMax, math.MaxInt},
+		{[]int{1 << 13, 3 << 13}, 8, singleSplitMin - 1, 0},
+		{[]int{1 << 13, 3 << 13}, 8, singleSplitMin, 96 << 10},
+		{[]int{10, 0, 11}, 1, 1 << 20, 64},
 	} {
-		if got := singlePull(tc.counts, 1<<20); got != tc.want {
-			t.Errorf("singlePull(%v) = %v, want %v", tc.counts, got, tc.want)
+		if got := singlePush(tc.counts, tc.esz, tc.recv); got != tc.want {
+			t.Errorf("singlePush(%v, %d, %d) = %d, want %d", tc.counts, tc.esz, tc.recv, got, tc.want)
 		}
 	}
-	if singlePull([]int{1, 3}, singlePullMax) {
-		t.Errorf("singlePull at singlePullMax bytes")
+	for _, tc := range [][3]int{{4004, 4032, 4004}, {100, 96, 100}, {108, 96, 108}, {109, 96, 96}, {200, 96, 96}, {0, 0, 0}} {
+		if got := pushLen(tc[0], tc[1]); got != tc[2] {
+			t.Errorf("pushLen(%d, %d) = %d, want %d", tc[0], tc[1], got, tc[2])
+		}
 	}
 }

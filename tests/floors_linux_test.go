@@ -43,6 +43,8 @@ func TestFloorPrograms(t *testing.T) {
 		{"allgather_cma_floor", []string{"512", "chunk-write", "50"}, `^chunk-write 512 KiB blocks \(allgather of 1024 KiB\): slower process median [0-9.]+ us, [0-9.]+ GB/s moved; CPU time `},
 		{"allgather_cma_floor", []string{"64", "own-read", "50"}, `^own-read 64 KiB blocks `},
 		{"allgather_cma_floor", []string{"64", "copies", "50"}, `^copies 64 KiB blocks `},
+		{"allgatherv_cma_split", []string{"64", "192", "96", "50"}, `^blocks 64 and 192 KiB, 96 KiB written: slower process median [0-9.]+ us; CPU time [0-9.]+ us; process 0 [0-9.]+ us, process 1 [0-9.]+ us\n$`},
+		{"allgatherv_cma_split", []string{"64", "192", "0", "50"}, `^blocks 64 and 192 KiB, 0 KiB written: `},
 		{"bcast_rule", []string{"waits", "symmetric", "5000"}, `^symmetric +barrier, root waits  : slower rank +[0-9]+ ns`},
 		{"bcast_rule", []string{"returns", "root-first", "5000"}, `^root-first +barrier, root returns: slower rank +[0-9]+ ns`},
 		{"bcast_rule", []string{"waits", "receiver-first", "5000"}, `^receiver-first barrier, root waits  : slower rank +[0-9]+ ns`},
@@ -77,7 +79,7 @@ func TestFloorPrograms(t *testing.T) {
 		}
 	}
 	// A wrong use is refused with the usage line.
-	for _, r := range []struct{ prog, arg string }{{"allgather_floor", "0"}, {"allgather_cma_floor", "0"}, {"bcast_rule", "sometimes"}, {"rooted_floor", "bcast"}, {"rsb_cma_floor", "0"}, {"oversub_floor", "often"}} {
+	for _, r := range []struct{ prog, arg string }{{"allgather_floor", "0"}, {"allgather_cma_floor", "0"}, {"allgatherv_cma_split", "0"}, {"bcast_rule", "sometimes"}, {"rooted_floor", "bcast"}, {"rsb_cma_floor", "0"}, {"oversub_floor", "often"}} {
 		out, err := exec.Command(filepath.Join(dir, r.prog), r.arg, "2").CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !regexp.MustCompile(`^usage: `+r.prog).Match(out) {
 			t.Errorf("%s %s 2: %v, %s; want exit 2 and the usage line", r.prog, r.arg, err, out)
