@@ -628,6 +628,7 @@ func (j *Job) supervise(ctx context.Context, timeout time.Duration) {
 		}
 	}
 	ctxDone := ctx.Done()
+	hardSent := false
 	for left := j.np; left > 0; {
 		select {
 		case res := <-j.results:
@@ -639,6 +640,11 @@ func (j *Job) supervise(ctx context.Context, timeout time.Duration) {
 			killGroup(j.cmds[res.rank], syscall.SIGKILL) // whatever the rank left behind
 			if res.err != nil && !killing {
 				stop(res.err)
+			} else if res.err != nil && killedFromOutside(res.err, hardSent) && exitedFirst(first) {
+				// A rank killed by a signal the launcher did not send
+				// caused the failure: its peers see it die at once and
+				// may exit with an error of their own before it is reaped.
+				first = res.err
 			}
 		case <-expired:
 			expired = nil
@@ -648,6 +654,7 @@ func (j *Job) supervise(ctx context.Context, timeout time.Duration) {
 			stop(fmt.Errorf("launch: job stopped: %w", context.Cause(ctx)))
 		case <-hardKill:
 			hardKill = nil
+			hardSent = true
 			j.signalAll(syscall.SIGKILL)
 		}
 	}
@@ -656,6 +663,20 @@ func (j *Job) supervise(ctx context.Context, timeout time.Duration) {
 	j.err = first
 	close(j.done)
 	j.kill(nil) // release the context
+}
+
+// killedFromOutside reports whether e is a rank killed by a signal the
+// launcher did not send: the launcher sends SIGTERM on a failure and
+// SIGKILL only after the grace period (hardSent).
+func killedFromOutside(e *RankError, hardSent bool) bool {
+	return e.Signal != 0 && e.Signal != syscall.SIGTERM && (e.Signal != syscall.SIGKILL || !hardSent)
+}
+
+// exitedFirst reports whether the job's first failure is a rank that
+// exited with a status of its own.
+func exitedFirst(first error) bool {
+	e, ok := first.(*RankError)
+	return ok && e.Signal == 0
 }
 
 // signalAll sends sig to the process group of every rank that has not exited.
@@ -691,10 +712,11 @@ func (j *Job) removeArena() {
 // the cause of the context's end. Wait may be called from several
 // goroutines.
 //
-// "First" is the order in which the launcher reaps the ranks. When a rank
-// dies, its peers notice within microseconds (shm watches their pids), so a
-// peer that exits at once with an error of its own may, rarely, be reaped
-// first; its error then names the rank that died.
+// "First" is the order in which the launcher reaps the ranks, with one
+// exception: when a rank is killed by a signal the launcher did not send,
+// its peers notice within microseconds (shm watches their pids) and may exit
+// with an error of their own before it is reaped; the killed rank is then
+// the one reported.
 func (j *Job) Wait() error {
 	<-j.done
 	return j.err

@@ -321,6 +321,31 @@ func TestCrashBySignal(t *testing.T) {
 	}
 }
 
+// TestKilledRankReported: a rank killed by a signal the launcher did not
+// send is the failure reported, even when a peer's own error was reaped
+// first (a peer that sees the rank die exits at once); a rank the launcher
+// terminates is not.
+func TestKilledRankReported(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	ready := filepath.Join(t.TempDir(), "ready")
+	script := `case $SHMCOLL_RANK in
+0) while [ ! -e ` + ready + ` ]; do sleep 0.01; done; exit 3 ;;
+1) trap '' TERM; touch ` + ready + `; sleep 0.3; kill -KILL $$ ;;
+*) sleep 30 ;;
+esac`
+	j, err := Start(context.Background(), Config{NP: 3, Prog: sh, Args: []string{"-c", script}, KillGrace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := rankErr(t, j.Wait())
+	if re.Rank != 1 || re.Signal != syscall.SIGKILL || re.ExitCode() != 137 {
+		t.Errorf("got %v, want rank 1 killed by SIGKILL", re)
+	}
+}
+
 func TestPanic(t *testing.T) {
 	j, _, stderr := job(t, Config{NP: 2}, "panic@0", "sleep:1h")
 	re := rankErr(t, j.Wait())
