@@ -19,7 +19,7 @@
 # batches until one lasts that long), and the three
 # calls, which one shmbench job runs one after the other, take turns at
 # being the first: round r starts with the r-th of allreduce, bcast, barrier.
-# Free ranks can also stay stacked on one CPU (where other sessions keep the
+# Free ranks can also stay stacked on one CPU (where other work keeps the
 # other CPU busy, or until the scheduler spreads them), which takes each
 # call twice the turns: -1 adds the placement "one", every rank on CPU 0
 # (the floor's "one", shmbench under taskset -c 0), the floor of that state.
