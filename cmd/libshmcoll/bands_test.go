@@ -51,14 +51,20 @@ func TestBands(t *testing.T) {
 			t.Errorf("%v p=%d 16 MiB: served %v, want %v", c.coll, c.p, got, c.want)
 		}
 	}
-	// The shipped bands serve alltoallv at p = 2 up to 1 MiB sent by any
-	// rank, and not from 3 ranks.
+	// The shipped bands pass alltoallv; 'alltoallv@2=1:1M' serves it at
+	// p = 2 up to 1 MiB sent by any rank, and not from 3 ranks.
 	if err := loadBands(""); err != nil {
+		t.Fatal(err)
+	}
+	if inBand(collectives.CollAlltoallv, 2, 8) {
+		t.Errorf("shipped bands serve alltoallv at p = 2, 8 B")
+	}
+	if err := loadBands("alltoallv@2=1:1M"); err != nil {
 		t.Fatal(err)
 	}
 	if !inBand(collectives.CollAlltoallv, 2, 1<<20) || inBand(collectives.CollAlltoallv, 2, 1<<20+1) ||
 		inBand(collectives.CollAlltoallv, 3, 8) {
-		t.Errorf("shipped bands: alltoallv at p = 2 1 MiB %v, 1 MiB + 1 %v, p = 3 8 B %v; want true, false, false",
+		t.Errorf("alltoallv@2=1:1M: alltoallv at p = 2 1 MiB %v, 1 MiB + 1 %v, p = 3 8 B %v; want true, false, false",
 			inBand(collectives.CollAlltoallv, 2, 1<<20), inBand(collectives.CollAlltoallv, 2, 1<<20+1), inBand(collectives.CollAlltoallv, 3, 8))
 	}
 	if err := loadBands("all"); err != nil {

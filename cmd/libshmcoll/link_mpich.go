@@ -12,9 +12,7 @@ import "C"
 // returns at the root at once) and its gather and scatter of small blocks
 // (a single eager message) pass, and so does a reduce_scatter of at most
 // 8 bytes on two ranks (one eager message each way at most); alltoallv
-// (whose band measures the most bytes one rank sends) is served at p = 2
-// up to 1 MiB, where the preloaded call was faster, and passes at larger
-// sizes and, not measured served, from 3 ranks.
+// passes (see bands.go).
 const defaultBands = `
 allreduce            *  1:inf
 reduce_scatter_block *  1:inf
@@ -27,7 +25,6 @@ reduce               *  1:inf
 barrier              *  0:inf
 alltoall             *  1:64K
 alltoallv            *  none
-alltoallv            2  1:1M
 scatter              *  8K:inf
 gather               *  8K:inf
 scan                 *  1:inf

@@ -11,10 +11,8 @@ import "C"
 // largest alltoall blocks and, from 3 ranks, scatter's middle blocks;
 // reduce passes in the middle sizes, where Open MPI's pipelined tree is
 // faster (at p = 2, where shmcoll's reduce reads the peer's input by
-// cross-memory attach, only from 4 KiB to 512 KiB); alltoallv (whose band
-// measures the most bytes one rank sends) is served at p = 2 up to 1 MiB,
-// where the preloaded call was faster, and passes at larger sizes and, not
-// measured served, from 3 ranks. From 5 ranks (oversubscribed
+// cross-memory attach, only from 4 KiB to 512 KiB); alltoallv passes (see
+// bands.go). From 5 ranks (oversubscribed
 // on small nodes) the smallest calls of allreduce, reduce_scatter_block,
 // allgather, reduce and alltoall pass too, where Open MPI's own were
 // faster at p = 8.
@@ -35,7 +33,6 @@ barrier              *      0:inf
 alltoall             *      1:64K
 alltoall             5-inf  64:64K
 alltoallv            *      none
-alltoallv            2      1:1M
 scatter              *      1:128K,4M:inf
 scatter              2      1:inf
 gather               *      1:inf
