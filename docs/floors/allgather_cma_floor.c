@@ -29,7 +29,6 @@
 
 #include <immintrin.h>
 #include <string.h>
-#include <sys/uio.h>
 
 enum { CHUNK = 256 << 10 };
 
@@ -60,18 +59,6 @@ static void ntcopy(char *dst, const char *src, size_t n) {
 	}
 	_mm_sfence();
 	memcpy(dst + i, src + i, n - i);
-}
-
-static void cma(pid_t pid, char *local, char *remote, size_t n, int write) {
-	while (n > 0) {
-		struct iovec l = {local, n}, r = {remote, n};
-		ssize_t k = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
-		if (k <= 0) {
-			perror(write ? "process_vm_writev" : "process_vm_readv");
-			exit(1);
-		}
-		local += k, remote += k, n -= (size_t)k;
-	}
 }
 
 static void rank(int r, pid_t peer, const char *v) {

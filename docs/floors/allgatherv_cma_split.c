@@ -18,7 +18,6 @@
 #include "floors.h"
 
 #include <string.h>
-#include <sys/uio.h>
 
 static size_t N[2], cap;
 static int iters;
@@ -30,18 +29,6 @@ static uint64_t cputime(void) {
 	struct timespec t;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
 	return t.tv_sec * 1000000000ull + t.tv_nsec;
-}
-
-static void cma(pid_t pid, char *local, char *remote, size_t n, int write) {
-	while (n > 0) {
-		struct iovec l = {local, n}, r = {remote, n};
-		ssize_t k = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
-		if (k <= 0) {
-			perror(write ? "process_vm_writev" : "process_vm_readv");
-			exit(1);
-		}
-		local += k, remote += k, n -= (size_t)k;
-	}
 }
 
 static void rank(int r, pid_t peer, const char *v) {

@@ -1,6 +1,7 @@
 // What the floor programs share: a monotonic clock in ns, pinning the calling
 // thread to one CPU, the order of uint64_t for qsort, the medians of two ranks'
-// times, and the barrier of two ranks before each call.
+// times, the barrier of two ranks before each call, and a copy to or from the
+// peer process by cross-memory attach.
 #ifndef FLOORS_H
 #define FLOORS_H
 
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <immintrin.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,6 +105,22 @@ static inline void pair_barrier(volatile uint64_t *self, volatile uint64_t *othe
 	if (order != 1)
 		while (__atomic_load_n(other, __ATOMIC_ACQUIRE) < i)
 			_mm_pause();
+}
+
+// cma copies n bytes between local and the peer's remote by cross-memory
+// attach (write: into the peer, process_vm_writev; else process_vm_readv),
+// repeating the call for what a partial copy leaves.
+static inline void cma(pid_t pid, void *local, void *remote, size_t n, int write) {
+	char *l = local, *r = remote;
+	while (n > 0) {
+		struct iovec li = {l, n}, ri = {r, n};
+		ssize_t k = write ? process_vm_writev(pid, &li, 1, &ri, 1, 0) : process_vm_readv(pid, &li, 1, &ri, 1, 0);
+		if (k <= 0) {
+			perror(write ? "process_vm_writev" : "process_vm_readv");
+			exit(1);
+		}
+		l += k, r += k, n -= (size_t)k;
+	}
 }
 
 #endif

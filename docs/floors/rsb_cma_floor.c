@@ -32,7 +32,6 @@
 #include "floors.h"
 
 #include <string.h>
-#include <sys/uio.h>
 
 static size_t B, C;
 static int iters;
@@ -47,23 +46,9 @@ static uint64_t cputime(void) {
 	return t.tv_sec * 1000000000ull + t.tv_nsec;
 }
 
-static void cmarw(pid_t pid, void *local, void *remote, size_t n, int write) {
-	char *l = local, *r = remote;
-	while (n > 0) {
-		struct iovec li = {l, n}, ri = {r, n};
-		ssize_t k = write ? process_vm_writev(pid, &li, 1, &ri, 1, 0) : process_vm_readv(pid, &li, 1, &ri, 1, 0);
-		if (k <= 0) {
-			perror(write ? "process_vm_writev" : "process_vm_readv");
-			exit(1);
-		}
-		l += k, r += k, n -= (size_t)k;
-	}
-}
-
-static void cma(pid_t pid, void *local, void *remote, size_t n) { cmarw(pid, local, remote, n, 0); }
 
 // cmaw writes n bytes of local into the peer's memory at remote.
-static void cmaw(pid_t pid, void *local, void *remote, size_t n) { cmarw(pid, local, remote, n, 1); }
+static void cmaw(pid_t pid, void *local, void *remote, size_t n) { cma(pid, local, remote, n, 1); }
 
 // sum computes d = a + b over n doubles; nt stores d non-temporally (d
 // 32-byte aligned, n a multiple of 4).
@@ -107,19 +92,19 @@ static void rank(int r, pid_t peer, const char *v) {
 		if (!strcmp(v, "scratch") || !strcmp(v, "scratch-nt")) {
 			for (size_t lo = 0; lo < n; lo += c) {
 				size_t m = n - lo < c ? n - lo : c;
-				cma(peer, scratch, theirs + lo, m * 8);
+				cma(peer, scratch, theirs + lo, m * 8, 0);
 				sum(recvb + lo, r ? scratch : own + lo, r ? own + lo : scratch, m, v[7] != 0);
 			}
 		} else if (!strcmp(v, "direct")) {
 			for (size_t lo = 0; lo < n; lo += c) {
 				size_t m = n - lo < c ? n - lo : c;
-				cma(peer, recvb + lo, theirs + lo, m * 8);
+				cma(peer, recvb + lo, theirs + lo, m * 8, 0);
 				sum(recvb + lo, recvb + lo, own + lo, m, 0);
 			}
 		} else if (!strcmp(v, "allreduce")) {
 			for (size_t lo = 0; lo < n; lo += c) {
 				size_t m = n - lo < c ? n - lo : c;
-				cma(peer, recvb + lo, theirs + lo, m * 8);
+				cma(peer, recvb + lo, theirs + lo, m * 8, 0);
 				sum(recvb + lo, recvb + lo, own + lo, m, 0);
 				cmaw(peer, recvb + lo, recvb + n + lo, m * 8);
 			}
@@ -127,20 +112,20 @@ static void rank(int r, pid_t peer, const char *v) {
 			uint64_t k = 0;
 			for (size_t lo = 0; lo < n; lo += c, k++) {
 				size_t m = n - lo < c ? n - lo : c;
-				cma(peer, recvb + lo, theirs + lo, m * 8);
+				cma(peer, recvb + lo, theirs + lo, m * 8, 0);
 				sum(recvb + lo, recvb + lo, own + lo, m, 0);
 				__atomic_store_n(&bar[16 * r + 8], (uint64_t)i << 32 | (k + 1), __ATOMIC_RELEASE);
 				while (__atomic_load_n(&bar[16 * q + 8], __ATOMIC_ACQUIRE) < ((uint64_t)i << 32 | (k + 1)))
 					_mm_pause();
-				cma(peer, recvb + n + lo, recvb + lo, m * 8);
+				cma(peer, recvb + n + lo, recvb + lo, m * 8, 0);
 			}
 		} else if (!strcmp(v, "whole")) {
-			cma(peer, recvb, theirs, B);
+			cma(peer, recvb, theirs, B, 0);
 			sum(recvb, recvb, own, n, 0);
 		} else if (!strcmp(v, "read-only")) {
 			for (size_t lo = 0; lo < n; lo += c) {
 				size_t m = n - lo < c ? n - lo : c;
-				cma(peer, recvb + lo, theirs + lo, m * 8);
+				cma(peer, recvb + lo, theirs + lo, m * 8, 0);
 			}
 		} else if (!strcmp(v, "sum-only")) {
 			sum(recvb, own, spare, n, 0);
