@@ -36,6 +36,17 @@ func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
 		displs[j] = total + j // gaps between the blocks
 		total += counts[j] + j
 	}
+	// vblock is element i of an allgatherv's or gatherv's result: rank j's
+	// block for rank 1 at displs[j], zero in the gaps.
+	vblock := func(i int) T {
+		for j := range p {
+			if i >= displs[j] && i < displs[j]+counts[j] {
+				return singleVal[T](j, 1, i-displs[j])
+			}
+		}
+		var z T
+		return z
+	}
 	esz := simd.TypeOf[T]().Size()
 	alg := func(what string) error {
 		vector := strings.HasPrefix(what, "gatherv") || strings.HasPrefix(what, "scatterv")
@@ -92,15 +103,7 @@ func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
 		if err := Allgatherv(bg, c, s, vrecv, counts, displs); err != nil {
 			return err
 		}
-		if err := check(fmt.Sprintf("allgatherv in place=%v", inPlace), vrecv, func(i int) T {
-			for j := range p {
-				if i >= displs[j] && i < displs[j]+counts[j] {
-					return singleVal[T](j, 1, i-displs[j])
-				}
-			}
-			var z T
-			return z
-		}); err != nil {
+		if err := check(fmt.Sprintf("allgatherv in place=%v", inPlace), vrecv, vblock); err != nil {
 			return err
 		}
 	}
@@ -201,15 +204,7 @@ func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
 			return err
 		}
 		if r == root {
-			if err := check(fmt.Sprintf("gatherv root %d", root), all, func(i int) T {
-				for j := range p {
-					if i >= displs[j] && i < displs[j]+counts[j] {
-						return singleVal[T](j, 1, i-displs[j])
-					}
-				}
-				var z T
-				return z
-			}); err != nil {
+			if err := check(fmt.Sprintf("gatherv root %d", root), all, vblock); err != nil {
 				return err
 			}
 		}
