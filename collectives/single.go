@@ -419,6 +419,9 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
+	if len(a.recv) >= singleHugeMin {
+		c.ep.PreferHugePages(a.recv)
+	}
 	for j := range p {
 		if j != r {
 			c.offer2(e, j, block(j), src)
@@ -473,6 +476,14 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 	c.end(e)
 	return nil
 }
+
+// singleHugeMin is the smallest recv of an allgather(v) whose rank asks
+// for huge pages behind it (shm's PreferHugePages: from the second call
+// with the same recv), since every peer writes its block into it there
+// and each 4 KiB page costs the kernel a pin: from there the pages' pins
+// are a large part of the call (docs/floors/allgather_cma_pieces.c,
+// huge 3 against 0).
+const singleHugeMin = 4 << 20
 
 // singlePush returns how many bytes of its block each rank of an
 // allgather(v) of blocks of counts elements of esz bytes into recv bytes

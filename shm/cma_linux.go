@@ -101,3 +101,13 @@ var cmaThread = sync.OnceValue(func() int {
 	}()
 	return <-tid
 })
+
+// collapse asks the kernel to back the 2 MiB-aligned pages inside b with
+// huge pages (see PreferHugePages); a refusal (no huge page free, a kernel
+// before Linux 6.1) leaves b as it was and is returned.
+func collapse(b []byte) error {
+	if h := hugeInside(b); len(h) > 0 {
+		return unix.Madvise(h, unix.MADV_COLLAPSE)
+	}
+	return nil
+}

@@ -14,3 +14,5 @@ func vmCopy(pid int, local []byte, remote []Remote, write bool) (Remote, error) 
 func allowPtrace() {}
 
 func cmaThread() int { return 0 }
+
+func collapse([]byte) error { return ErrNotSupported }

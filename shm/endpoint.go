@@ -159,6 +159,7 @@ type Endpoint struct {
 	// cmaTargets are the ids given to the kernel for copies from and to
 	// each rank (see cmaTarget), set when cross-memory attach is probed.
 	cmaTargets []int
+	huge       hugeSeen // the buffers offered to PreferHugePages
 }
 
 // Rank returns the endpoint's rank.

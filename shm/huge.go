@@ -1,0 +1,71 @@
+package shm
+
+import "sync"
+
+// A peer's cross-memory copy into or out of a rank's buffer pins every
+// page of the buffer it touches, one at a time, which is most of what the
+// kernel's copy costs beyond a memcpy where the pages are 4 KiB. Backed by
+// huge pages, the buffer costs one pin per 2 MiB. The Go heap gets huge
+// pages only where the system makes them by default, so the owner of a
+// large buffer that peers copy with asks the kernel to collapse it
+// (madvise MADV_COLLAPSE: the 2 MiB pages wholly inside the buffer, its
+// contents kept). A collapse copies the buffer once, so it is made for a
+// buffer the rank offers a second time, which a program that reuses its
+// buffers does on every call after the first, and not for one it offers
+// once.
+
+// hugeRanges is how many buffers an endpoint remembers for PreferHugePages.
+const hugeRanges = 8
+
+// hugeSeen records the buffers offered to PreferHugePages: their address and
+// length, and whether they were collapsed.
+type hugeSeen struct {
+	mu   sync.Mutex
+	r    [hugeRanges]Remote
+	done [hugeRanges]bool
+	next int // the entry replaced next
+}
+
+// PreferHugePages is told by the owner of b, a buffer on the heap (see
+// [AddrOf]) that peers copy with by cross-memory attach in this call,
+// that b is offered: the second time the same buffer is offered (the same
+// address and length, among the last few), the endpoint asks the kernel
+// to back the 2 MiB pages inside b with huge pages, which makes the
+// peers' copies cheaper from then on. It does nothing between goroutine
+// ranks (their copies pin nothing), where cross-memory attach is off, or
+// where the kernel declines (b's pages stay as they were). It never fails.
+func (e *Endpoint) PreferHugePages(b []byte) {
+	if e.inProcess || !e.cmaOn || len(b) < 2*hugePage {
+		return
+	}
+	r := Remote{AddrOf(b), len(b)}
+	h := &e.huge
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.r {
+		if h.r[i] == r {
+			if !h.done[i] {
+				h.done[i] = true
+				_ = collapse(b) // a refusal leaves b's pages as they were
+			}
+			return
+		}
+	}
+	h.r[h.next], h.done[h.next] = r, false
+	h.next = (h.next + 1) % hugeRanges
+}
+
+// hugePage is the size of the huge pages PreferHugePages asks for.
+const hugePage = 2 << 20
+
+// hugeInside returns the part of b made of whole hugePage-aligned pages
+// (empty if there is none).
+func hugeInside(b []byte) []byte {
+	a := AddrOf(b)
+	lo := int((a+hugePage-1)&^(hugePage-1) - a)
+	hi := int((a+uintptr(len(b)))&^(hugePage-1) - a)
+	if lo >= hi {
+		return nil
+	}
+	return b[lo:hi]
+}

@@ -1,0 +1,89 @@
+//go:build linux
+
+package shm
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestPreferHugePages: the first offer of a buffer only records it, the
+// second collapses it, and the collapse keeps every byte; where the
+// kernel collapses, the buffer's huge pages show in /proc/self/smaps.
+func TestPreferHugePages(t *testing.T) {
+	e := &Endpoint{cmaOn: true}
+	b := make([]byte, 9<<20+123)
+	for i := range b {
+		b[i] = byte(i*7 + i>>12)
+	}
+	e.PreferHugePages(b)
+	if e.huge.done[0] || e.huge.r[0] != (Remote{AddrOf(b), len(b)}) {
+		t.Fatalf("after the first offer: %v %v", e.huge.r, e.huge.done)
+	}
+	e.PreferHugePages(b[1:]) // another range: recorded, not collapsed
+	if e.huge.done[1] || e.huge.next != 2 {
+		t.Fatalf("after another range: %v %v", e.huge.r, e.huge.done)
+	}
+	e.PreferHugePages(b)
+	if !e.huge.done[0] {
+		t.Fatalf("after the second offer: %v %v", e.huge.r, e.huge.done)
+	}
+	for i := range b {
+		if b[i] != byte(i*7+i>>12) {
+			t.Fatalf("byte %d is %#x after the collapse, want %#x", i, b[i], byte(i*7+i>>12))
+		}
+	}
+	h := hugeInside(b)
+	if len(h) < 6<<20 || AddrOf(h)%hugePage != 0 || len(h)%hugePage != 0 {
+		t.Fatalf("hugeInside: %#x + %d of %#x + %d", AddrOf(h), len(h), AddrOf(b), len(b))
+	}
+	if err := collapse(b); err != nil {
+		t.Logf("the kernel does not collapse: %v", err)
+		return
+	}
+	if kb := anonHuge(t, AddrOf(h)); kb < 2<<10 {
+		t.Errorf("the mapping of the collapsed buffer has %d KiB of huge pages", kb)
+	}
+}
+
+// anonHuge returns the AnonHugePages (KiB) of the mapping of this process
+// that holds addr.
+func anonHuge(t *testing.T, addr uintptr) int {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	in := false
+	for s := bufio.NewScanner(f); s.Scan(); {
+		line := s.Text()
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(line, "%x-%x ", &lo, &hi); n == 2 {
+			in = lo <= addr && addr < hi
+			continue
+		}
+		if in && strings.HasPrefix(line, "AnonHugePages:") {
+			kb, _ := strconv.Atoi(strings.Fields(line)[1])
+			return kb
+		}
+	}
+	t.Fatalf("no mapping holds %#x", addr)
+	return 0
+}
+
+// TestPreferHugePagesNotBetweenGoroutines: goroutine ranks and ranks
+// without cross-memory attach record nothing.
+func TestPreferHugePagesNotBetweenGoroutines(t *testing.T) {
+	b := make([]byte, 8<<20)
+	for _, e := range []*Endpoint{{cmaOn: true, inProcess: true}, {}} {
+		e.PreferHugePages(b)
+		e.PreferHugePages(b)
+		if e.huge.r[0] != (Remote{}) || e.huge.done[0] {
+			t.Errorf("inProcess %v, cmaOn %v: %v %v", e.inProcess, e.cmaOn, e.huge.r, e.huge.done)
+		}
+	}
+}
