@@ -428,9 +428,13 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 		}
 	}
 	c.post(e, 1)
+	cp := simd.Copy
+	if len(a.recv) >= singleNTMin {
+		cp = simd.CopyNT
+	}
 	own := func(lo, hi int) {
 		if a.send != nil {
-			simd.Copy(mine[lo:hi], a.send[lo:hi])
+			cp(mine[lo:hi], a.send[lo:hi])
 		}
 	}
 	most := singlePush(a.counts, esz, len(a.recv))
@@ -484,6 +488,13 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 // are a large part of the call (docs/floors/allgather_cma_pieces.c,
 // huge 3 against 0).
 const singleHugeMin = 4 << 20
+
+// singleNTMin is the smallest recv of an allgather(v) whose rank copies
+// its own block with non-temporal stores: from there the recvs do not
+// stay in the caches, and a store that does not first read the line it
+// fills leaves the memory's bandwidth to the copies between the ranks
+// (docs/floors/allgather_cma_pieces.c, nt against mem with huge pages).
+const singleNTMin = 32 << 20
 
 // singlePush returns how many bytes of its block each rank of an
 // allgather(v) of blocks of counts elements of esz bytes into recv bytes
