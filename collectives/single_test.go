@@ -376,8 +376,9 @@ func TestSingleChild(t *testing.T) {
 
 // TestSingleHugeRecv: allgather and allgatherv of private buffers large
 // enough that every rank asks for huge pages behind its recv (from the
-// second call with it: singleHugeMin), between processes, the same
-// buffers in every call with new values, every result exact on every rank.
+// second call with it: singleHugeMin), and an allgather whose own copies
+// store non-temporally (singleNTMin), between processes, the same buffers
+// in every call with new values, every result exact on every rank.
 func TestSingleHugeRecv(t *testing.T) {
 	if os.Getenv(shm.EnvArena) != "" {
 		t.Skip("in a child")
@@ -388,38 +389,40 @@ func TestSingleHugeRecv(t *testing.T) {
 // singleHuge is one rank of TestSingleHugeRecv.
 func singleHuge(t *testing.T, c *Comm) {
 	p, r := c.Size(), c.Rank()
-	n := singleHugeMin/4/p + 3<<10 + 5 // int32s per block: recv above singleHugeMin
-	send, recv := make([]int32, n), make([]int32, p*n)
-	counts, displs := make([]int, p), make([]int, p)
-	for j := range p {
-		counts[j], displs[j] = n-j*1000, j*n
-	}
-	for k := range 4 {
-		for i := range send {
-			send[i] = singleVal[int32](r, k, i)
-		}
-		clear(recv)
-		v := k%2 == 1
-		var err error
-		if v {
-			err = Allgatherv(bg, c, send[:counts[r]], recv, counts, displs)
-		} else {
-			err = Allgather(bg, c, send, recv)
-		}
-		if err != nil {
-			t.Fatalf("call %d: %v", k, err)
-		}
-		if c.LastAlgorithm() != Single {
-			t.Fatalf("call %d took %v, want single", k, c.LastAlgorithm())
-		}
+	for _, size := range []int{singleHugeMin, singleNTMin} {
+		n := size/4/p + 3<<10 + 5 // int32s per block: recv above size
+		send, recv := make([]int32, n), make([]int32, p*n)
+		counts, displs := make([]int, p), make([]int, p)
 		for j := range p {
-			for i := range n {
-				want := singleVal[int32](j, k, i)
-				if v && i >= counts[j] {
-					want = 0
-				}
-				if got := recv[j*n+i]; got != want {
-					t.Fatalf("rank %d, call %d (allgatherv %v): element %d of block %d is %d, want %d", r, k, v, i, j, got, want)
+			counts[j], displs[j] = n-j*1000, j*n
+		}
+		for k := range 4 {
+			for i := range send {
+				send[i] = singleVal[int32](r, k, i)
+			}
+			clear(recv)
+			v := k%2 == 1 && size < singleAlltoallMax
+			var err error
+			if v {
+				err = Allgatherv(bg, c, send[:counts[r]], recv, counts, displs)
+			} else {
+				err = Allgather(bg, c, send, recv)
+			}
+			if err != nil {
+				t.Fatalf("call %d: %v", k, err)
+			}
+			if c.LastAlgorithm() != Single {
+				t.Fatalf("call %d took %v, want single", k, c.LastAlgorithm())
+			}
+			for j := range p {
+				for i := range n {
+					want := singleVal[int32](j, k, i)
+					if v && i >= counts[j] {
+						want = 0
+					}
+					if got := recv[j*n+i]; got != want {
+						t.Fatalf("rank %d, recv of %d bytes, call %d (allgatherv %v): element %d of block %d is %d, want %d", r, len(recv)*4, k, v, i, j, got, want)
+					}
 				}
 			}
 		}
