@@ -481,12 +481,13 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 	return nil
 }
 
-// singleHugeMin is the smallest recv of an allgather(v) whose rank asks
-// for huge pages behind it (shm's PreferHugePages: from the second call
-// with the same recv), since every peer writes its block into it there
-// and each 4 KiB page costs the kernel a pin: from there the pages' pins
-// are a large part of the call (docs/floors/allgather_cma_pieces.c,
-// huge 3 against 0).
+// singleHugeMin is the smallest recv of an allgather(v), and send of an
+// alltoall, whose rank asks for huge pages behind it (shm's
+// PreferHugePages: from the second call with the same buffer), since the
+// peers write their blocks into that recv and read theirs from that send,
+// and each 4 KiB page of it costs the kernel a pin: from there the pins
+// are a large part of the call (docs/floors/allgather_cma_pieces.c, huge
+// 3 against 0; shmbench run -coll alltoall against the build without).
 const singleHugeMin = 4 << 20
 
 // singleNTMin is the smallest recv of an allgather(v) whose rank copies
@@ -557,6 +558,9 @@ func (c *Comm) singleAlltoall(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
+	if len(a.send) >= singleHugeMin {
+		c.ep.PreferHugePages(a.send) // the peers read their blocks from it
+	}
 	c.offerBlocks(e, a, a.send)
 	simd.Copy(span(a.recv, esz, a.rdispls[r], a.rdispls[r]+a.rcounts[r]), span(a.send, esz, a.displs[r], a.displs[r]+a.counts[r]))
 	for i := 1; i < p; i++ {

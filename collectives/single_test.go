@@ -376,7 +376,8 @@ func TestSingleChild(t *testing.T) {
 
 // TestSingleHugeRecv: allgather and allgatherv of private buffers large
 // enough that every rank asks for huge pages behind its recv (from the
-// second call with it: singleHugeMin), and an allgather whose own copies
+// second call with it: singleHugeMin), an alltoall whose ranks ask for
+// them behind their send, and an allgather whose own copies
 // store non-temporally (singleNTMin), between processes, the same buffers
 // in every call with new values, every result exact on every rank.
 func TestSingleHugeRecv(t *testing.T) {
@@ -422,6 +423,30 @@ func singleHuge(t *testing.T, c *Comm) {
 					}
 					if got := recv[j*n+i]; got != want {
 						t.Fatalf("rank %d, recv of %d bytes, call %d (allgatherv %v): element %d of block %d is %d, want %d", r, len(recv)*4, k, v, i, j, got, want)
+					}
+				}
+			}
+			if size >= singleAlltoallMax {
+				continue
+			}
+			// Alltoall, whose ranks ask for huge pages behind their send:
+			// block j of rank q's send is singleVal(q, 10k+j, i).
+			for j := range p {
+				for i := range n {
+					recv[j*n+i] = singleVal[int32](r, 10*k+j, i)
+				}
+			}
+			a2a := make([]int32, p*n)
+			if err := Alltoall(bg, c, recv, a2a); err != nil {
+				t.Fatalf("alltoall %d: %v", k, err)
+			}
+			if c.LastAlgorithm() != Single {
+				t.Fatalf("alltoall %d took %v, want single", k, c.LastAlgorithm())
+			}
+			for q := range p {
+				for i := range n {
+					if got, want := a2a[q*n+i], singleVal[int32](q, 10*k+r, i); got != want {
+						t.Fatalf("rank %d, alltoall %d: element %d of block %d is %d, want %d", r, k, i, q, got, want)
 					}
 				}
 			}
