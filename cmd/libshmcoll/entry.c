@@ -596,13 +596,14 @@ static int sc_decide(sc_state *s, int coll, int k, int64_t bytes) {
 
 // sc_serve runs a data-movement call in shmcoll: 1 when served. A NULL
 // send (or recv for scatter) is MPI_IN_PLACE. An alltoallv that every rank
-// found outside its band in the call's first step (2) passes by size, and
-// the communicator stays served.
+// found outside its band in the call's first step (2) passes, counted as
+// declined (it paid that step, where a pass by size in C did not), and the
+// communicator stays served.
 static int sc_serve(sc_state *s, int coll, void *send, void *recv, int64_t n, int root, const int *sc, const int *sd,
                     const int *rc, const int *rd, int64_t ssize, int64_t rsize) {
 	int r = shmcollMove(s->id, coll, send, recv, n, root, (int *)sc, (int *)sd, (int *)rc, (int *)rd, ssize, rsize);
 	if (r == 2) {
-		sc_pass(coll, SC_PASS_SIZE);
+		sc_pass(coll, SC_PASS_DECLINED);
 		return 0;
 	}
 	if (r != 0) {

@@ -33,6 +33,7 @@ enum {
 	SC_PASS_OP,       // operator that does not apply to the type, MINLOC/MAXLOC
 	SC_PASS_SIZE,     // outside the size band served for this collective and p
 	SC_PASS_FALLBACK, // shmcoll's call failed (on every rank): this call and the communicator's later ones
+	SC_PASS_DECLINED, // alltoallv outside its band, found by every rank in the served call's first step
 	SC_NPASS
 };
 

@@ -19,7 +19,7 @@ import (
 )
 
 // passNames name the reasons of shmcoll.h's SC_PASS_*, in order.
-var passNames = [C.SC_NPASS]string{"off", "comm", "datatype", "op", "size", "fallback"}
+var passNames = [C.SC_NPASS]string{"off", "comm", "datatype", "op", "size", "fallback", "declined"}
 
 //export shmcollFinalize
 func shmcollFinalize(print C.int) {
