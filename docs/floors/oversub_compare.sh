@@ -98,11 +98,14 @@ run() {
 	while [ "$probe" = 1 ] && kill -0 "$job" 2>/dev/null; do
 		sleep 0.1
 		# Per rank, the CPU of the thread that ran longest since the last
-		# sample: a Go rank's work moves between its threads, so the one
-		# with the most time in all need not be the one running it now.
-		grep -Hs '' /proc/[0-9]*/task/*/stat | awk -v p="$job" -v last="$tmp/last" -v nxt="$tmp/next" '
+		# sample (schedstat: nanoseconds on a CPU): a Go rank's work moves
+		# between its threads, so the one with the most time in all need
+		# not be the one running it now.
+		grep -Hs '' /proc/[0-9]*/task/*/schedstat /proc/[0-9]*/task/*/stat | awk -v p="$job" -v last="$tmp/last" -v nxt="$tmp/next" '
 			BEGIN { while ((getline l < last) > 0) { split(l, a, " "); was[a[1]] = a[2] } }
-			$4 == p { split($1, f, "/"); t = $14 + $15; print f[5], t > nxt
+			{ split($1, f, "/") }
+			f[6] ~ /^schedstat:/ { sub(/^schedstat:/, "", f[6]); ran[f[5]] = f[6] + 0; next }
+			$4 == p { t = ran[f[5]]; print f[5], t > nxt
 				d = t - was[f[5]]
 				if (!(f[3] in busy) || d > busy[f[3]]) { busy[f[3]] = d; cpu[f[3]] = $39 } }
 			END { for (r in cpu) { n[cpu[r]]++; k++ } if (k) printf "%d/%d\n", n[0], n[1] }' >>"$tmp/cpus"
