@@ -25,8 +25,9 @@
 # (the floor's "one", shmbench under taskset -c 0), the floor of that state.
 #
 # With -p, every line ends with the CPUs of the job's ranks, sampled every
-# 100 ms while it runs ("5/3x4": the busiest threads of 5 ranks last ran on
-# CPU 0 and of 3 on CPU 1, in 4 samples running; the job's
+# 100 ms while it runs ("5/3x4": the threads that ran longest since the
+# previous sample, of 5 ranks, last ran on CPU 0 and of 3 on CPU 1, in 4
+# samples running; the job's
 # calls in the order they ran, each after its warm-up): which state a figure
 # was taken in. The sampling takes a little CPU time from the job.
 #
@@ -93,14 +94,22 @@ run() {
 	"$@" &
 	job=$!
 	: >"$tmp/cpus"
+	: >"$tmp/last"
 	while [ "$probe" = 1 ] && kill -0 "$job" 2>/dev/null; do
 		sleep 0.1
-		# Per rank, the CPU of its busiest thread (a Go rank's work need
-		# not run on its main thread).
-		grep -Hs '' /proc/[0-9]*/task/*/stat |
-			awk -v p="$job" '$4 == p { split($1, f, "/"); t = $14 + $15
-				if (!(f[3] in busy) || t > busy[f[3]]) { busy[f[3]] = t; cpu[f[3]] = $39 } }
-				END { for (r in cpu) { n[cpu[r]]++; k++ } if (k) printf "%d/%d\n", n[0], n[1] }' >>"$tmp/cpus"
+		# Per rank, the CPU of the thread that ran longest since the last
+		# sample (schedstat: nanoseconds on a CPU): a Go rank's work moves
+		# between its threads, so the one with the most time in all need
+		# not be the one running it now.
+		grep -Hs '' /proc/[0-9]*/task/*/schedstat /proc/[0-9]*/task/*/stat | awk -v p="$job" -v last="$tmp/last" -v nxt="$tmp/next" '
+			BEGIN { while ((getline l < last) > 0) { split(l, a, " "); was[a[1]] = a[2] } }
+			{ split($1, f, "/") }
+			f[6] ~ /^schedstat:/ { sub(/^schedstat:/, "", f[6]); ran[f[5]] = f[6] + 0; next }
+			$4 == p { t = ran[f[5]]; print f[5], t > nxt
+				d = t - was[f[5]]
+				if (!(f[3] in busy) || d > busy[f[3]]) { busy[f[3]] = d; cpu[f[3]] = $39 } }
+			END { for (r in cpu) { n[cpu[r]]++; k++ } if (k) printf "%d/%d\n", n[0], n[1] }' >>"$tmp/cpus"
+		mv "$tmp/next" "$tmp/last" 2>/dev/null || :
 	done
 	wait "$job"
 }
