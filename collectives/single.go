@@ -481,13 +481,14 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 	return nil
 }
 
-// singleHugeMin is the smallest recv of an allgather(v), and send of an
-// alltoall, whose rank asks for huge pages behind it (shm's
-// PreferHugePages: from the second call with the same buffer), since the
-// peers write their blocks into that recv and read theirs from that send,
-// and each 4 KiB page of it costs the kernel a pin: from there the pins
-// are a large part of the call (docs/floors/allgather_cma_pieces.c, huge
-// 3 against 0; shmbench run -coll alltoall against the build without).
+// singleHugeMin is the smallest buffer that a rank offers its peers in a
+// Single call (the recv of an allgather(v), the send of an alltoall, a
+// rooted call's buffer or block) behind which it asks for huge pages
+// (shm's PreferHugePages: from the second call with the same buffer),
+// since the peers' copies into or out of it cost the kernel a pin per
+// 4 KiB page: from there the pins are a large part of the call
+// (docs/floors/allgather_cma_pieces.c, huge 3 against 0; shmbench run of
+// alltoall, bcast, gather and scatter against the build without).
 const singleHugeMin = 4 << 20
 
 // singleNTMin is the smallest recv of an allgather(v) whose rank copies
@@ -594,6 +595,9 @@ func (c *Comm) singleRooted(ctx context.Context, a *call) (err error) {
 	if c.rank == a.root {
 		for j := range c.size {
 			if j != c.rank {
+				if b := c.rootBlock(a, j); len(b) >= singleHugeMin {
+					c.ep.PreferHugePages(b)
+				}
 				c.offer(e, j, c.rootBlock(a, j))
 			}
 		}
@@ -616,6 +620,9 @@ func (c *Comm) singleRooted(ctx context.Context, a *call) (err error) {
 		local := a.recv
 		if gather {
 			local = a.send
+		}
+		if len(local) >= singleHugeMin {
+			c.ep.PreferHugePages(local)
 		}
 		c.offer(e, a.root, local)
 		c.post(e, 1)

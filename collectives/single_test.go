@@ -377,7 +377,8 @@ func TestSingleChild(t *testing.T) {
 // TestSingleHugeRecv: allgather and allgatherv of private buffers large
 // enough that every rank asks for huge pages behind its recv (from the
 // second call with it: singleHugeMin), an alltoall whose ranks ask for
-// them behind their send, and an allgather whose own copies
+// them behind their send, bcast, gather and scatter, whose ranks ask for
+// them behind the buffers they offer, and an allgather whose own copies
 // store non-temporally (singleNTMin), between processes, the same buffers
 // in every call with new values, every result exact on every rank.
 func TestSingleHugeRecv(t *testing.T) {
@@ -392,7 +393,7 @@ func singleHuge(t *testing.T, c *Comm) {
 	p, r := c.Size(), c.Rank()
 	for _, size := range []int{singleHugeMin, singleNTMin} {
 		n := size/4/p + 3<<10 + 5 // int32s per block: recv above size
-		send, recv := make([]int32, n), make([]int32, p*n)
+		send, recv, a2a := make([]int32, n), make([]int32, p*n), make([]int32, p*n)
 		counts, displs := make([]int, p), make([]int, p)
 		for j := range p {
 			counts[j], displs[j] = n-j*1000, j*n
@@ -426,28 +427,63 @@ func singleHuge(t *testing.T, c *Comm) {
 					}
 				}
 			}
-			if size >= singleAlltoallMax {
-				continue
-			}
-			// Alltoall, whose ranks ask for huge pages behind their send:
-			// block j of rank q's send is singleVal(q, 10k+j, i).
+			// Alltoall (below singleAlltoallMax, where it takes Single),
+			// whose ranks ask for huge pages behind their send: block j of
+			// rank q's send is singleVal(q, 10k+j, i).
 			for j := range p {
 				for i := range n {
 					recv[j*n+i] = singleVal[int32](r, 10*k+j, i)
 				}
 			}
-			a2a := make([]int32, p*n)
-			if err := Alltoall(bg, c, recv, a2a); err != nil {
-				t.Fatalf("alltoall %d: %v", k, err)
-			}
-			if c.LastAlgorithm() != Single {
-				t.Fatalf("alltoall %d took %v, want single", k, c.LastAlgorithm())
+			if size < singleAlltoallMax {
+				if err := Alltoall(bg, c, recv, a2a); err != nil {
+					t.Fatalf("alltoall %d: %v", k, err)
+				}
+				if c.LastAlgorithm() != Single {
+					t.Fatalf("alltoall %d took %v, want single", k, c.LastAlgorithm())
+				}
+			} else {
+				for q := range p {
+					for i := range n {
+						a2a[q*n+i] = singleVal[int32](q, 10*k+r, i) // what the alltoall gives
+					}
+				}
 			}
 			for q := range p {
 				for i := range n {
 					if got, want := a2a[q*n+i], singleVal[int32](q, 10*k+r, i); got != want {
 						t.Fatalf("rank %d, alltoall %d: element %d of block %d is %d, want %d", r, k, i, q, got, want)
 					}
+				}
+			}
+			// The rooted calls, whose root and other ranks ask for huge
+			// pages behind the buffers they offer: bcast of recv from
+			// root k%p (the root's recv holds the allgather's result),
+			// gather of the alltoall's result into recv at root 0, then
+			// scatter of it back into a2a from root 0.
+			if err := Bcast(bg, c, recv, k%p); err != nil {
+				t.Fatalf("bcast %d: %v", k, err)
+			}
+			for j := range p {
+				for i := range n {
+					if got, want := recv[j*n+i], singleVal[int32](k%p, 10*k+j, i); got != want {
+						t.Fatalf("rank %d, bcast %d: element %d is %d, want %d", r, k, j*n+i, got, want)
+					}
+				}
+			}
+			if err := Gather(bg, c, a2a[:n], recv, 0); err != nil {
+				t.Fatalf("gather %d: %v", k, err)
+			}
+			clear(a2a)
+			if err := Scatter(bg, c, recv, a2a[:n], 0); err != nil {
+				t.Fatalf("scatter %d: %v", k, err)
+			}
+			if c.LastAlgorithm() != Single {
+				t.Fatalf("scatter %d took %v, want single", k, c.LastAlgorithm())
+			}
+			for i := range n {
+				if got, want := a2a[i], singleVal[int32](0, 10*k+r, i); got != want {
+					t.Fatalf("rank %d, gather and scatter %d: element %d is %d, want %d", r, k, i, got, want)
 				}
 			}
 		}
