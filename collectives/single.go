@@ -428,13 +428,14 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 		}
 	}
 	c.post(e, 1)
-	cp := simd.Copy
-	if len(a.recv) >= singleNTMin {
-		cp = simd.CopyNT
-	}
+	nt := len(a.recv) >= singleNTMin
 	own := func(lo, hi int) {
-		if a.send != nil {
-			cp(mine[lo:hi], a.send[lo:hi])
+		switch {
+		case a.send == nil:
+		case nt:
+			simd.CopyNT(mine[lo:hi], a.send[lo:hi])
+		default:
+			simd.Copy(mine[lo:hi], a.send[lo:hi])
 		}
 	}
 	most := singlePush(a.counts, esz, len(a.recv))
