@@ -26,8 +26,10 @@
 //
 //   gcc -O2 -o /tmp/agp docs/floors/allgather_cma_pieces.c
 //   /tmp/agp 32768 0 read last mem 0       # Open MPI's pattern, allgather of 64 MiB
-//   /tmp/agp 32768 512 write inter mem 0   # shmcoll's Single allgather
-//   /tmp/agp 32768 512 read inter mem 0    # MPICH's piece, overlapped with the own copy
+//   /tmp/agp 32768 512 read last mem 0     # MPICH's pieces (process_vm_readv of 512 KiB)
+//   /tmp/agp 8192 512 write inter mem 3    # shmcoll's Single allgather of 16 MiB
+//   /tmp/agp 32768 512 write inter nt 3    # shmcoll's Single allgather of 64 MiB
+//   /tmp/agp 32768 512 read inter nt 2     # reads, with the peers' sends collapsed
 #include "floors.h"
 
 #include <string.h>
