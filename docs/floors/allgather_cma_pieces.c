@@ -91,7 +91,7 @@ static void rank(int r, pid_t peer, const char *v) {
 	if (huge >= 2) { // the pages exist: made huge in place, and again (a no-op) to time it
 		for (int k = 0; k < 2; k++) {
 			uint64_t t = now();
-			if (huge == 2 && madvise(sendb, B, MADV_COLLAPSE) != 0 || madvise(recvb, 2 * B, MADV_COLLAPSE) != 0) {
+			if ((huge == 2 && madvise(sendb, B, MADV_COLLAPSE) != 0) || madvise(recvb, 2 * B, MADV_COLLAPSE) != 0) {
 				perror("madvise(MADV_COLLAPSE)");
 				exit(1);
 			}
