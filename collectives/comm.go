@@ -62,13 +62,18 @@ type Options struct {
 	// on every rank if any rank sets it (as SHMCOLL_CMA=off does): no call
 	// takes [Single]. Results are the same either way.
 	NoCrossMemory bool
+	// NoHugePages keeps this rank from asking the kernel for huge pages
+	// behind its own large buffers that peers copy with by cross-memory
+	// attach (see shm.Endpoint.PreferHugePages; SHMCOLL_HUGEPAGES=off does
+	// the same). Results are the same either way.
+	NoHugePages bool
 }
 
 // shm returns the arena options of o, with the selection table's hash
 // (tableChoice.hash) as the value every rank records when it joins.
 func (o Options) shm(tableHash uint64) shm.Options {
 	return shm.Options{SlotBytes: o.SlotBytes, HeapBytes: o.HeapBytes, Timeout: o.Timeout, JoinTimeout: o.JoinTimeout, SpinFor: o.SpinFor,
-		YieldFor: o.YieldFor, Progress: o.Progress, NoCrossMemory: o.NoCrossMemory, RequireLauncher: o.RequireLauncher, JoinValue: tableHash}
+		YieldFor: o.YieldFor, Progress: o.Progress, NoCrossMemory: o.NoCrossMemory, NoHugePages: o.NoHugePages, RequireLauncher: o.RequireLauncher, JoinValue: tableHash}
 }
 
 // Comm is a communicator: a group of ranks sharing one arena. The

@@ -48,6 +48,7 @@ const (
 	cmaEnvOff      = 3 // SHMCOLL_CMA=off
 	cmaProbeFailed = 4 // the rank could not read a peer
 	cmaBadEnv      = 5 // SHMCOLL_CMA has a value other than on and off
+	cmaBadHugeEnv  = 6 // SHMCOLL_HUGEPAGES has a value other than on and off (fails the join too)
 
 	cmaNoProbe = 1 // the address word of a rank not to be probed
 
@@ -226,6 +227,9 @@ func (e *Endpoint) cmaWord(r, off int) *atomic.Uint64 {
 // ownCMAStatus is what this rank can say before probing: whether it turned
 // cross-memory attach off.
 func ownCMAStatus(opt Options) uint64 {
+	if _, ok := hugePagesOff(opt); !ok {
+		return cmaBadHugeEnv
+	}
 	switch v := os.Getenv(EnvCMA); v {
 	case "off":
 		return cmaEnvOff
@@ -248,7 +252,7 @@ func ownCMAStatus(opt Options) uint64 {
 // or fails on every rank (as the rendezvous does): rank 0's decision word
 // holds whichever came first, every result published or a rank giving up
 // (the arena aborted, a peer died, ctx, the deadline); and a bad
-// SHMCOLL_CMA on any rank fails every rank's join.
+// SHMCOLL_CMA or SHMCOLL_HUGEPAGES on any rank fails every rank's join.
 func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt Options) error {
 	status := ownCMAStatus(opt)
 	probe := !e.inProcess && status == cmaOK
@@ -298,7 +302,7 @@ func (e *Endpoint) agreeCrossMemory(ctx context.Context, deadline time.Time, opt
 	first := -1 // the first rank whose result is not cmaOK
 	for r := range e.size {
 		w := e.cmaWord(r, cCMAResult).Load()
-		if w&0xff == cmaBadEnv {
+		if st := w & 0xff; st == cmaBadEnv || st == cmaBadHugeEnv {
 			return e.cmaReason(r, w)
 		}
 		if w&0xff != cmaOK && first < 0 {
@@ -347,7 +351,7 @@ func setLocalCrossMemory(eps []*Endpoint, opt Options) error {
 			e.cmaErr = e.cmaReason(0, w)
 		}
 	}
-	if w&0xff == cmaBadEnv {
+	if st := w & 0xff; st == cmaBadEnv || st == cmaBadHugeEnv {
 		return eps[0].cmaErr
 	}
 	return nil
@@ -405,6 +409,8 @@ func (e *Endpoint) cmaReason(r int, w uint64) error {
 		return fmt.Errorf("%w: rank %d cannot read rank %d (pid %d): %w", ErrNoCrossMemory, r, q, pid, syscall.Errno(w>>32&0xffff))
 	case cmaBadEnv:
 		return fmt.Errorf("shm: %s on rank %d is neither on nor off", EnvCMA, r)
+	case cmaBadHugeEnv:
+		return fmt.Errorf("shm: %s on rank %d is neither on nor off", EnvHugePages, r)
 	}
 	return fmt.Errorf("%w: rank %d published %#x", ErrBadHeader, r, w)
 }

@@ -70,6 +70,10 @@ type Options struct {
 	// for the arena: off on every rank if any rank sets it (as
 	// SHMCOLL_CMA=off does).
 	NoCrossMemory bool
+	// NoHugePages keeps [Endpoint.PreferHugePages] from asking the kernel
+	// for huge pages behind this rank's buffers (as SHMCOLL_HUGEPAGES=off
+	// does); a setting of this rank alone, which changes no result.
+	NoHugePages bool
 
 	fixedSpin bool          // tests: keep the spin budget at SpinFor
 	sleepFor  time.Duration // tests: bound of one futex sleep
@@ -160,6 +164,7 @@ type Endpoint struct {
 	// each rank (see cmaTarget), set when cross-memory attach is probed.
 	cmaTargets []int
 	huge       hugeSeen // the buffers offered to PreferHugePages
+	noHuge     bool     // Options.NoHugePages or SHMCOLL_HUGEPAGES=off
 }
 
 // Rank returns the endpoint's rank.
@@ -782,6 +787,7 @@ func newEndpoint(mem []byte, lay layout, rank int, opt Options, inProcess bool) 
 	}
 	e.fixedSpin = opt.fixedSpin
 	e.progress = opt.Progress
+	e.noHuge, _ = hugePagesOff(opt) // a bad value fails the join (ownCMAStatus)
 	switch {
 	case opt.YieldFor < 0:
 	case opt.YieldFor > 0:

@@ -1,6 +1,9 @@
 package shm
 
-import "sync"
+import (
+	"os"
+	"sync"
+)
 
 // A peer's cross-memory copy into or out of a rank's buffer pins every
 // page of the buffer it touches, one at a time, which is most of what the
@@ -13,6 +16,24 @@ import "sync"
 // buffer the rank offers a second time, which a program that reuses its
 // buffers does on every call after the first, and not for one it offers
 // once.
+
+// EnvHugePages is the environment variable that keeps
+// [Endpoint.PreferHugePages] from asking for huge pages: SHMCOLL_HUGEPAGES=off.
+// "on" and the empty string leave it on. Any other value fails the join on
+// every rank, as a bad SHMCOLL_CMA does.
+const EnvHugePages = "SHMCOLL_HUGEPAGES"
+
+// hugePagesOff reports whether opt or the environment turn PreferHugePages
+// off, and false for ok where the variable has another value.
+func hugePagesOff(opt Options) (off, ok bool) {
+	switch os.Getenv(EnvHugePages) {
+	case "off":
+		return true, true
+	case "", "on":
+		return opt.NoHugePages, true
+	}
+	return false, false
+}
 
 // hugeRanges is how many buffers an endpoint remembers for PreferHugePages.
 const hugeRanges = 8
@@ -32,10 +53,12 @@ type hugeSeen struct {
 // address and length, among the last few), the endpoint asks the kernel
 // to back the 2 MiB pages inside b with huge pages, which makes the
 // peers' copies cheaper from then on. It does nothing between goroutine
-// ranks (their copies pin nothing), where cross-memory attach is off, or
-// where the kernel declines (b's pages stay as they were). It never fails.
+// ranks (their copies pin nothing), where cross-memory attach is off,
+// where [Options.NoHugePages] or SHMCOLL_HUGEPAGES=off turned it off on
+// this rank, or where the kernel declines (b's pages stay as they were).
+// It never fails.
 func (e *Endpoint) PreferHugePages(b []byte) {
-	if e.inProcess || !e.cmaOn || len(b) < 2*hugePage {
+	if e.inProcess || !e.cmaOn || e.noHuge || len(b) < 2*hugePage {
 		return
 	}
 	r := Remote{AddrOf(b), len(b)}

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,6 +85,75 @@ func TestPreferHugePagesNotBetweenGoroutines(t *testing.T) {
 		e.PreferHugePages(b)
 		if e.huge.r[0] != (Remote{}) || e.huge.done[0] {
 			t.Errorf("inProcess %v, cmaOn %v: %v %v", e.inProcess, e.cmaOn, e.huge.r, e.huge.done)
+		}
+	}
+}
+
+// TestPreferHugePagesOff: Options.NoHugePages and SHMCOLL_HUGEPAGES=off
+// keep PreferHugePages from recording or collapsing anything; a value that
+// is neither on nor off fails the join.
+func TestPreferHugePagesOff(t *testing.T) {
+	b := make([]byte, 8<<20)
+	check := func(what string, eps []*Endpoint) {
+		t.Helper()
+		for _, e := range eps {
+			e.cmaOn, e.inProcess = true, false // as between processes
+			e.PreferHugePages(b)
+			e.PreferHugePages(b)
+			if e.huge.r[0] != (Remote{}) || e.huge.done[0] {
+				t.Errorf("%s: rank %d recorded %v %v", what, e.Rank(), e.huge.r, e.huge.done)
+			}
+		}
+	}
+	loc, err := NewLocal(2, Options{SlotBytes: 4096, NoHugePages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Options.NoHugePages", loc)
+	closeAll(t, loc)
+
+	t.Setenv(EnvHugePages, "off")
+	loc, err = NewLocal(2, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(EnvHugePages+"=off", loc)
+	closeAll(t, loc)
+
+	t.Setenv(EnvHugePages, "on")
+	loc, err = NewLocal(2, Options{SlotBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range loc {
+		if e.noHuge {
+			t.Errorf("%s=on: rank %d has huge pages off", EnvHugePages, e.Rank())
+		}
+	}
+	closeAll(t, loc)
+
+	t.Setenv(EnvHugePages, "sometimes")
+	if loc, err := NewLocal(2, Options{SlotBytes: 4096}); err == nil || !strings.Contains(err.Error(), "SHMCOLL_HUGEPAGES on rank 0 is neither on nor off") {
+		if err == nil {
+			closeAll(t, loc)
+		}
+		t.Errorf("%s=sometimes: NewLocal: %v, want the join to fail naming it", EnvHugePages, err)
+	}
+}
+
+// TestHugePagesBadEnv: a SHMCOLL_HUGEPAGES that is neither on nor off on
+// one rank of processes fails the join on every rank, naming it.
+func TestHugePagesBadEnv(t *testing.T) {
+	name := testName()
+	var ps []rankProc
+	for r := range 3 {
+		v := []string{"off", "sometimes", ""}[r]
+		ps = append(ps, startRanks(t, "cma", name, 1, fmt.Sprintf("%s=%d", EnvRank, r), EnvSize+"=3", EnvHugePages+"="+v)...)
+	}
+	for r, p := range ps {
+		err := p.cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(p.out.String(), "SHMCOLL_HUGEPAGES on rank 1 is neither on nor off") {
+			t.Errorf("rank %d: %v: %s; want the join to fail naming SHMCOLL_HUGEPAGES", r, err, p.out)
 		}
 	}
 }
