@@ -163,8 +163,8 @@ type Endpoint struct {
 	// cmaTargets are the ids given to the kernel for copies from and to
 	// each rank (see cmaTarget), set when cross-memory attach is probed.
 	cmaTargets []int
-	huge       hugeSeen // the buffers offered to PreferHugePages
-	noHuge     bool     // Options.NoHugePages or SHMCOLL_HUGEPAGES=off
+	huge       atomic.Pointer[hugeSeen] // the buffers offered to PreferHugePages, made at the first offer (apart, so that Endpoint's hot fields keep their lines)
+	noHuge     bool                     // Options.NoHugePages or SHMCOLL_HUGEPAGES=off
 }
 
 // Rank returns the endpoint's rank.

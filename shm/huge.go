@@ -62,7 +62,7 @@ func (e *Endpoint) PreferHugePages(b []byte) {
 		return
 	}
 	r := Remote{AddrOf(b), len(b)}
-	h := &e.huge
+	h := e.hugeState()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := range h.r {
@@ -76,6 +76,15 @@ func (e *Endpoint) PreferHugePages(b []byte) {
 	}
 	h.r[h.next], h.done[h.next] = r, false
 	h.next = (h.next + 1) % hugeRanges
+}
+
+// hugeState returns e's record of offered buffers, made at the first offer.
+func (e *Endpoint) hugeState() *hugeSeen {
+	if h := e.huge.Load(); h != nil {
+		return h
+	}
+	e.huge.CompareAndSwap(nil, new(hugeSeen))
+	return e.huge.Load()
 }
 
 // hugePage is the size of the huge pages PreferHugePages asks for.

@@ -22,16 +22,16 @@ func TestPreferHugePages(t *testing.T) {
 		b[i] = byte(i*7 + i>>12)
 	}
 	e.PreferHugePages(b)
-	if e.huge.done[0] || e.huge.r[0] != (Remote{AddrOf(b), len(b)}) {
-		t.Fatalf("after the first offer: %v %v", e.huge.r, e.huge.done)
+	if e.huge.Load().done[0] || e.huge.Load().r[0] != (Remote{AddrOf(b), len(b)}) {
+		t.Fatalf("after the first offer: %v %v", e.huge.Load().r, e.huge.Load().done)
 	}
 	e.PreferHugePages(b[1:]) // another range: recorded, not collapsed
-	if e.huge.done[1] || e.huge.next != 2 {
-		t.Fatalf("after another range: %v %v", e.huge.r, e.huge.done)
+	if e.huge.Load().done[1] || e.huge.Load().next != 2 {
+		t.Fatalf("after another range: %v %v", e.huge.Load().r, e.huge.Load().done)
 	}
 	e.PreferHugePages(b)
-	if !e.huge.done[0] {
-		t.Fatalf("after the second offer: %v %v", e.huge.r, e.huge.done)
+	if !e.huge.Load().done[0] {
+		t.Fatalf("after the second offer: %v %v", e.huge.Load().r, e.huge.Load().done)
 	}
 	for i := range b {
 		if b[i] != byte(i*7+i>>12) {
@@ -83,8 +83,8 @@ func TestPreferHugePagesNotBetweenGoroutines(t *testing.T) {
 	for _, e := range []*Endpoint{{cmaOn: true, inProcess: true}, {}} {
 		e.PreferHugePages(b)
 		e.PreferHugePages(b)
-		if e.huge.r[0] != (Remote{}) || e.huge.done[0] {
-			t.Errorf("inProcess %v, cmaOn %v: %v %v", e.inProcess, e.cmaOn, e.huge.r, e.huge.done)
+		if e.huge.Load() != nil {
+			t.Errorf("inProcess %v, cmaOn %v: %v %v", e.inProcess, e.cmaOn, e.huge.Load().r, e.huge.Load().done)
 		}
 	}
 }
@@ -100,8 +100,8 @@ func TestPreferHugePagesOff(t *testing.T) {
 			e.cmaOn, e.inProcess = true, false // as between processes
 			e.PreferHugePages(b)
 			e.PreferHugePages(b)
-			if e.huge.r[0] != (Remote{}) || e.huge.done[0] {
-				t.Errorf("%s: rank %d recorded %v %v", what, e.Rank(), e.huge.r, e.huge.done)
+			if e.huge.Load() != nil {
+				t.Errorf("%s: rank %d recorded %v %v", what, e.Rank(), e.huge.Load().r, e.huge.Load().done)
 			}
 		}
 	}
