@@ -39,28 +39,6 @@ static volatile uint64_t *bar;      // bar[16*r]: rank r's barrier counter
 static uint64_t *times;             // times[r*iters + i]: rank r's call i, ns
 static uint64_t *cpu;               // the same in CPU time
 
-static uint64_t cputime(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return t.tv_sec * 1000000000ull + t.tv_nsec;
-}
-
-static void ntcopy(char *dst, const char *src, size_t n) {
-	size_t i = 0;
-	for (; i + 64 <= n; i += 64) {
-		__m128i a = _mm_loadu_si128((const __m128i *)(src + i));
-		__m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
-		__m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
-		__m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
-		_mm_stream_si128((__m128i *)(dst + i), a);
-		_mm_stream_si128((__m128i *)(dst + i + 16), b);
-		_mm_stream_si128((__m128i *)(dst + i + 32), c);
-		_mm_stream_si128((__m128i *)(dst + i + 48), d);
-	}
-	_mm_sfence();
-	memcpy(dst + i, src + i, n - i);
-}
-
 static void rank(int r, pid_t peer, const char *v) {
 	int q = 1 - r;
 	pin(r);

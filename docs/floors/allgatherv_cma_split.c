@@ -25,12 +25,6 @@ static char *sendb, *recvb; // the same addresses in both processes (made before
 static volatile uint64_t *bar; // bar[16*r]: rank r's barrier counter
 static uint64_t *times, *cpu;  // times[r*iters + i]: rank r's call i, ns; cpu: the same in CPU time
 
-static uint64_t cputime(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return t.tv_sec * 1000000000ull + t.tv_nsec;
-}
-
 static void rank(int r, pid_t peer, const char *v) {
 	(void)v;
 	int q = 1 - r;

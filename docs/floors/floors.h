@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <immintrin.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -121,6 +122,30 @@ static inline void cma(pid_t pid, void *local, void *remote, size_t n, int write
 		}
 		l += k, r += k, n -= (size_t)k;
 	}
+}
+
+// cputime is this process's CPU time in ns.
+static inline uint64_t cputime(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return t.tv_sec * 1000000000ull + t.tv_nsec;
+}
+
+// ntcopy copies n bytes with non-temporal stores (the tail by memcpy).
+static inline void ntcopy(char *dst, const char *src, size_t n) {
+	size_t i = 0;
+	for (; i + 64 <= n; i += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+		__m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
+		_mm_stream_si128((__m128i *)(dst + i), a);
+		_mm_stream_si128((__m128i *)(dst + i + 16), b);
+		_mm_stream_si128((__m128i *)(dst + i + 32), c);
+		_mm_stream_si128((__m128i *)(dst + i + 48), d);
+	}
+	_mm_sfence();
+	memcpy(dst + i, src + i, n - i);
 }
 
 #endif

@@ -40,12 +40,6 @@ static volatile uint64_t *bar;                  // bar[16*r]: rank r's barrier c
 static uint64_t *times;                         // times[r*iters + i]: rank r's call i, ns
 static uint64_t *cpu;                           // the same in CPU time
 
-static uint64_t cputime(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return t.tv_sec * 1000000000ull + t.tv_nsec;
-}
-
 
 // cmaw writes n bytes of local into the peer's memory at remote.
 static void cmaw(pid_t pid, void *local, void *remote, size_t n) { cma(pid, local, remote, n, 1); }
