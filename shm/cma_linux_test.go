@@ -211,20 +211,22 @@ func hasCap(c int) bool {
 	return false
 }
 
-// TestCrossMemoryBadEnv: a SHMCOLL_CMA that is neither on nor off on one
-// rank fails the join on every rank, naming it, also when a lower rank
-// turned cross-memory attach off.
+// TestCrossMemoryBadEnv: a SHMCOLL_CMA or SHMCOLL_HUGEPAGES that is
+// neither on nor off on one rank fails the join on every rank, naming it,
+// also when a lower rank turned the same setting off.
 func TestCrossMemoryBadEnv(t *testing.T) {
-	name := testName()
-	var ps []rankProc
-	for r := range 3 {
-		v := []string{"off", "sometimes", ""}[r]
-		ps = append(ps, startRanks(t, "cma", name, 1, fmt.Sprintf("%s=%d", EnvRank, r), EnvSize+"=3", EnvCMA+"="+v)...)
-	}
-	for r, p := range ps {
-		err := p.cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(p.out.String(), "SHMCOLL_CMA on rank 1 is neither on nor off") {
-			t.Errorf("rank %d: %v: %s; want the join to fail naming SHMCOLL_CMA", r, err, p.out)
+	for _, env := range []string{EnvCMA, EnvHugePages} {
+		name := testName()
+		var ps []rankProc
+		for r := range 3 {
+			v := []string{"off", "sometimes", ""}[r]
+			ps = append(ps, startRanks(t, "cma", name, 1, fmt.Sprintf("%s=%d", EnvRank, r), EnvSize+"=3", env+"="+v)...)
+		}
+		for r, p := range ps {
+			err := p.cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(p.out.String(), env+" on rank 1 is neither on nor off") {
+				t.Errorf("%s: rank %d: %v: %s; want the join to fail naming it", env, r, err, p.out)
+			}
 		}
 	}
 }
