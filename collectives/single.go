@@ -419,9 +419,7 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
-	if len(a.recv) >= singleHugeMin {
-		c.ep.PreferHugePages(a.recv)
-	}
+	c.preferHuge(a.recv)
 	for j := range p {
 		if j != r {
 			c.offer2(e, j, block(j), src)
@@ -492,6 +490,14 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 // alltoall, bcast, gather and scatter against the build without).
 const singleHugeMin = 4 << 20
 
+// preferHuge tells the endpoint that this rank offers b to its peers, from
+// singleHugeMin bytes.
+func (c *Comm) preferHuge(b []byte) {
+	if len(b) >= singleHugeMin {
+		c.ep.PreferHugePages(b)
+	}
+}
+
 // singleNTMin is the smallest recv of an allgather(v) whose rank copies
 // its own block with non-temporal stores: from there the recvs do not
 // stay in the caches, and a store that does not first read the line it
@@ -560,9 +566,7 @@ func (c *Comm) singleAlltoall(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
-	if len(a.send) >= singleHugeMin {
-		c.ep.PreferHugePages(a.send) // the peers read their blocks from it
-	}
+	c.preferHuge(a.send) // the peers read their blocks from it
 	c.offerBlocks(e, a, a.send)
 	simd.Copy(span(a.recv, esz, a.rdispls[r], a.rdispls[r]+a.rcounts[r]), span(a.send, esz, a.displs[r], a.displs[r]+a.counts[r]))
 	for i := 1; i < p; i++ {
@@ -596,10 +600,9 @@ func (c *Comm) singleRooted(ctx context.Context, a *call) (err error) {
 	if c.rank == a.root {
 		for j := range c.size {
 			if j != c.rank {
-				if b := c.rootBlock(a, j); len(b) >= singleHugeMin {
-					c.ep.PreferHugePages(b)
-				}
-				c.offer(e, j, c.rootBlock(a, j))
+				b := c.rootBlock(a, j)
+				c.preferHuge(b)
+				c.offer(e, j, b)
 			}
 		}
 		c.post(e, 1)
@@ -622,9 +625,7 @@ func (c *Comm) singleRooted(ctx context.Context, a *call) (err error) {
 		if gather {
 			local = a.send
 		}
-		if len(local) >= singleHugeMin {
-			c.ep.PreferHugePages(local)
-		}
+		c.preferHuge(local)
 		c.offer(e, a.root, local)
 		c.post(e, 1)
 		if err := c.waitOffer(ctx, a.root, e, len(local)); err != nil {
