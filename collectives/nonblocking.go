@@ -149,8 +149,12 @@ func (p *progress) loop() {
 //
 // It then makes the check that the rank's last call left out if it
 // returned early (settle), which fails this call with that call's error.
+//
+// nb is tested first: once the communicator has made a nonblocking call the
+// progress goroutine writes late (leave, settle), so late may be read only
+// after awaitCalls has waited for that goroutine's calls.
 func (c *Comm) await(ctx context.Context, coll Collective) error {
-	if c.late != 0 || c.nb {
+	if c.nb || c.late != 0 {
 		return c.awaitOutstanding(ctx, coll)
 	}
 	return nil
