@@ -166,6 +166,9 @@ type compareConfig struct {
 	timeout           time.Duration
 	blockBy           string
 	plotDir           string
+	// servedBarrier: the MPI benchmark's timing barrier calls MPI_Barrier
+	// (-barrier mpi), which a preloaded libshmcoll serves.
+	servedBarrier bool
 }
 
 // siteMPIs are the installations of -mpi NAME=PREFIX, in order.
@@ -213,6 +216,7 @@ func parseCompare(args []string, stderr io.Writer) (*compareConfig, error) {
 	blockBy := fs.String("block", "size", "what one block measures: size (one size: the implementations alternate every size) or sweep (every size)")
 	plotDir := fs.String("plot", "", "write latency and bandwidth charts (a line per implementation, medians over rounds) into this directory; the ratios: shmbench plot")
 	arena := fs.Bool("arena", false, "shmcoll: buffers from collectives.Alloc, each rank's input rewritten before every iteration (shmbench run -arena)")
+	barrier := fs.String("barrier", "pmpi", "the MPI benchmark's barrier before every iteration: pmpi (PMPI_Barrier, the MPI's own with libshmcoll preloaded too) or mpi (MPI_Barrier, which libshmcoll serves, as IMB and OSU time)")
 	al := fs.addAliases(aliasSizes | aliasIters | aliasDtype)
 	if err := fs.parse(args); err != nil {
 		return nil, err
@@ -223,8 +227,11 @@ func parseCompare(args []string, stderr io.Writer) (*compareConfig, error) {
 	*dtype = typeName(*dtype)
 	set := fs.setFlags()
 	c := &compareConfig{np: *np, rounds: *rounds, iters: *iters, dtype: *dtype, per: *per, warm: *warm,
-		nodeSize: *nodeSize, format: *format, timeout: *timeout, blockBy: *blockBy, plotDir: *plotDir}
+		nodeSize: *nodeSize, format: *format, timeout: *timeout, blockBy: *blockBy, plotDir: *plotDir,
+		servedBarrier: *barrier == "mpi"}
 	switch {
+	case *barrier != "pmpi" && *barrier != "mpi":
+		return nil, badUsage("-barrier %q: want pmpi or mpi", *barrier)
 	case c.np < 1 || c.np > 1024:
 		return nil, badUsage("-np %d: need 1 to 1024 ranks", c.np)
 	case c.rounds < 1:
@@ -592,7 +599,7 @@ func runBlock(ctx context.Context, cfg *compareConfig, b *block, p compareImpl, 
 	var err error
 	if p.inst != nil {
 		o := mpibench.Options{NP: cfg.np, Colls: cfg.colls, Sizes: sizes, Iters: cfg.iters, Time: cfg.per, Warmup: cfg.warm, Dtype: cfg.dtype,
-			Hier: p.hier, NodeSize: cfg.nodeSize, Preload: p.preload}
+			Hier: p.hier, NodeSize: cfg.nodeSize, Preload: p.preload, ServedBarrier: cfg.servedBarrier}
 		if p.hier {
 			o.Colls = slices.DeleteFunc(slices.Clone(cfg.colls), func(c string) bool { return !slices.Contains(mpibench.HierColls, c) })
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -30,10 +31,28 @@ func TestCompareBadFlags(t *testing.T) {
 		{[]string{"-impls", "intelmpi,shmcoll"}, "unknown implementation"},
 		{[]string{"-sizes", "4:2"}, "-sizes"},
 		{[]string{"-format", "csv"}, "-format"},
+		{[]string{"-barrier", "served"}, "-barrier"},
 	} {
 		code, _, errOut := shmbench(t, append([]string{"compare"}, c.args...)...)
 		if code != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("compare %v: exit %d, %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// TestCompareBarrier: -barrier picks the MPI benchmark's timing barrier,
+// the MPI's own (PMPI_Barrier) unless it says mpi.
+func TestCompareBarrier(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		served bool
+	}{{nil, false}, {[]string{"-barrier", "pmpi"}, false}, {[]string{"-barrier", "mpi"}, true}} {
+		cfg, err := parseCompare(c.args, io.Discard)
+		if err != nil {
+			t.Fatalf("compare %v: %v", c.args, err)
+		}
+		if cfg.servedBarrier != c.served {
+			t.Errorf("compare %v: served barrier %v, want %v", c.args, cfg.servedBarrier, c.served)
 		}
 	}
 }

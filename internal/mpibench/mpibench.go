@@ -131,6 +131,12 @@ type Options struct {
 	// MPI interposer such as libshmcoll), given to the ranks through the
 	// launcher's own option so that the launcher itself does not load it.
 	Preload string
+	// ServedBarrier makes the barrier before every iteration call
+	// MPI_Barrier, which an interposer serves, as the Intel MPI Benchmarks
+	// and the OSU benchmarks time, instead of PMPI_Barrier, the MPI's own
+	// in runs with and without an interposer alike. Plain MPI runs the same
+	// barrier either way.
+	ServedBarrier bool
 }
 
 // Args is the benchmark's command line for o (without the program name).
@@ -176,6 +182,9 @@ func (o Options) Args() ([]string, error) {
 			return nil, fmt.Errorf("mpibench: unsupported dtype %q (supported: %s)", o.Dtype, strings.Join(Dtypes, ", "))
 		}
 		args = append(args, "-d", o.Dtype)
+	}
+	if o.ServedBarrier {
+		args = append(args, "-b", "mpi")
 	}
 	if o.Inject > 0 {
 		args = append(args, "-j", strconv.Itoa(o.Inject-1))

@@ -23,6 +23,7 @@ func TestOptionsArgs(t *testing.T) {
 		{Options{Iters: 20, Time: time.Second, Warmup: -1}, "-n 20 -w 0"},
 		{Options{Time: 250 * time.Millisecond, Warmup: 5 * time.Millisecond, Dtype: "int32"}, "-t 0.25 -w 0.005 -d int32"},
 		{Options{Inject: 4}, "-j 3"},
+		{Options{ServedBarrier: true, Inject: 1}, "-b mpi -j 0"},
 	}
 	for _, c := range cases {
 		got, err := c.o.Args()

@@ -11,7 +11,12 @@
  * maxima of elapsed times, the gathering of times and check results) call
  * the PMPI entry points: with an interposer such as libshmcoll preloaded
  * only the measured collective goes through it, and the barrier that starts
- * every iteration is the MPI's own, as in the run without it. Its time is the slowest rank's; per size the tool reports
+ * every iteration is the MPI's own, as in the run without it. With -b mpi
+ * that barrier calls MPI_Barrier instead, as the Intel MPI Benchmarks and
+ * the OSU benchmarks do, so that an interposer serves it too: how closely
+ * the ranks leave the barrier is part of every iteration's time (the
+ * earliest rank's timed call waits for the latest), and this shows what the
+ * interposer's own barrier makes of it. Its time is the slowest rank's; per size the tool reports
  * min, median, mean, max and p99 of that over the iterations, and the span
  * (median over iterations of last rank's end minus first rank's start; the
  * clock is node-wide). `bytes` is the full vector, as nccl-tests count it:
@@ -47,7 +52,7 @@
  *
  * Usage: mpicoll [-c coll,...|all] [-s bytes,...] [-n iters] [-t seconds]
  *                [-w warmup_seconds] [-x maxiters] [-d float64|float32|int32|int64]
- *                [-j iteration]
+ *                [-b pmpi|mpi] [-j iteration]
  * -j K is a test hook: rank 0 corrupts its result after timed iteration K,
  * which the checks must report.
  */
@@ -399,6 +404,10 @@ static double *xdoubles(long n)
 	return p;
 }
 
+/* timing_barrier is the barrier before every iteration: the MPI's own
+ * (PMPI_Barrier), or with -b mpi MPI_Barrier, which an interposer serves. */
+static int (*timing_barrier)(MPI_Comm) = PMPI_Barrier;
+
 int main(int argc, char **argv)
 {
 	int want[NCOLL] = {0}, any = 0, i, c;
@@ -451,6 +460,10 @@ int main(int argc, char **argv)
 			target = atof(v);
 		} else if (!strcmp(f, "-w")) {
 			warm = atof(v);
+		} else if (!strcmp(f, "-b")) {
+			if (!strcmp(v, "pmpi")) timing_barrier = PMPI_Barrier;
+			else if (!strcmp(v, "mpi")) timing_barrier = MPI_Barrier;
+			else die("bad -b (pmpi or mpi)");
 		} else if (!strcmp(f, "-j")) {
 			inject = atol(v);
 		} else if (!strcmp(f, "-x")) {
@@ -463,7 +476,7 @@ int main(int argc, char **argv)
 			else die("bad -d (float64, float32, int32, int64)");
 			dt.name = v;
 		} else {
-			die("usage: mpicoll [-c coll,...|all] [-s bytes,...] [-n iters] [-t seconds] [-w seconds] [-x maxiters] [-d dtype]");
+			die("usage: mpicoll [-c coll,...|all] [-s bytes,...] [-n iters] [-t seconds] [-w seconds] [-x maxiters] [-d dtype] [-b pmpi|mpi]");
 		}
 	}
 	if (i != argc) die("flags come in pairs");
@@ -532,7 +545,7 @@ int main(int argc, char **argv)
 				double a = now(), el, elmax;
 				for (long b = 0; b < batch; b++) {
 					touch(&k, it++);
-					PMPI_Barrier(MPI_COMM_WORLD);
+					timing_barrier(MPI_COMM_WORLD);
 					run(&k);
 				}
 				el = now() - a;
@@ -556,7 +569,7 @@ int main(int argc, char **argv)
 				long chunk = fixed > 0 ? fixed : batch;
 				for (long b = 0; b < chunk && iters < maxiters; b++) {
 					touch(&k, iters);
-					PMPI_Barrier(MPI_COMM_WORLD);
+					timing_barrier(MPI_COMM_WORLD);
 					double a = now();
 					run(&k);
 					double e = now();

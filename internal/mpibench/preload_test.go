@@ -118,7 +118,8 @@ int MPI_Finalize(void)
 // the benchmark calls, only the measured one goes through the MPI_ names
 // (1 warm-up and 5 timed iterations); its barriers and bookkeeping call
 // PMPI, so that an interposer such as libshmcoll serves only what is
-// measured.
+// measured. With ServedBarrier the barrier before each of those 6
+// iterations goes through MPI_Barrier too, and the bookkeeping still not.
 func TestTimingCallsPMPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MPI jobs")
@@ -137,21 +138,27 @@ func TestTimingCallsPMPI(t *testing.T) {
 			if out, err := exec.Command(in.MPICC, "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			for coll, want := range map[string]string{
-				"allreduce": "barrier 0 allreduce 6 reduce 0 bcast 0",
-				"bcast":     "barrier 0 allreduce 0 reduce 0 bcast 6",
-				"barrier":   "barrier 6 allreduce 0 reduce 0 bcast 0",
+			for _, c := range []struct {
+				coll   string
+				served bool
+				want   string
+			}{
+				{"allreduce", false, "barrier 0 allreduce 6 reduce 0 bcast 0"},
+				{"bcast", false, "barrier 0 allreduce 0 reduce 0 bcast 6"},
+				{"barrier", false, "barrier 6 allreduce 0 reduce 0 bcast 0"},
+				{"allreduce", true, "barrier 6 allreduce 6 reduce 0 bcast 0"},
+				{"barrier", true, "barrier 12 allreduce 0 reduce 0 bcast 0"},
 			} {
 				counts := t.TempDir()
-				o := Options{NP: 2, Colls: []string{coll}, Sizes: []int64{8}, Iters: 5, Warmup: -1,
-					Env: []string{"PRELOAD_TEST_DIR=" + counts}, Preload: lib}
+				o := Options{NP: 2, Colls: []string{c.coll}, Sizes: []int64{8}, Iters: 5, Warmup: -1,
+					Env: []string{"PRELOAD_TEST_DIR=" + counts}, Preload: lib, ServedBarrier: c.served}
 				if _, err := RunWith(context.Background(), in, o); err != nil {
 					t.Fatal(err)
 				}
 				for r := range 2 {
 					got, err := os.ReadFile(filepath.Join(counts, strconv.Itoa(r)))
-					if err != nil || string(got) != want {
-						t.Errorf("%s, rank %d: %q, %v; want %q", coll, r, got, err, want)
+					if err != nil || string(got) != c.want {
+						t.Errorf("%s (served barrier %v), rank %d: %q, %v; want %q", c.coll, c.served, r, got, err, c.want)
 					}
 				}
 			}
