@@ -135,7 +135,7 @@ type Options struct {
 	// MPI_Barrier, which an interposer serves, as the Intel MPI Benchmarks
 	// and the OSU benchmarks time, instead of PMPI_Barrier, the MPI's own
 	// in runs with and without an interposer alike. Plain MPI runs the same
-	// barrier either way.
+	// barrier either way, and so does Hier (hiercoll preloads nothing).
 	ServedBarrier bool
 }
 
@@ -183,7 +183,7 @@ func (o Options) Args() ([]string, error) {
 		}
 		args = append(args, "-d", o.Dtype)
 	}
-	if o.ServedBarrier {
+	if o.ServedBarrier && !o.Hier {
 		args = append(args, "-b", "mpi")
 	}
 	if o.Inject > 0 {

@@ -24,6 +24,7 @@ func TestOptionsArgs(t *testing.T) {
 		{Options{Time: 250 * time.Millisecond, Warmup: 5 * time.Millisecond, Dtype: "int32"}, "-t 0.25 -w 0.005 -d int32"},
 		{Options{Inject: 4}, "-j 3"},
 		{Options{ServedBarrier: true, Inject: 1}, "-b mpi -j 0"},
+		{Options{ServedBarrier: true, Hier: true}, ""},
 	}
 	for _, c := range cases {
 		got, err := c.o.Args()

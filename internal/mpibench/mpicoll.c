@@ -16,8 +16,9 @@
  * the OSU benchmarks do, so that an interposer serves it too: how closely
  * the ranks leave the barrier is part of every iteration's time (the
  * earliest rank's timed call waits for the latest), and this shows what the
- * interposer's own barrier makes of it. Its time is the slowest rank's; per size the tool reports
- * min, median, mean, max and p99 of that over the iterations, and the span
+ * interposer's own barrier makes of it. An iteration's time is the slowest
+ * rank's; per size the tool reports min, median, mean, max and p99 of that
+ * over the iterations, and the span
  * (median over iterations of last rank's end minus first rank's start; the
  * clock is node-wide). `bytes` is the full vector, as nccl-tests count it:
  *   allreduce, reduce, bcast:  each rank's buffer
