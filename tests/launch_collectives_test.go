@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -95,33 +94,26 @@ func startRanks(t *testing.T, cfg launch.Config, mode string) (*launch.Job, *byt
 	return j, &stdout, &stderr
 }
 
-func ourSegments(t *testing.T) []string {
-	t.Helper()
-	m, err := filepath.Glob("/dev/shm/shmcoll.*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+// jobTrace gathers what noLeak needs of the jobs a test ran: their ranks'
+// process ids and their arenas' names.
+type jobTrace struct {
+	pids  map[int]bool
+	names []string
 }
 
-// leftSegments returns the segments in /dev/shm that were not in before
-// and are still there after those of other test binaries have had time to
-// go: go test runs packages side by side, and their arenas' segments exist
-// while their ranks join. A segment that this test left behind stays.
-func leftSegments(t *testing.T, before []string) []string {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := slices.DeleteFunc(ourSegments(t), func(s string) bool { return slices.Contains(before, s) })
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(20 * time.Millisecond)
+func (tr *jobTrace) add(j *launch.Job) {
+	if tr.pids == nil {
+		tr.pids = map[int]bool{}
 	}
+	for _, p := range j.PIDs() {
+		tr.pids[p] = true
+	}
+	tr.names = append(tr.names, j.Arena())
 }
 
 func TestLaunchAllreduce(t *testing.T) {
-	before := ourSegments(t)
+	before := shmSnapshot()
+	var tr jobTrace
 	for _, cfg := range []launch.Config{
 		{NP: 4},
 		{NP: 3, ArenaKind: launch.ArenaNamed},
@@ -133,6 +125,7 @@ func TestLaunchAllreduce(t *testing.T) {
 		if err := j.Wait(); err != nil {
 			t.Fatalf("%s: %v\nstderr: %s", name, err, stderr)
 		}
+		tr.add(j)
 		var want []string
 		for r := range cfg.NP {
 			want = append(want, fmt.Sprintf("[%d] allreduce ok %d %d", r, r, cfg.NP))
@@ -143,19 +136,19 @@ func TestLaunchAllreduce(t *testing.T) {
 			t.Errorf("%s: output %q, want %q", name, got, want)
 		}
 	}
-	if left := leftSegments(t, before); len(left) > 0 {
-		t.Errorf("/dev/shm: %v left behind", left)
-	}
+	noLeak(t, before, tr.pids, tr.names...)
 }
 
 // TestLaunchRankDiesInCollective: rank 1 exits with 3 after joining; the job
 // fails naming rank 1 and its status, the survivors are killed, and nothing
 // is left in /dev/shm.
 func TestLaunchRankDiesInCollective(t *testing.T) {
-	before := ourSegments(t)
+	before := shmSnapshot()
+	var tr jobTrace
 	for _, kind := range []launch.ArenaKind{launch.ArenaMemfd, launch.ArenaNamed} {
 		j, _, stderr := startRanks(t, launch.Config{NP: 3, ArenaKind: kind}, "die")
 		err := j.Wait()
+		tr.add(j)
 		var re *launch.RankError
 		if !errors.As(err, &re) || re.Rank != 1 || re.ExitCode() != 3 {
 			t.Errorf("%v: Wait = %v, want rank 1 status 3; stderr %s", kind, err, stderr)
@@ -164,7 +157,5 @@ func TestLaunchRankDiesInCollective(t *testing.T) {
 			t.Errorf("%v: a survivor computed a wrong result: %s", kind, stderr)
 		}
 	}
-	if left := leftSegments(t, before); len(left) > 0 {
-		t.Errorf("/dev/shm: %v left behind", left)
-	}
+	noLeak(t, before, tr.pids, tr.names...)
 }
