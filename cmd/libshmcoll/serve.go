@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -99,11 +100,29 @@ func shmcollStart() C.int {
 		}
 		slotBytes = int(n)
 	}
+	minProcs()
 	initOps()
 	if err := mpi.Attach(); err != nil {
 		debugf("attaching to the MPI: %v (communicators that span nodes pass)", err)
 	}
 	return 0
+}
+
+// minProcs gives the Go runtime at least two Ps. A rank bound to one core
+// (Open MPI's default at np <= 2, MPICH's with -bind-to core) starts with
+// GOMAXPROCS 1, and then the host thread's P, left in a system call state
+// whenever the thread is back in C, is the only one: sysmon takes it at
+// its next tick (with no idle P it assumes other work waits), hands it to
+// another thread that finds nothing and sleeps, and having taken a P it
+// goes on ticking every 20µs. Those wakeups run on the rank's own CPU
+// while the MPI works, in passed calls too, and slow them. With a second
+// P idle, sysmon leaves a P in a system call alone and backs off.
+// GOMAXPROCS set in the environment is kept.
+func minProcs() {
+	if n := runtime.GOMAXPROCS(0); n < 2 && os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(2)
+		debugf("GOMAXPROCS %d raised to 2", n)
+	}
 }
 
 //export shmcollNewName
