@@ -11,9 +11,10 @@ import (
 )
 
 // TestProgressOneP: in a process with one P (a rank bound to one core, as
-// libshmcoll's are), a wait that has spun out calls Options.Progress on the
-// waiting goroutine, in the yield phase (between its runtime.Gosched calls)
-// and between futex sleeps, until the awaited post arrives: here made by
+// shmrun binds Go ranks, or a libshmcoll rank run with GOMAXPROCS=1), a
+// wait that has spun out calls Options.Progress on the waiting goroutine,
+// in the yield phase (between its runtime.Gosched calls) and between futex
+// sleeps, until the awaited post arrives: here made by
 // the hook itself, so the wait ends only if the hook keeps being called.
 func TestProgressOneP(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
