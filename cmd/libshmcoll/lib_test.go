@@ -96,6 +96,12 @@ func compile(t *testing.T, in mpi.Installation, dir, src string) string {
 // given to every rank; it returns stdout and stderr.
 func run(t *testing.T, in mpi.Installation, np int, exe, lib string, env ...string) (string, string) {
 	t.Helper()
+	return runArgs(t, in, np, exe, lib, nil, env...)
+}
+
+// runArgs is run with arguments for exe.
+func runArgs(t *testing.T, in mpi.Installation, np int, exe, lib string, args []string, env ...string) (string, string) {
+	t.Helper()
 	argv := in.Args(np, exe)
 	var flags []string
 	if lib != "" {
@@ -109,7 +115,7 @@ func run(t *testing.T, in mpi.Installation, np int, exe, lib string, env ...stri
 			flags = append(flags, "-genv", k, v)
 		}
 	}
-	argv = append(append(append([]string{}, argv[:len(argv)-1]...), flags...), exe)
+	argv = append(append(append(append([]string{}, argv[:len(argv)-1]...), flags...), exe), args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)

@@ -4,6 +4,9 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -53,5 +56,36 @@ func TestBoundRank(t *testing.T) {
 	}
 	if n := strings.Count(errs, "GOMAXPROCS 1 raised to 2"); n != 2 {
 		t.Errorf("%d ranks report GOMAXPROCS 1 raised to 2, want 2:\n%s", n, errs)
+	}
+}
+
+// TestDocPrograms builds and runs the MPI programs of docs/ that the
+// documentation quotes (idle_gap.c, barrier_skew.c), preloaded, and checks
+// that they print their results.
+func TestDocPrograms(t *testing.T) {
+	in, dir, lib := library(t)
+	for _, tc := range []struct {
+		src  string
+		args []string
+		want *regexp.Regexp
+	}{
+		{"idle_gap.c", []string{"100"}, regexp.MustCompile(`(?m)^rank 0, gap 100 us: first call [0-9.]+ us, second [0-9.]+ us \(medians\)$`)},
+		{"barrier_skew.c", []string{"1000"}, regexp.MustCompile(`(?m)^rank 1 leaves MPI_Barrier after rank 0 by -?[0-9.]+ us \(median; p10 -?[0-9.]+, p90 -?[0-9.]+\)$`)},
+		{"barrier_skew.c", []string{"1000", "pmpi"}, regexp.MustCompile(`(?m)^rank 1 leaves PMPI_Barrier after rank 0 by -?[0-9.]+ us`)},
+	} {
+		exe := filepath.Join(dir, strings.TrimSuffix(tc.src, ".c")+"-doc-"+string(in.Impl))
+		if _, err := os.Stat(exe); err != nil {
+			src := filepath.Join("..", "..", "docs", tc.src)
+			if out, err := exec.Command(in.MPICC, "-O2", "-Wall", "-Werror", "-o", exe, src).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", src, err, out)
+			}
+		}
+		out, errs := runArgs(t, in, 2, exe, lib, tc.args, "SHMCOLL_MPI_STATS=1")
+		if !tc.want.MatchString(out) {
+			t.Errorf("%s %v: output does not match %v:\n%s\n%s", tc.src, tc.args, tc.want, out, errs)
+		}
+		if st := stats(errs); len(tc.args) == 1 && st["allreduce"][0]+st["barrier"][0] == 0 {
+			t.Errorf("%s %v: nothing served: %v", tc.src, tc.args, st)
+		}
 	}
 }
