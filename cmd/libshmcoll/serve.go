@@ -116,8 +116,9 @@ func shmcollStart() C.int {
 // another thread that finds nothing and sleeps, and having taken a P it
 // goes on ticking every 20µs. Those wakeups run on the rank's own CPU
 // while the MPI works, in passed calls too, and slow them. With a second
-// P idle, sysmon leaves a P in a system call alone and backs off.
-// GOMAXPROCS set in the environment is kept.
+// P idle, sysmon leaves a P in a system call alone for longer (see
+// docs/LIBSHMCOLL.md for when it still takes it) and backs off to ticks of
+// up to 10ms. GOMAXPROCS set in the environment is kept.
 func minProcs() {
 	if n := runtime.GOMAXPROCS(0); n < 2 && os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(2)
