@@ -312,39 +312,9 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 		if b.tm.iters > 0 {
 			chunk = b.tm.iters
 		}
-		for chunk = min(chunk, maxIters-iters); chunk > 0; {
-			n := k.plan(iters, chunk)
-			chunk -= n
-			for range n {
-				if !b.tm.timedRewrite {
-					k.dirty()
-					k.touch(iters)
-				}
-				if err := collectives.Barrier(ctx, c); err != nil {
-					return benchfmt.Result{}, err
-				}
-				t0 := clock.Nanotime()
-				if b.tm.timedRewrite {
-					k.dirty()
-					k.touch(iters)
-				}
-				if err := k.call(ctx, k); err != nil {
-					return benchfmt.Result{}, err
-				}
-				t1 := clock.Nanotime()
-				b.t0[iters], b.t1[iters] = t0, t1
-				if iters == b.inject && b.rank == 0 {
-					for i := range k.recv { // the test hook: a wrong result
-						k.recv[i] = k.poison
-					}
-				}
-				if b.tm.full {
-					k.checkAll(iters)
-				} else {
-					k.record(iters)
-				}
-				iters++
-			}
+		var err error
+		if iters, err = k.timed(ctx, iters, min(chunk, maxIters-iters)); err != nil {
+			return benchfmt.Result{}, err
 		}
 		chosen = c.LastAlgorithm()
 		k.verify() // between chunks: no rank is in a timed call
@@ -367,6 +337,54 @@ func runCase[T simd.Element](ctx context.Context, b *bench, c *collectives.Comm,
 		res.Chosen = chosen.String()
 	}
 	return res, err
+}
+
+// timed runs n timed iterations from iteration from and returns the
+// iteration after them. It is a function of its own, not a loop inside
+// runCase, so that its machine code does not move with unrelated edits to
+// runCase (the compiler's layout of a loop depends on the whole function):
+// where ranks share a CPU, what an iteration does around the call is part
+// of what a small collective measures, and before/after comparisons of
+// two builds must not see the harness change.
+//
+//go:noinline
+func (k *typedCase[T]) timed(ctx context.Context, from, n int) (int, error) {
+	b, c, iters := k.b, k.c, from
+	for n > 0 {
+		m := k.plan(iters, n)
+		n -= m
+		for range m {
+			if !b.tm.timedRewrite {
+				k.dirty()
+				k.touch(iters)
+			}
+			if err := collectives.Barrier(ctx, c); err != nil {
+				return iters, err
+			}
+			t0 := clock.Nanotime()
+			if b.tm.timedRewrite {
+				k.dirty()
+				k.touch(iters)
+			}
+			if err := k.call(ctx, k); err != nil {
+				return iters, err
+			}
+			t1 := clock.Nanotime()
+			b.t0[iters], b.t1[iters] = t0, t1
+			if iters == b.inject && b.rank == 0 {
+				for i := range k.recv { // the test hook: a wrong result
+					k.recv[i] = k.poison
+				}
+			}
+			if b.tm.full {
+				k.checkAll(iters)
+			} else {
+				k.record(iters)
+			}
+			iters++
+		}
+	}
+	return iters, nil
 }
 
 // iterate is one untimed iteration: barrier, collective.
