@@ -71,14 +71,20 @@ func TestMain(m *testing.M) {
 	os.Exit(rc)
 }
 
-// compile builds testdata/src with the MPI's C or Fortran wrapper.
+// compile builds testdata/src (or src, when it is a path) with the MPI's C
+// or Fortran wrapper.
 func compile(t *testing.T, in mpi.Installation, dir, src string) string {
 	t.Helper()
-	exe := filepath.Join(dir, strings.TrimSuffix(src, filepath.Ext(src))+"-"+string(in.Impl))
+	path := src
+	if !strings.Contains(src, "/") {
+		path = filepath.Join("testdata", src)
+	}
+	base := filepath.Base(src)
+	exe := filepath.Join(dir, strings.TrimSuffix(base, filepath.Ext(base))+"-"+string(in.Impl))
 	if _, err := os.Stat(exe); err == nil {
 		return exe
 	}
-	cc, args := in.MPICC, []string{"-O1", "-o", exe, filepath.Join("testdata", src)}
+	cc, args := in.MPICC, []string{"-O1", "-o", exe, path}
 	if strings.HasSuffix(src, ".f90") {
 		cc = strings.Replace(in.MPICC, "mpicc", "mpif90", 1)
 		if _, err := exec.LookPath(cc); err != nil {

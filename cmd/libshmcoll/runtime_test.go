@@ -4,7 +4,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -73,13 +72,7 @@ func TestDocPrograms(t *testing.T) {
 		{"barrier_skew.c", []string{"1000"}, regexp.MustCompile(`(?m)^rank 1 leaves MPI_Barrier after rank 0 by -?[0-9.]+ us \(median; p10 -?[0-9.]+, p90 -?[0-9.]+\)$`)},
 		{"barrier_skew.c", []string{"1000", "pmpi"}, regexp.MustCompile(`(?m)^rank 1 leaves PMPI_Barrier after rank 0 by -?[0-9.]+ us`)},
 	} {
-		exe := filepath.Join(dir, strings.TrimSuffix(tc.src, ".c")+"-doc-"+string(in.Impl))
-		if _, err := os.Stat(exe); err != nil {
-			src := filepath.Join("..", "..", "docs", tc.src)
-			if out, err := exec.Command(in.MPICC, "-O2", "-Wall", "-Werror", "-o", exe, src).CombinedOutput(); err != nil {
-				t.Fatalf("%s: %v\n%s", src, err, out)
-			}
-		}
+		exe := compile(t, in, dir, filepath.Join("..", "..", "docs", tc.src))
 		out, errs := runArgs(t, in, 2, exe, lib, tc.args, "SHMCOLL_MPI_STATS=1")
 		if !tc.want.MatchString(out) {
 			t.Errorf("%s %v: output does not match %v:\n%s\n%s", tc.src, tc.args, tc.want, out, errs)
