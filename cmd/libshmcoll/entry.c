@@ -354,7 +354,17 @@ static __thread struct {
 	MPI_Comm comm;
 	sc_state *s;
 	uint64_t gen;
+	int locked; // shmcollLockThread has run on this thread
 } sc_last __attribute__((tls_model("initial-exec")));
+
+// sc_lock_thread runs shmcollLockThread once on the calling thread, before
+// its other calls into Go.
+static void sc_lock_thread(void) {
+	if (!sc_last.locked) {
+		shmcollLockThread();
+		sc_last.locked = 1;
+	}
+}
 
 static int sc_delete_attr(MPI_Comm comm, int key, void *val, void *extra) {
 	(void)comm;
@@ -385,6 +395,7 @@ static void sc_init(void) {
 	if (!init || fin) return;
 	sc_init_types();
 	if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, sc_delete_attr, &sc_keyval, NULL) != MPI_SUCCESS) return;
+	sc_lock_thread();
 	if (shmcollStart() != 0) return;
 	sc_on = 1;
 }
@@ -468,6 +479,7 @@ static sc_state *sc_state_of(MPI_Comm comm, int coll) {
 	} else {
 		void *v = NULL;
 		int flag = 0;
+		sc_lock_thread();
 		if (PMPI_Comm_get_attr(comm, sc_keyval, &v, &flag) == MPI_SUCCESS && flag)
 			s = v;
 		else

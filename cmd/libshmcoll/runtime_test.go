@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -80,5 +81,77 @@ func TestDocPrograms(t *testing.T) {
 		if st := stats(errs); len(tc.args) == 1 && st["allreduce"][0]+st["barrier"][0] == 0 {
 			t.Errorf("%s %v: nothing served: %v", tc.src, tc.args, st)
 		}
+	}
+}
+
+var threadLine = regexp.MustCompile(`(?m)^rank (\d+): host nice (-?\d+), main thread nice (-?\d+), (\d+) threads: (\d+) at the host's nice, (\d+) at 19, (\d+) other$`)
+
+// threadCounts parses testdata/threads.c's lines: per rank, the host's
+// nice value, the main thread's, and the threads at the host's nice, at 19
+// and at neither.
+func threadCounts(t *testing.T, out string, np int) map[int][5]int {
+	t.Helper()
+	m := map[int][5]int{}
+	for _, f := range threadLine.FindAllStringSubmatch(out, -1) {
+		var v [7]int
+		for i := range v {
+			v[i], _ = strconv.Atoi(f[i+1])
+		}
+		m[v[0]] = [5]int{v[1], v[2], v[4], v[5], v[6]}
+	}
+	if len(m) != np {
+		t.Fatalf("%d ranks reported their threads, want %d:\n%s", len(m), np, out)
+	}
+	return m
+}
+
+// TestRuntimeThreads checks that the Go runtime's threads run at nice 19
+// and the host's threads keep their priority (threads.c): testdata/threads.c
+// counts its threads by nice value after a served call. Preloaded, the
+// threads at the host's nice are exactly those of the plain run (the main
+// thread and the MPI's own), and the rest, at least the runtime's first
+// thread and sysmon, are at 19; SHMCOLL_MPI_NICE=0 leaves every thread at
+// the host's nice; a bad value is reported and every call passes.
+func TestRuntimeThreads(t *testing.T) {
+	in, dir, lib := library(t)
+	exe := compile(t, in, dir, "threads.c")
+	for _, np := range []int{2, 3} {
+		out, _ := run(t, in, np, exe, "")
+		plain := threadCounts(t, out, np)
+		out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1")
+		if !strings.Contains(out, "No Errors") {
+			t.Fatalf("np=%d: no \"No Errors\":\n%s\n%s", np, out, errs)
+		}
+		if st := stats(errs); st["allreduce"][0] == 0 {
+			t.Errorf("np=%d: allreduce not served: %v", np, st)
+		}
+		for r, v := range threadCounts(t, out, np) {
+			host, main, atHost, at19, other := v[0], v[1], v[2], v[3], v[4]
+			if main != host || other != 0 {
+				t.Errorf("np=%d rank %d: host nice %d, main thread %d, %d threads at neither the host's nice nor 19", np, r, host, main, other)
+			}
+			if want := plain[r][2]; atHost != want {
+				t.Errorf("np=%d rank %d: %d threads at the host's nice preloaded, %d plain (the main thread and the MPI's)", np, r, atHost, want)
+			}
+			if at19 < 2 {
+				t.Errorf("np=%d rank %d: %d threads at nice 19, want the Go runtime's (at least 2)", np, r, at19)
+			}
+		}
+	}
+	out, errs := run(t, in, 2, exe, lib, "SHMCOLL_MPI_NICE=0")
+	for r, v := range threadCounts(t, out, 2) {
+		if v[3] != 0 && v[0] != 19 {
+			t.Errorf("SHMCOLL_MPI_NICE=0: rank %d has %d threads at nice 19:\n%s", r, v[3], errs)
+		}
+	}
+	out, errs = run(t, in, 2, exe, lib, "SHMCOLL_MPI_NICE=20", "SHMCOLL_MPI_STATS=1")
+	if !strings.Contains(out, "No Errors") {
+		t.Fatalf("SHMCOLL_MPI_NICE=20: no \"No Errors\":\n%s\n%s", out, errs)
+	}
+	if n := strings.Count(errs, `SHMCOLL_MPI_NICE="20": want a nice value from 0 to 19`); n != 2 {
+		t.Errorf("SHMCOLL_MPI_NICE=20: %d ranks report it, want 2:\n%s", n, errs)
+	}
+	if st := stats(errs); st["allreduce"][0] != 0 || st["allreduce"][1] == 0 {
+		t.Errorf("SHMCOLL_MPI_NICE=20: allreduce served %d passed %d, want every call passed", st["allreduce"][0], st["allreduce"][1])
 	}
 }

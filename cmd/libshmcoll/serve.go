@@ -100,6 +100,17 @@ func shmcollStart() C.int {
 		}
 		slotBytes = int(n)
 	}
+	if v := os.Getenv("SHMCOLL_MPI_NICE"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 19 {
+			fmt.Fprintf(os.Stderr, "shmcoll: SHMCOLL_MPI_NICE=%q: want a nice value from 0 to 19; passing every call to the MPI\n", v)
+			return 1
+		}
+	}
+	if C.sc_lowered_nice > 0 {
+		debugf("Go runtime threads at nice %d (%d lowered at load)", int(C.sc_lowered_nice), int(C.sc_lowered))
+	} else {
+		debugf("Go runtime threads at the host's priority")
+	}
 	minProcs()
 	initOps()
 	if err := mpi.Attach(); err != nil {
@@ -125,6 +136,18 @@ func minProcs() {
 		debugf("GOMAXPROCS %d raised to 2", n)
 	}
 }
+
+// shmcollLockThread wires the calling host thread to the runtime's M that
+// serves it, for good (runtime.LockOSThread); entry.c calls it once per
+// thread, before the thread's other calls into Go. A thread the runtime
+// starts while a locked thread runs Go is then made by the runtime's
+// template thread, which runs at the lowered priority of the runtime's
+// threads (threads.c), and not by the host thread at the host's
+// (runtime.newm). It changes nothing else: a thread that enters Go from C
+// is already tied to its M for the length of each call.
+//
+//export shmcollLockThread
+func shmcollLockThread() { runtime.LockOSThread() }
 
 //export shmcollNewName
 func shmcollNewName(buf *C.char, n C.int) {
