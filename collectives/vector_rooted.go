@@ -132,8 +132,12 @@ func (c *Comm) segments(a *call) int {
 
 // flatGatherv: in step k, every rank but the root puts piece k of its
 // block in its slot half and posts; the root copies the pieces out. A
-// rank rewrites its slot half two steps later, after begin has seen every
-// rank (the root too) begin the step between, so the root has read it.
+// block of one step that fits tinyBytes goes in the rank's counter line
+// instead, which the root's wait brings with the counter (the writer and
+// the root both know the block's count). A rank rewrites its slot half
+// (and its counter line's bytes) two steps later, after begin has seen
+// every rank (the root too) begin the step between, so the root has read
+// it.
 func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S := c.segments(a)
@@ -145,19 +149,20 @@ func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 		if c.rank != a.root {
 			n := a.counts[c.rank]
 			lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
-			simd.Copy(c.slotHalf(c.rank, e)[:(hi-lo)*esz], span(a.send, esz, lo, hi))
+			simd.Copy(c.stepBuf(c.rank, e, S == 1 && n*esz <= tinyBytes)[:(hi-lo)*esz], span(a.send, esz, lo, hi))
 			c.post(e, 1)
 			c.last.Sent++
 		} else {
 			c.post(e, 1)
 			for i := 1; i < p; i++ {
 				q := c.next(i)
-				if err := c.wait(ctx, q, e, 1); err != nil {
-					return err
-				}
 				n, d := a.counts[q], a.displs[q]
 				lo, hi := pieceLo(k, S, n), pieceLo(k+1, S, n)
-				simd.Copy(span(a.recv, esz, d+lo, d+hi), c.slotHalf(q, e)[:(hi-lo)*esz])
+				src := c.stepBuf(q, e, S == 1 && n*esz <= tinyBytes)[:(hi-lo)*esz]
+				if err := c.waitData(ctx, q, e, 1, src); err != nil {
+					return err
+				}
+				simd.Copy(span(a.recv, esz, d+lo, d+hi), src)
 			}
 			c.last.Received += uint64(p - 1)
 			c.full = true
@@ -171,7 +176,8 @@ func (c *Comm) flatGatherv(ctx context.Context, a *call) error {
 // flatScatterv: in step k the root packs piece k of every other rank's
 // block into its slot half (c.pieces: the packed offsets, the same on
 // every rank, and the root's user offsets) and posts; each rank copies its
-// piece out.
+// piece out. Packed pieces of one step that fit tinyBytes go in the root's
+// counter line instead, which each rank's wait brings with the counter.
 func (c *Comm) flatScatterv(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S, err := numPieces(a.counts, c.half/esz)
@@ -185,18 +191,20 @@ func (c *Comm) flatScatterv(ctx context.Context, a *call) error {
 		}
 		c.pieces(k, S, a.counts, a.displs)
 		pre := c.sc.pre
+		tiny := S == 1 && pre[p]*esz <= tinyBytes
 		if c.rank == a.root {
-			c.copyPieces(c.slotHalf(c.rank, e), a.send, esz, c.rank)
+			c.copyPieces(c.stepBuf(c.rank, e, tiny), a.send, esz, c.rank)
 			c.post(e, 1)
 			c.last.Sent += uint64(p - 1)
 		} else {
 			c.post(e, 1)
-			if err := c.wait(ctx, a.root, e, 1); err != nil {
+			src := span(c.stepBuf(a.root, e, tiny), esz, pre[c.rank], pre[c.rank+1])
+			if err := c.waitData(ctx, a.root, e, 1, src); err != nil {
 				return err
 			}
 			lo := pieceLo(k, S, a.counts[c.rank])
 			m := pre[c.rank+1] - pre[c.rank]
-			simd.Copy(span(a.recv, esz, lo, lo+m), span(c.slotHalf(a.root, e), esz, pre[c.rank], pre[c.rank+1]))
+			simd.Copy(span(a.recv, esz, lo, lo+m), src)
 			c.last.Received++
 		}
 		c.last.Rounds++
