@@ -93,27 +93,31 @@ func init() {
 
 // singleMin is the smallest call (bytes, as selection counts them) that
 // takes Single without a pin where cross-memory attach is on, for ranks
-// that fit the CPUs or outnumber them; 0 means never. Below these sizes a system call
-// per block costs more than the second copy saves. Where ranks share CPUs
-// a reader waits for its turn on a CPU either way, and the slots, which
-// keep the pieces in the cache, stay ahead up to larger sizes. The sizes
-// come from shmbench run -algo single,flat at np = 2 and np = 4 and from
-// shmbench compare against the build without Single at np = 8, on two
-// CPUs (docs/PERFORMANCE.md); fitting ranks of p > 2 use those of p = 2.
+// that fit the CPUs or outnumber them; 0 means never. Below these sizes
+// the system calls (one per block, each pinning the peer's pages) cost
+// more than the second copy through the slots, whose pieces stay in the
+// caches the ranks share: on the project's machine the slots are ahead up
+// to 4 MiB at both placements of its two vCPUs, by 1.3-4x at 16 KiB-1 MiB
+// (but scatter, below), and one copy is ahead from 4-16 MiB for the
+// collectives that move data
+// (shmbench compare -np 2 against the same build with SHMCOLL_CMA=off,
+// docs/PERFORMANCE.md). The reductions keep the slots at every size:
+// their algorithms there are as fast at 64 MiB and faster below. Where
+// ranks share CPUs a reader waits for its turn on a CPU either way, and
+// the slots stay ahead up to larger sizes. Fitting ranks of p > 2 use the
+// sizes of p = 2.
 func singleMin(coll Collective, over bool) int {
 	switch coll {
 	case CollAllgather, CollAllgatherv:
 		if over {
 			return 0 // the circulant allgather through the slots stays ahead at np = 8
 		}
-		return 16 << 10
+		return 8 << 20
 	case CollBcast:
 		if over {
 			return 0 // likewise the flat and tree bcasts
 		}
-		// Ahead from 4 KiB, but the small-call path serves bcast up to
-		// 8 KiB.
-		return 8<<10 + 1
+		return 4 << 20
 	case CollAlltoall:
 		// Where ranks share CPUs the slots are as fast at 1 MiB, and
 		// some runs of Single there are much slower (compare against
@@ -121,7 +125,7 @@ func singleMin(coll Collective, over bool) int {
 		if over {
 			return 2 << 20
 		}
-		return 16 << 10
+		return 8 << 20
 	case CollAlltoallv:
 		// A sender's bytes, its own block included (alltoallv.go): its
 		// slot path, with a header in every step, is behind from less.
@@ -129,18 +133,18 @@ func singleMin(coll Collective, over bool) int {
 			return 1 << 20
 		}
 		return 8 << 10
-	case CollGather, collGatherv, CollScatter, collScatterv:
+	case CollGather, collGatherv:
 		if over {
 			return 1 << 20
 		}
-		return 8 << 10
-	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
-		// From shmbench run -algo single,auto at np = 2; ranks that
-		// share CPUs keep the slots (not measured against them yet).
+		return 4 << 20
+	case CollScatter, collScatterv:
+		// The root packs every block before it posts: on different dies
+		// one copy is ahead from 512 KiB, on one L3 the slots to 4 MiB.
 		if over {
-			return 0
+			return 1 << 20
 		}
-		return 16 << 10
+		return 1 << 20
 	}
 	return 0
 }

@@ -344,7 +344,7 @@ func TestSingleChild(t *testing.T) {
 	if os.Getenv(shm.EnvArena) == "" || mode == "" {
 		t.Skip("run by TestSingleProcesses")
 	}
-	c, err := JoinEnv(bg, singleOptions(mode == "pin" || mode == "die", false))
+	c, err := JoinEnv(bg, singleOptions(mode == "pin" || mode == "die" || mode == "huge", false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +561,7 @@ func TestSingleDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	const p, n = 2, 4096
+	const p, n = 2, 1 << 19 // gatherv and scatterv, never pinned, take Single from singleMin
 	cs := localComms(t, p, singleOptions(true, false))
 	counts := []int{n, n - 3}
 	type bufs struct{ in, out, all, all2 []int64 }
@@ -679,7 +679,7 @@ func TestSingleAlltoallvCountsDisagree(t *testing.T) {
 // goroutine, the caller's buffers copied once while it does other work.
 func TestSingleNonblocking(t *testing.T) {
 	const n = 50000
-	err := Run(3, singleOptions(false, false), func(c *Comm) error {
+	err := Run(3, singleOptions(true, false), func(c *Comm) error {
 		p, r := c.Size(), c.Rank()
 		send := make([]int32, n)
 		for i := range send {

@@ -19,14 +19,14 @@ func TestSelectCommand(t *testing.T) {
 		t.Errorf("output %q", s)
 	}
 	out.Reset()
-	if rc := runSelect([]string{"-coll", "allgather", "-bytes", "1M", "-np", "2", "-cpus", "fit", "-cma"}, &out, &errb); rc != 0 {
+	if rc := runSelect([]string{"-coll", "allgather", "-bytes", "16M", "-np", "2", "-cpus", "fit", "-cma"}, &out, &errb); rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
 	}
 	if s := out.String(); !strings.Contains(s, ": single\n") || !strings.Contains(s, "because: cross-memory attach is on") {
 		t.Errorf("output %q", s)
 	}
 	out.Reset()
-	if rc := runSelect([]string{"-coll", "allgather", "-bytes", "1M", "-np", "2", "-cpus", "fit", "-cma=false"}, &out, &errb); rc != 0 || strings.Contains(out.String(), "single") {
+	if rc := runSelect([]string{"-coll", "allgather", "-bytes", "16M", "-np", "2", "-cpus", "fit", "-cma=false"}, &out, &errb); rc != 0 || strings.Contains(out.String(), "single") {
 		t.Errorf("-cma=false: rc %d, %q", rc, out.String())
 	}
 	out.Reset()
