@@ -8,7 +8,8 @@ import "C"
 // defaultBands for MPICH (see allBands for the form). shmcoll copies
 // private buffers once by cross-memory attach (the single algorithm), so
 // data movement is served from small blocks up, but the largest alltoall
-// blocks; MPICH's bcast below 16 KiB (an eager message down a tree, which
+// blocks from 3 ranks (at p = 2 shmcoll's alltoall is ahead at every
+// size); MPICH's bcast below 16 KiB (an eager message down a tree, which
 // returns at the root at once) and its gather and scatter of small blocks
 // (a single eager message) pass, and so does a reduce_scatter of at most
 // 8 bytes on two ranks (one eager message each way at most); alltoallv
@@ -24,6 +25,7 @@ bcast                *  16K:inf
 reduce               *  1:inf
 barrier              *  0:inf
 alltoall             *  1:64K
+alltoall             2  1:inf
 alltoallv            *  none
 scatter              *  8K:inf
 gather               *  8K:inf

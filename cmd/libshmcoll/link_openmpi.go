@@ -8,7 +8,8 @@ import "C"
 // defaultBands for Open MPI (see allBands for the form). shmcoll copies
 // private buffers once by cross-memory attach (the single algorithm), as
 // Open MPI does, so data movement is served at every size but the
-// largest alltoall blocks and, from 3 ranks, scatter's middle blocks;
+// largest alltoall blocks from 3 ranks (at p = 2 shmcoll's alltoall is
+// ahead at every size) and, from 3 ranks, scatter's middle blocks;
 // reduce passes in the middle sizes, where Open MPI's pipelined tree is
 // faster (at p = 2, where shmcoll's reduce reads the peer's input by
 // cross-memory attach, only from 4 KiB to 512 KiB); alltoallv passes (see
@@ -31,6 +32,7 @@ reduce               2      1:4K,512K:inf
 reduce               5-inf  2M:inf
 barrier              *      0:inf
 alltoall             *      1:64K
+alltoall             2      1:inf
 alltoall             5-inf  64:64K
 alltoallv            *      none
 scatter              *      1:128K,4M:inf
