@@ -102,7 +102,7 @@ func init() {
 // collectives that move data
 // (shmbench compare -np 2 against the same build with SHMCOLL_CMA=off,
 // docs/PERFORMANCE.md). The reductions keep the slots at every size:
-// their algorithms there are as fast at 64 MiB and faster below. Where
+// their algorithms there are faster from 16 KiB to 64 MiB. Where
 // ranks share CPUs a reader waits for its turn on a CPU either way, and
 // the slots stay ahead up to larger sizes. Fitting ranks of p > 2 use the
 // sizes of p = 2.
