@@ -10,9 +10,9 @@ import "C"
 // Open MPI does, so data movement is served at every size but the
 // largest alltoall blocks from 3 ranks (at p = 2 shmcoll's alltoall is
 // ahead at every size) and, from 3 ranks, scatter's middle blocks;
-// reduce passes in the middle sizes, where Open MPI's pipelined tree is
-// faster (at p = 2, where shmcoll's reduce reads the peer's input by
-// cross-memory attach, only from 4 KiB to 512 KiB); alltoallv passes (see
+// reduce passes in the middle sizes from 3 ranks, where Open MPI's
+// pipelined tree is faster (at p = 2 shmcoll's reduce, through the slots,
+// is ahead at every size); alltoallv passes (see
 // bands.go). From 5 ranks (oversubscribed
 // on small nodes) the smallest calls of allreduce, reduce_scatter_block,
 // allgather, reduce and alltoall pass too, where Open MPI's own were
@@ -28,7 +28,7 @@ allgather            5-inf  64:inf
 allgatherv           *      1:inf
 bcast                *      1:inf
 reduce               *      1:4K,2M:inf
-reduce               2      1:4K,512K:inf
+reduce               2      1:inf
 reduce               5-inf  2M:inf
 barrier              *      0:inf
 alltoall             *      1:64K
