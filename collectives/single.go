@@ -99,13 +99,12 @@ func init() {
 // caches the ranks share: on the project's machine the slots are ahead up
 // to 4 MiB at both placements of its two vCPUs, by 1.3-4x at 16 KiB-1 MiB
 // (but scatter, below), and one copy is ahead from 4-16 MiB for the
-// collectives that move data
-// (shmbench compare -np 2 against the same build with SHMCOLL_CMA=off,
-// docs/PERFORMANCE.md). The reductions keep the slots at every size:
-// their algorithms there are faster from 16 KiB to 64 MiB. Where
-// ranks share CPUs a reader waits for its turn on a CPU either way, and
-// the slots stay ahead up to larger sizes. Fitting ranks of p > 2 use the
-// sizes of p = 2.
+// collectives that move data (shmbench compare -np 2 against the same
+// build with SHMCOLL_CMA=off, docs/PERFORMANCE.md). The reductions keep
+// the slots at every size: their algorithms there are faster from 16 KiB
+// to 64 MiB. Where ranks share CPUs a reader waits for its turn on a CPU
+// either way, and the slots stay ahead up to larger sizes. Fitting ranks
+// of p > 2 use the sizes of p = 2.
 func singleMin(coll Collective, over bool) int {
 	switch coll {
 	case CollAllgather, CollAllgatherv:
@@ -140,10 +139,8 @@ func singleMin(coll Collective, over bool) int {
 		return 4 << 20
 	case CollScatter, collScatterv:
 		// The root packs every block before it posts: on different dies
-		// one copy is ahead from 512 KiB, on one L3 the slots to 4 MiB.
-		if over {
-			return 1 << 20
-		}
+		// one copy is ahead from 512 KiB, on one L3 the slots to 4 MiB;
+		// where ranks share CPUs, from 1 MiB too.
 		return 1 << 20
 	}
 	return 0
@@ -172,8 +169,6 @@ func singleMax(coll Collective, over bool) int {
 	switch coll {
 	case CollAlltoall, CollAlltoallv, CollAllgatherv:
 		return singleAlltoallMax
-	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
-		return singleReduceMax
 	}
 	return math.MaxInt
 }
@@ -187,12 +182,6 @@ func singleMax(coll Collective, over bool) int {
 const singleAlltoallMax = 32 << 20
 
 const singleOverAlltoallMax = 4 << 20
-
-// singleReduceMax bounds the reductions that take Single without a pin:
-// from there the slots' algorithms, whose large reductions store
-// non-temporally, are ahead (shmbench run -np 2 -coll allreduce -sizes
-// 64M -algo single,circulant,rabenseifnerodd).
-const singleReduceMax = 32 << 20
 
 // CrossMemory returns nil if the ranks of c can read each other's private
 // memory (cross-memory attach, agreed by every rank when the communicator

@@ -289,7 +289,15 @@ func TestSinglePinNeedsCrossMemory(t *testing.T) {
 func TestSingleSelection(t *testing.T) {
 	for _, coll := range []Collective{CollAllgather, CollAllgatherv, CollBcast, CollAlltoall, CollAlltoallv, CollGather, CollScatter, CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter} {
 		m := singleMin(coll, false)
-		if m <= 0 || coll == CollAlltoallv { // its senders choose (TestAlltoallvChoice)
+		if m <= 0 { // never unpinned: the reductions
+			for _, n := range []int{16 << 10, 1 << 20, 16 << 20, 64 << 20} {
+				if a, why, err := Select(Call{Coll: coll, Bytes: n, P: 2, CrossMemory: true}, Options{}); err != nil || a == Single {
+					t.Errorf("%v of %d bytes: %v (%s), %v; want no single unpinned", coll, n, a, why, err)
+				}
+			}
+			continue
+		}
+		if coll == CollAlltoallv { // its senders choose (TestAlltoallvChoice)
 			continue
 		}
 		for _, tc := range []struct {
