@@ -100,11 +100,9 @@ func shmcollStart() C.int {
 		}
 		slotBytes = int(n)
 	}
-	if v := os.Getenv("SHMCOLL_MPI_NICE"); v != "" {
-		if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 19 {
-			fmt.Fprintf(os.Stderr, "shmcoll: SHMCOLL_MPI_NICE=%q: want a nice value from 0 to 19; passing every call to the MPI\n", v)
-			return 1
-		}
+	if C.sc_nice_bad != 0 { // threads.c read it at load
+		fmt.Fprintf(os.Stderr, "shmcoll: SHMCOLL_MPI_NICE=%q: want a nice value from 0 to 19; passing every call to the MPI\n", os.Getenv("SHMCOLL_MPI_NICE"))
+		return 1
 	}
 	if C.sc_lowered_nice > 0 {
 		debugf("Go runtime threads at nice %d (%d lowered at load)", int(C.sc_lowered_nice), int(C.sc_lowered))

@@ -59,9 +59,10 @@ void sc_call_user(int idx, void *in, void *inout, int len, uintptr_t dtype);
 // The progress call a waiting rank makes after its spin.
 void sc_progress(void);
 
-// The Go runtime's threads lowered at load (threads.c), and to what nice
-// value.
+// The Go runtime's threads lowered at load (threads.c), to what nice
+// value, and whether SHMCOLL_MPI_NICE was bad.
 extern int sc_lowered;
 extern int sc_lowered_nice;
+extern int sc_nice_bad;
 
 #endif

@@ -49,6 +49,7 @@ static pid_t sc_before[SC_MAX_THREADS];
 static int sc_nbefore = -1; // -1: /proc/self/task could not be read
 int sc_lowered;             // runtime threads lowered (SHMCOLL_MPI_DEBUG reports it)
 int sc_lowered_nice;        // to this nice value
+int sc_nice_bad;            // SHMCOLL_MPI_NICE is not a nice value from 0 to 19
 
 static int sc_known(const pid_t *set, int n, pid_t t) {
 	for (int i = 0; i < n; i++)
@@ -86,8 +87,10 @@ __attribute__((constructor)) static void sc_threads_after(void) {
 	if (env != NULL && *env != '\0') {
 		char *end;
 		long v = strtol(env, &end, 10);
-		if (*end != '\0' || v < 0 || v > 19)
-			return; // entry.c's initialisation reports the bad value
+		if (end == env || *end != '\0' || v < 0 || v > 19) {
+			sc_nice_bad = 1; // shmcollStart reports it and passes every call
+			return;
+		}
 		nice = (int)v;
 	}
 	errno = 0;
