@@ -17,9 +17,12 @@ import (
 )
 
 // The size bands each collective is served in, per communicator size p
-// (a number, a range lo-hi or lo-inf, or "*" for every p; later lines
-// override earlier ones, and every p from 64 up shares one entry), as up
-// to four ranges min:max of the total
+// (a number from 2, a range lo-hi or lo-inf, or "*" for every p; later
+// lines override earlier ones, and every p from 64 up shares one entry),
+// or for a near pair ("near": two ranks whose barrier shows that they
+// share a core or its cache, timed when the communicator is set up; an
+// entry for p = 2 sets the near pair's bands too, so near entries come
+// after it; alltoallv has none), as up to four ranges min:max of the total
 // bytes of the call's type signature (allreduce, bcast, reduce, scan,
 // exscan: the vector; reduce_scatter, allgatherv: the whole vector;
 // reduce_scatter_block, allgather, alltoall, gather, scatter: one rank's
@@ -131,26 +134,42 @@ func setBand(coll, p, ranges string) error {
 			}
 		}
 	}
-	first, last := 0, C.SC_BAND_P-1
-	if p != "*" {
+	// Rows 2 to SC_BAND_P-1 are process counts, row SC_BAND_NEAR a near
+	// pair, which whatever sets p = 2 sets too.
+	first, last := 2, C.SC_BAND_P-1
+	switch p {
+	case "*":
+	case "near":
+		if c == collectives.CollAlltoallv {
+			// Its band is decided in the served call, per p (shmcollJoin).
+			return fmt.Errorf("%s@near: alltoallv has bands per process count only", coll)
+		}
+		first, last = C.SC_BAND_NEAR, C.SC_BAND_NEAR
+	default:
 		a, b, isRange := strings.Cut(p, "-")
 		lo, err1 := strconv.Atoi(a)
 		hi, err2 := lo, error(nil)
 		if isRange && b != "inf" {
 			hi, err2 = strconv.Atoi(b)
 		}
-		if err1 != nil || err2 != nil || lo < 1 || hi < lo {
-			return fmt.Errorf("%s: process count %q: want a number from 1, a range lo-hi or lo-inf, or *", coll, p)
+		if err1 != nil || err2 != nil || lo < 2 || hi < lo {
+			return fmt.Errorf("%s: process count %q: want a number from 2, a range lo-hi or lo-inf, near, or *", coll, p)
 		}
 		if isRange && b == "inf" {
 			hi = C.SC_BAND_P - 1
 		}
 		first, last = min(lo, C.SC_BAND_P-1), min(hi, C.SC_BAND_P-1)
 	}
-	for i := first; i <= last; i++ {
+	set := func(i int) {
 		for k := range lo {
 			C.sc_band_min[c][i][k], C.sc_band_max[c][i][k] = C.int64_t(lo[k]), C.int64_t(hi[k])
 		}
+	}
+	for i := first; i <= last; i++ {
+		set(i)
+	}
+	if first == 2 {
+		set(C.SC_BAND_NEAR)
 	}
 	return nil
 }
@@ -179,9 +198,18 @@ func parseBytes(s string) (int64, error) {
 }
 
 // inBand reports whether the bands serve a call of coll on p ranks with
-// the given bytes (entry.c's sc_in_band, for tests).
+// the given bytes (entry.c's sc_in_band, for tests), on a pair that is
+// not near.
 func inBand(coll collectives.Collective, p int, bytes int64) bool {
-	i := min(p, C.SC_BAND_P-1)
+	return inBandRow(coll, min(p, C.SC_BAND_P-1), bytes)
+}
+
+// inBandNear is inBand for a near pair.
+func inBandNear(coll collectives.Collective, bytes int64) bool {
+	return inBandRow(coll, C.SC_BAND_NEAR, bytes)
+}
+
+func inBandRow(coll collectives.Collective, i int, bytes int64) bool {
 	for k := range C.SC_BANDS {
 		if bytes >= int64(C.sc_band_min[coll][i][k]) && bytes <= int64(C.sc_band_max[coll][i][k]) {
 			return true

@@ -73,7 +73,28 @@ func TestBands(t *testing.T) {
 	if !inBand(collectives.CollAlltoallv, 4, 0) || !inBand(collectives.CollBcast, 2, 1<<20) || inBand(collectives.CollBcast, 2, 0) {
 		t.Errorf("SHMCOLL_MPI_BANDS=all does not serve every call of a byte or more")
 	}
-	for _, bad := range []string{"bcast", "bcast=1", "nosuch=1:2", "bcast@0=1:2", "bcast=1:2,3:4,5:6,7:8,9:10", "bcast=x:2", "bcast@5-3=1:2", "bcast@0-3=1:2", "bcast@3-=1:2"} {
+	// A near pair's bands: what sets p = 2 sets them, "near" sets them alone.
+	if err := loadBands("bcast@2=64:inf;allreduce@near=1K:inf;reduce@2=1:inf;reduce@3-inf=none"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		coll  collectives.Collective
+		bytes int64
+		near  bool // served on a near pair
+		two   bool // served at p = 2
+	}{
+		{collectives.CollBcast, 8, false, false}, {collectives.CollBcast, 64, true, true},
+		{collectives.CollAllreduce, 512, false, true}, {collectives.CollAllreduce, 1024, true, true},
+		{collectives.CollReduce, 8, true, true},
+	} {
+		if got := inBandNear(c.coll, c.bytes); got != c.near {
+			t.Errorf("%v near pair %d bytes: served %v, want %v", c.coll, c.bytes, got, c.near)
+		}
+		if got := inBand(c.coll, 2, c.bytes); got != c.two {
+			t.Errorf("%v p=2 %d bytes: served %v, want %v", c.coll, c.bytes, got, c.two)
+		}
+	}
+	for _, bad := range []string{"bcast", "bcast=1", "nosuch=1:2", "bcast@0=1:2", "bcast@1=1:2", "alltoallv@near=1:2", "bcast=1:2,3:4,5:6,7:8,9:10", "bcast=x:2", "bcast@5-3=1:2", "bcast@0-3=1:2", "bcast@3-=1:2"} {
 		if err := loadBands(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

@@ -44,7 +44,6 @@
 
 int64_t sc_band_min[SC_NCOLL][SC_BAND_P][SC_BANDS];
 int64_t sc_band_max[SC_NCOLL][SC_BAND_P][SC_BANDS];
-uint64_t sc_passed[SC_NCOLL][SC_NPASS];
 
 #define SC_SERVE (-1)
 #define SC_PACK (-2)
@@ -55,12 +54,57 @@ static int sc_on;        // serving: set once by sc_init
 static int sc_done;      // MPI_Finalize seen
 static int sc_keyval = MPI_KEYVAL_INVALID;
 
-static void sc_pass(int coll, int why) {
-	__atomic_fetch_add(&sc_passed[coll][why], 1, __ATOMIC_RELAXED);
+// The calls passed through, counted per thread: a pass then costs a plain
+// increment, where one shared counter would cost every pass a locked
+// instruction. Each thread's counts are made at its first pass and pushed
+// on sc_counts_all; they are never freed, so that a thread's counts outlive
+// it. A count is written only by its thread, read by others (sc_passed)
+// with relaxed loads.
+typedef struct sc_counts {
+	uint64_t n[SC_NCOLL][SC_NPASS];
+	struct sc_counts *next;
+} sc_counts;
+static sc_counts *sc_counts_all;
+static __thread sc_counts *sc_mine __attribute__((tls_model("initial-exec")));
+
+static sc_counts *sc_counts_new(void) {
+	sc_counts *c = calloc(1, sizeof *c);
+	if (!c) return NULL;
+	c->next = __atomic_load_n(&sc_counts_all, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&sc_counts_all, &c->next, c, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+	}
+	return sc_mine = c;
 }
 
-static int sc_in_band(int coll, int p, int64_t bytes) {
-	int i = p < SC_BAND_P ? p : SC_BAND_P - 1;
+static void sc_pass(int coll, int why) {
+	sc_counts *c = sc_mine;
+	if (!c && !(c = sc_counts_new())) return;
+	__atomic_store_n(&c->n[coll][why], c->n[coll][why] + 1, __ATOMIC_RELAXED);
+}
+
+uint64_t sc_passed(int coll, int why) {
+	uint64_t n = 0;
+	for (sc_counts *c = __atomic_load_n(&sc_counts_all, __ATOMIC_ACQUIRE); c; c = c->next)
+		n += __atomic_load_n(&c->n[coll][why], __ATOMIC_RELAXED);
+	return n;
+}
+
+// sc_near_differs: the bands of a near pair (row SC_BAND_NEAR) differ from
+// those of p = 2 for some collective, so that a pair's placement matters.
+static int sc_near_differs;
+
+static void sc_init_near(void) {
+	for (int c = 0; c < SC_NCOLL; c++)
+		for (int k = 0; k < SC_BANDS; k++)
+			if (sc_band_min[c][SC_BAND_NEAR][k] != sc_band_min[c][2][k] ||
+			    sc_band_max[c][SC_BAND_NEAR][k] != sc_band_max[c][2][k])
+				sc_near_differs = 1;
+}
+
+// sc_in_band reports whether a call of bytes is in the band of coll on a
+// communicator of p ranks, near (a pair that shares a cache) or not.
+static int sc_in_band(int coll, int p, int near, int64_t bytes) {
+	int i = near ? SC_BAND_NEAR : p < SC_BAND_P ? p : SC_BAND_P - 1;
 	for (int k = 0; k < SC_BANDS; k++)
 		if (bytes >= sc_band_min[coll][i][k] && bytes <= sc_band_max[coll][i][k]) return 1;
 	return 0;
@@ -339,6 +383,7 @@ static int sc_reduce(MPI_Datatype dt, MPI_Op op, int *simd, int *code, int *comm
 typedef struct sc_state {
 	int served;
 	int hier; // spans nodes: collectives/hier serves what it has
+	int near; // two ranks that share a cache: the bands of SC_BAND_NEAR
 	int rank;
 	int id;   // Go's communicator, -1 for none
 	int size; // ranks
@@ -397,6 +442,7 @@ static void sc_init(void) {
 	if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, sc_delete_attr, &sc_keyval, NULL) != MPI_SUCCESS) return;
 	sc_lock_thread();
 	if (shmcollStart() != 0) return;
+	sc_init_near();
 	sc_on = 1;
 }
 
@@ -449,6 +495,13 @@ static sc_state *sc_setup(MPI_Comm comm) {
 		PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
 		if (all) {
 			s->served = 1;
+			// A pair's placement picks its bands; every rank times it and
+			// the pair is near only if both found it so.
+			if (size == 2 && !s->hier && sc_near_differs) {
+				int near = shmcollNear(s->id), both = 0;
+				PMPI_Allreduce(&near, &both, 1, MPI_INT, MPI_MIN, comm);
+				s->near = both;
+			}
 		} else if (s->id >= 0) {
 			shmcollRelease(s->id);
 			s->id = -1;
@@ -525,7 +578,7 @@ static int sc_red(int coll, const void *sb, void *rb, int count, const int *coun
 		elems = 0;
 		for (int i = 0; i < s->size; i++) elems += counts[i];
 	}
-	if (!sc_in_band(coll, s->size, elems * size)) {
+	if (!sc_in_band(coll, s->size, s->near, elems * size)) {
 		sc_pass(coll, SC_PASS_SIZE);
 		return 0;
 	}
@@ -599,7 +652,7 @@ static int sc_decide(sc_state *s, int coll, int k, int64_t bytes) {
 		sc_pass(coll, k);
 		return 0;
 	}
-	if (!sc_in_band(coll, s->size, bytes)) {
+	if (!sc_in_band(coll, s->size, s->near, bytes)) {
 		sc_pass(coll, SC_PASS_SIZE);
 		return 0;
 	}

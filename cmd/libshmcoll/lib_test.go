@@ -332,3 +332,50 @@ func TestAlltoallvBand(t *testing.T) {
 	}
 	checkShm(t, before)
 }
+
+// TestNearPair runs testdata/smoke.c at np = 2 with a band for near pairs
+// (allreduce@near=1K:inf): a pair taken as near (SHMCOLL_MPI_PAIR=near)
+// passes the smaller allreduces by size and serves the larger, a far one
+// serves them all, and ranks that disagree (one near, one far: a wrapper
+// sets the variable per rank) agree on far, with exact results throughout.
+func TestNearPair(t *testing.T) {
+	in, dir, lib := library(t)
+	exe := compile(t, in, dir, "smoke.c")
+	before := shmEntries(t)
+	wrap := filepath.Join(dir, "pair.sh")
+	script := "#!/bin/sh\nr=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}\n" +
+		"if [ \"$r\" = 0 ]; then SHMCOLL_MPI_PAIR=near; else SHMCOLL_MPI_PAIR=far; fi\n" +
+		"export SHMCOLL_MPI_PAIR\nexec \"$@\"\n"
+	if err := os.WriteFile(wrap, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		exe  string
+		args []string
+		pair string
+		near bool
+	}{
+		{"near", exe, nil, "near", true},
+		{"far", exe, nil, "far", false},
+		{"disagree", wrap, []string{exe}, "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := []string{"SHMCOLL_MPI_STATS=1", "SHMCOLL_MPI_BANDS=allreduce@near=1K:inf"}
+			if c.pair != "" {
+				env = append(env, "SHMCOLL_MPI_PAIR="+c.pair)
+			}
+			out, errs := runArgs(t, in, 2, c.exe, lib, c.args, env...)
+			if !strings.Contains(out, "No Errors") {
+				t.Fatalf("no \"No Errors\":\n%s\n%s", out, errs)
+			}
+			st := stats(errs)["allreduce"]
+			passed := regexp.MustCompile(`(?m)^shmcoll: allreduce .*pass:size=[1-9]`).MatchString(errs)
+			if st[0] == 0 || passed != c.near {
+				t.Errorf("allreduce served %d passed %d (by size: %v); want served calls, and passed by size only if near\n%s",
+					st[0], st[1], passed, errs)
+			}
+		})
+	}
+	checkShm(t, before)
+}

@@ -12,13 +12,19 @@ import "C"
 // size); MPICH's bcast below 16 KiB (an eager message down a tree, which
 // returns at the root at once) and its gather and scatter of small blocks
 // (a single eager message) pass, and so does a reduce_scatter of at most
-// 8 bytes on two ranks (one eager message each way at most); alltoallv
-// passes (see bands.go).
+// 8 bytes on two ranks (one eager message each way at most) and one below
+// 4 KiB from three ranks (a vector of a few elements reaches few ranks,
+// and MPICH's other ranks return at once); alltoallv
+// passes (see bands.go). A near pair (two ranks that share a core or its
+// cache) passes reduce_scatter below 512 bytes and scatter's blocks below
+// 16 KiB, where MPICH's own are as fast as a served call with its call
+// into Go.
 const defaultBands = `
 allreduce            *  1:inf
 reduce_scatter_block *  1:inf
 reduce_scatter       *  1:inf
 reduce_scatter       2  9:inf
+reduce_scatter       3-inf  4K:inf
 allgather            *  1:inf
 allgatherv           *  1:inf
 bcast                *  16K:inf
@@ -31,4 +37,6 @@ scatter              *  8K:inf
 gather               *  8K:inf
 scan                 *  1:inf
 exscan               *  1:inf
+reduce_scatter       near  512:inf
+scatter              near  16K:inf
 `

@@ -44,14 +44,17 @@ enum {
 
 // The size bands: a call is served when min <= bytes <= max for one of the
 // SC_BANDS ranges of its collective and communicator size (index
-// min(p, SC_BAND_P-1)); unused ranges have min > max.
+// min(p, SC_BAND_P-1), or SC_BAND_NEAR for a near pair: p = 1 is never
+// served, so its row holds them); unused ranges have min > max.
 #define SC_BAND_P 65
+#define SC_BAND_NEAR 1
 #define SC_BANDS 4
 extern int64_t sc_band_min[SC_NCOLL][SC_BAND_P][SC_BANDS];
 extern int64_t sc_band_max[SC_NCOLL][SC_BAND_P][SC_BANDS];
 
-// Calls passed through, per collective and reason (atomic increments).
-extern uint64_t sc_passed[SC_NCOLL][SC_NPASS];
+// The calls passed through so far, of one collective for one reason, summed
+// over the threads.
+uint64_t sc_passed(int coll, int why);
 
 // The user function of user operator idx, and whether it is commutative.
 void sc_call_user(int idx, void *in, void *inout, int len, uintptr_t dtype);

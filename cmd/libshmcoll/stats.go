@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/shmcoll/shmcoll/collectives"
 	"github.com/shmcoll/shmcoll/mpi"
@@ -64,8 +62,7 @@ func statsTable() string {
 			}
 		}
 		for r := range passNames {
-			p := (*uint64)(unsafe.Pointer(&C.sc_passed[c][r]))
-			if n := atomic.LoadUint64(p); n > 0 {
+			if n := uint64(C.sc_passed(C.int(c), C.int(r))); n > 0 {
 				npassed += n
 				passes = append(passes, fmt.Sprintf("pass:%s=%d", passNames[r], n))
 			}
