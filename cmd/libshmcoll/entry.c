@@ -53,6 +53,7 @@ static int sc_ready;     // sc_init has run (read with acquire, so sc_on is seen
 static int sc_on;        // serving: set once by sc_init
 static int sc_done;      // MPI_Finalize seen
 static int sc_keyval = MPI_KEYVAL_INVALID;
+static uint64_t sc_gen;  // bumped by every deletion of a communicator's state (below)
 
 // The calls passed through, counted per thread: a pass then costs a plain
 // increment, where one shared counter would cost every pass a locked
@@ -67,7 +68,7 @@ typedef struct sc_counts {
 static sc_counts *sc_counts_all;
 static __thread sc_counts *sc_mine __attribute__((tls_model("initial-exec")));
 
-static sc_counts *sc_counts_new(void) {
+static __attribute__((noinline, cold)) sc_counts *sc_counts_new(void) {
 	sc_counts *c = calloc(1, sizeof *c);
 	if (!c) return NULL;
 	c->next = __atomic_load_n(&sc_counts_all, __ATOMIC_RELAXED);
@@ -76,10 +77,69 @@ static sc_counts *sc_counts_new(void) {
 	return sc_mine = c;
 }
 
-static void sc_pass(int coll, int why) {
+static inline __attribute__((always_inline)) void sc_count_pass(int coll, int why) {
 	sc_counts *c = sc_mine;
 	if (!c && !(c = sc_counts_new())) return;
 	__atomic_store_n(&c->n[coll][why], c->n[coll][why] + 1, __ATOMIC_RELAXED);
+}
+
+// The pass memo. A thread that makes the same call as its last of that
+// collective (the same communicator, predefined datatypes, counts and
+// operator, and no communicator freed since) and passed it, passes it
+// again without deciding anew: every input of the decision is then the
+// same (predefined handles are never reused; a communicator's handle may
+// be, after a free, which bumps sc_gen; the bands and a communicator's
+// state do not change, and a communicator whose served call failed
+// passes from then on). The entry point arms the memo with the call's
+// keys before it decides, and sc_pass fills in the reason if the call
+// passes; a served call leaves it empty. Gather, scatter and the vector
+// collectives, whose decisions read other arguments at the root than
+// elsewhere or whole count vectors, have none.
+typedef struct {
+	uintptr_t k[4];
+	uint64_t gen;
+	int why; // the pass reason + 1; 0: none (armed or empty)
+} sc_memo;
+static __thread sc_memo sc_memos[SC_NCOLL] __attribute__((tls_model("initial-exec")));
+static __thread int sc_armed __attribute__((tls_model("initial-exec"))); // collective + 1
+
+// sc_memo_pass reports whether the thread's last call of coll had these
+// keys and passed, and then counts this one as passed for that reason.
+static inline __attribute__((always_inline)) int sc_memo_pass(int coll, uintptr_t a, uintptr_t b, uintptr_t c,
+                                                              uintptr_t d) {
+	sc_memo *m = &sc_memos[coll];
+	if (m->why && m->k[0] == a && m->k[1] == b && m->k[2] == c && m->k[3] == d &&
+	    m->gen == __atomic_load_n(&sc_gen, __ATOMIC_ACQUIRE)) {
+		sc_count_pass(coll, m->why - 1);
+		return 1;
+	}
+	return 0;
+}
+
+static const struct sc_tinfo *sc_lookup(MPI_Datatype dt);
+
+// sc_memo_arm records the keys of a call about to be decided, if its
+// datatypes are predefined ones (dt2: MPI_DATATYPE_NULL when the call
+// has one datatype).
+static void sc_memo_arm(int coll, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, MPI_Datatype dt,
+                        MPI_Datatype dt2) {
+	sc_memo *m = &sc_memos[coll];
+	m->why = 0;
+	sc_armed = 0;
+	if (!__atomic_load_n(&sc_ready, __ATOMIC_ACQUIRE)) return; // sc_types not yet made
+	if (!sc_lookup(dt) || (dt2 != MPI_DATATYPE_NULL && !sc_lookup(dt2))) return;
+	m->k[0] = a;
+	m->k[1] = b;
+	m->k[2] = c;
+	m->k[3] = d;
+	m->gen = __atomic_load_n(&sc_gen, __ATOMIC_ACQUIRE);
+	sc_armed = coll + 1;
+}
+
+static void sc_pass(int coll, int why) {
+	sc_count_pass(coll, why);
+	if (sc_armed == coll + 1 && why != SC_PASS_FALLBACK && why != SC_PASS_DECLINED) sc_memos[coll].why = why + 1;
+	sc_armed = 0;
 }
 
 uint64_t sc_passed(int coll, int why) {
@@ -114,7 +174,7 @@ static int sc_in_band(int coll, int p, int near, int64_t bytes) {
 
 enum { K_MOVE, K_INT, K_FLOAT, K_COMPLEX, K_BOOL, K_BYTE };
 
-typedef struct {
+typedef struct sc_tinfo {
 	MPI_Datatype dt;
 	int simd; // simd.Type, -1 for move-only types
 	int kind;
@@ -394,7 +454,6 @@ typedef struct sc_state {
 // their collectives on one communicator). It is valid while sc_gen, which
 // every deletion of a state bumps, has not moved: a freed communicator's
 // handle, which the MPI may reuse for a new one, never finds a stale state.
-static uint64_t sc_gen;
 static __thread struct {
 	MPI_Comm comm;
 	sc_state *s;
@@ -590,18 +649,38 @@ static int sc_red(int coll, const void *sb, void *rb, int count, const int *coun
 	return 1;
 }
 
+// The entry points that have a pass memo check it inline and pass at
+// once on a hit (a tail call of PMPI_); the decision and the served call
+// are in a function of their own, so that the entry saves no registers.
+
+// sc_red_armed is sc_red for the reductions of one count after a miss of
+// the pass memo, which it arms: 1 when served.
+static __attribute__((noinline)) int sc_red_armed(int coll, const void *sb, void *rb, int count, MPI_Datatype dt,
+                                                  MPI_Op op, int root, MPI_Comm comm) {
+	sc_memo_arm(coll, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)op, (uintptr_t)count, dt, MPI_DATATYPE_NULL);
+	return sc_red(coll, sb, rb, count, NULL, dt, op, root, comm);
+}
+
+// sc_red_memo is sc_red for the reductions of one count, through the pass
+// memo: 1 when served.
+static inline __attribute__((always_inline)) int sc_red_memo(int coll, const void *sb, void *rb, int count,
+                                                             MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm) {
+	if (sc_memo_pass(coll, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)op, (uintptr_t)count)) return 0;
+	return sc_red_armed(coll, sb, rb, count, dt, op, root, comm);
+}
+
 int MPI_Allreduce(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-	if (sc_red(SC_ALLREDUCE, sb, rb, count, NULL, dt, op, 0, comm)) return MPI_SUCCESS;
+	if (sc_red_memo(SC_ALLREDUCE, sb, rb, count, dt, op, 0, comm)) return MPI_SUCCESS;
 	return PMPI_Allreduce(sb, rb, count, dt, op, comm);
 }
 
 int MPI_Reduce(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm) {
-	if (sc_red(SC_REDUCE, sb, rb, count, NULL, dt, op, root, comm)) return MPI_SUCCESS;
+	if (sc_red_memo(SC_REDUCE, sb, rb, count, dt, op, root, comm)) return MPI_SUCCESS;
 	return PMPI_Reduce(sb, rb, count, dt, op, root, comm);
 }
 
 int MPI_Reduce_scatter_block(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-	if (sc_red(SC_REDUCE_SCATTER_BLOCK, sb, rb, count, NULL, dt, op, 0, comm)) return MPI_SUCCESS;
+	if (sc_red_memo(SC_REDUCE_SCATTER_BLOCK, sb, rb, count, dt, op, 0, comm)) return MPI_SUCCESS;
 	return PMPI_Reduce_scatter_block(sb, rb, count, dt, op, comm);
 }
 
@@ -611,12 +690,12 @@ int MPI_Reduce_scatter(const void *sb, void *rb, const int counts[], MPI_Datatyp
 }
 
 int MPI_Scan(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-	if (sc_red(SC_SCAN, sb, rb, count, NULL, dt, op, 0, comm)) return MPI_SUCCESS;
+	if (sc_red_memo(SC_SCAN, sb, rb, count, dt, op, 0, comm)) return MPI_SUCCESS;
 	return PMPI_Scan(sb, rb, count, dt, op, comm);
 }
 
 int MPI_Exscan(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-	if (sc_red(SC_EXSCAN, sb, rb, count, NULL, dt, op, 0, comm)) return MPI_SUCCESS;
+	if (sc_red_memo(SC_EXSCAN, sb, rb, count, dt, op, 0, comm)) return MPI_SUCCESS;
 	return PMPI_Exscan(sb, rb, count, dt, op, comm);
 }
 
@@ -694,7 +773,8 @@ static int sc_join2(int a, int b) {
 	return a == SC_PACK || b == SC_PACK ? SC_PACK : SC_SERVE;
 }
 
-int MPI_Barrier(MPI_Comm comm) {
+static __attribute__((noinline)) int sc_barrier(MPI_Comm comm) {
+	sc_memo_arm(SC_BARRIER, (uintptr_t)comm, 0, 0, 0, MPI_BYTE, MPI_DATATYPE_NULL);
 	sc_state *s = sc_state_of(comm, SC_BARRIER);
 	if (s && sc_decide(s, SC_BARRIER, SC_SERVE, 0) &&
 	    sc_serve(s, SC_BARRIER, NULL, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, 0))
@@ -702,7 +782,14 @@ int MPI_Barrier(MPI_Comm comm) {
 	return PMPI_Barrier(comm);
 }
 
-int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
+int MPI_Barrier(MPI_Comm comm) {
+	if (sc_memo_pass(SC_BARRIER, (uintptr_t)comm, 0, 0, 0)) return PMPI_Barrier(comm);
+	return sc_barrier(comm);
+}
+
+static __attribute__((noinline)) int sc_bcast(void *buf, int count, MPI_Datatype dt, int root,
+                                              MPI_Comm comm) {
+	sc_memo_arm(SC_BCAST, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)count, 0, dt, MPI_DATATYPE_NULL);
 	sc_state *s = sc_state_of(comm, SC_BCAST);
 	int64_t sz = 0;
 	int k = s ? sc_move(dt, &sz) : 0;
@@ -718,6 +805,12 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
 		if (ok) return MPI_SUCCESS;
 	}
 	return PMPI_Bcast(buf, count, dt, root, comm);
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
+	if (sc_memo_pass(SC_BCAST, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)count, 0))
+		return PMPI_Bcast(buf, count, dt, root, comm);
+	return sc_bcast(buf, count, dt, root, comm);
 }
 
 // sc_blocks serves allgather, alltoall and gather (at the root): p blocks
@@ -739,7 +832,11 @@ static int sc_blocks(sc_state *s, int coll, int ks, int kr, const void *sb, int 
 	return ok;
 }
 
-int MPI_Allgather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, MPI_Comm comm) {
+static __attribute__((noinline)) int sc_allgather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount,
+                                                  MPI_Datatype rt, MPI_Comm comm) {
+	int inplace = sb == MPI_IN_PLACE;
+	sc_memo_arm(SC_ALLGATHER, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, inplace ? 1 : (uintptr_t)st, rt,
+	            inplace ? MPI_DATATYPE_NULL : st);
 	sc_state *s = sc_state_of(comm, SC_ALLGATHER);
 	int64_t ssz = 0, rsz = 0;
 	int kr = s ? sc_move(rt, &rsz) : 0, ks = SC_SERVE;
@@ -750,7 +847,19 @@ int MPI_Allgather(const void *sb, int scount, MPI_Datatype st, void *rb, int rco
 	return PMPI_Allgather(sb, scount, st, rb, rcount, rt, comm);
 }
 
-int MPI_Alltoall(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, MPI_Comm comm) {
+// The memo's keys: what the decision reads (in place: a sentinel for st).
+int MPI_Allgather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, MPI_Comm comm) {
+	uintptr_t kst = sb == MPI_IN_PLACE ? 1 : (uintptr_t)st;
+	if (sc_memo_pass(SC_ALLGATHER, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, kst))
+		return PMPI_Allgather(sb, scount, st, rb, rcount, rt, comm);
+	return sc_allgather(sb, scount, st, rb, rcount, rt, comm);
+}
+
+static __attribute__((noinline)) int sc_alltoall(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount,
+                                                 MPI_Datatype rt, MPI_Comm comm) {
+	int inplace = sb == MPI_IN_PLACE;
+	sc_memo_arm(SC_ALLTOALL, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, inplace ? 1 : (uintptr_t)st, rt,
+	            inplace ? MPI_DATATYPE_NULL : st);
 	sc_state *s = sc_state_of(comm, SC_ALLTOALL);
 	int64_t ssz = 0, rsz = 0;
 	int kr = s ? sc_move(rt, &rsz) : 0, ks = SC_SERVE;
@@ -759,6 +868,14 @@ int MPI_Alltoall(const void *sb, int scount, MPI_Datatype st, void *rb, int rcou
 	    sc_blocks(s, SC_ALLTOALL, ks, kr, sb, scount * s->size, st, rb, rcount, rt, rcount * rsz, 0, comm))
 		return MPI_SUCCESS;
 	return PMPI_Alltoall(sb, scount, st, rb, rcount, rt, comm);
+}
+
+// The memo's keys: what the decision reads (in place: a sentinel for st).
+int MPI_Alltoall(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, MPI_Comm comm) {
+	uintptr_t kst = sb == MPI_IN_PLACE ? 1 : (uintptr_t)st;
+	if (sc_memo_pass(SC_ALLTOALL, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, kst))
+		return PMPI_Alltoall(sb, scount, st, rb, rcount, rt, comm);
+	return sc_alltoall(sb, scount, st, rb, rcount, rt, comm);
 }
 
 int MPI_Gather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, int root,

@@ -172,6 +172,11 @@ func checkShm(t *testing.T, before map[string]bool) {
 	}
 }
 
+// farPair makes a communicator of two ranks count as far apart, so that
+// the shipped bands serve its small calls whatever the placement (a near
+// pair passes some of them: TestNearPair).
+const farPair = "SHMCOLL_MPI_PAIR=far"
+
 // long reports whether SHMCOLL_LONG=1 asks for the long test modes.
 func long() bool { return os.Getenv("SHMCOLL_LONG") == "1" }
 
@@ -249,7 +254,7 @@ func TestProgress(t *testing.T) {
 	in, dir, lib := library(t)
 	exe := compile(t, in, dir, "progress.c")
 	for _, np := range []int{2, 3} {
-		out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1")
+		out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1", farPair)
 		if !strings.Contains(out, "No Errors") {
 			t.Fatalf("np=%d: no \"No Errors\":\n%s\n%s", np, out, errs)
 		}
@@ -376,6 +381,31 @@ func TestNearPair(t *testing.T) {
 					st[0], st[1], passed, errs)
 			}
 		})
+	}
+	checkShm(t, before)
+}
+
+// TestMemo runs testdata/memo.c at np = 2 and 3: calls passed on
+// communicators of one rank, then the same calls on a duplicate of
+// MPI_COMM_WORLD made after the first is freed (often with its handle):
+// the pass memo must not carry over, so every call on the duplicates is
+// served, with exact results.
+func TestMemo(t *testing.T) {
+	in, dir, lib := library(t)
+	exe := compile(t, in, dir, "memo.c")
+	before := shmEntries(t)
+	for _, np := range []int{2, 3} {
+		out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1", "SHMCOLL_MPI_BANDS=all")
+		if !strings.Contains(out, "No Errors") {
+			t.Fatalf("np=%d: no \"No Errors\":\n%s\n%s", np, out, errs)
+		}
+		st := stats(errs)
+		// allreduce: 20 served on the duplicates and the last on MPI_COMM_WORLD.
+		if st["bcast"] != [2]int{20, 60} || st["allreduce"] != [2]int{21, 20} {
+			t.Errorf("np=%d: bcast served/passed %v (want 20/60), allreduce %v (want 21/20)\n%s%s",
+				np, st["bcast"], st["allreduce"], out, errs)
+		}
+		t.Logf("np=%d: %s", np, strings.TrimSpace(strings.Split(out, "\n")[0]))
 	}
 	checkShm(t, before)
 }

@@ -74,7 +74,7 @@ func TestDocPrograms(t *testing.T) {
 		{"barrier_skew.c", []string{"1000", "pmpi"}, regexp.MustCompile(`(?m)^rank 1 leaves PMPI_Barrier after rank 0 by -?[0-9.]+ us`)},
 	} {
 		exe := compile(t, in, dir, filepath.Join("..", "..", "docs", tc.src))
-		out, errs := runArgs(t, in, 2, exe, lib, tc.args, "SHMCOLL_MPI_STATS=1")
+		out, errs := runArgs(t, in, 2, exe, lib, tc.args, "SHMCOLL_MPI_STATS=1", farPair)
 		if !tc.want.MatchString(out) {
 			t.Errorf("%s %v: output does not match %v:\n%s\n%s", tc.src, tc.args, tc.want, out, errs)
 		}
@@ -118,7 +118,7 @@ func TestRuntimeThreads(t *testing.T) {
 	for _, np := range []int{2, 3} {
 		out, _ := run(t, in, np, exe, "")
 		plain := threadCounts(t, out, np)
-		out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1")
+		out, errs := run(t, in, np, exe, lib, "SHMCOLL_MPI_STATS=1", farPair)
 		if !strings.Contains(out, "No Errors") {
 			t.Fatalf("np=%d: no \"No Errors\":\n%s\n%s", np, out, errs)
 		}
@@ -138,13 +138,13 @@ func TestRuntimeThreads(t *testing.T) {
 			}
 		}
 	}
-	out, errs := run(t, in, 2, exe, lib, "SHMCOLL_MPI_NICE=0")
+	out, errs := run(t, in, 2, exe, lib, "SHMCOLL_MPI_NICE=0", farPair)
 	for r, v := range threadCounts(t, out, 2) {
 		if v[3] != 0 && v[0] != 19 {
 			t.Errorf("SHMCOLL_MPI_NICE=0: rank %d has %d threads at nice 19:\n%s", r, v[3], errs)
 		}
 	}
-	out, errs = run(t, in, 2, exe, lib, "SHMCOLL_MPI_NICE=20", "SHMCOLL_MPI_STATS=1")
+	out, errs = run(t, in, 2, exe, lib, "SHMCOLL_MPI_NICE=20", "SHMCOLL_MPI_STATS=1", farPair)
 	if !strings.Contains(out, "No Errors") {
 		t.Fatalf("SHMCOLL_MPI_NICE=20: no \"No Errors\":\n%s\n%s", out, errs)
 	}

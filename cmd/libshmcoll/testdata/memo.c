@@ -1,0 +1,50 @@
+// memo.c: libshmcoll's pass memo (a thread's repeat of a call it passed
+// passes at once) must not outlive the communicator it was made on. Each
+// round makes a communicator of one rank, whose calls pass, frees it, and
+// duplicates MPI_COMM_WORLD, whose handle the MPI may hand out again, with
+// calls of the same arguments, which are served. Run by TestMemo of
+// cmd/libshmcoll with SHMCOLL_MPI_BANDS=all; prints "No Errors" on rank 0.
+#include <mpi.h>
+#include <stdio.h>
+
+#define ROUNDS 20
+
+int main(int argc, char **argv) {
+	int rank, size, errs = 0, reused = 0;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	for (int it = 0; it < ROUNDS; it++) {
+		MPI_Comm one, dup;
+		MPI_Comm_split(MPI_COMM_WORLD, rank, 0, &one);
+		double x = rank, y = 0;
+		for (int k = 0; k < 3; k++) MPI_Bcast(&x, 1, MPI_DOUBLE, 0, one);
+		MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, one);
+		if (x != rank || y != rank) {
+			fprintf(stderr, "rank %d round %d: one rank's communicator: %g %g\n", rank, it, x, y);
+			errs++;
+		}
+		MPI_Comm old = one;
+		MPI_Comm_free(&one);
+		MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+		reused += dup == old;
+		x = rank == 0 ? 42 + it : -1;
+		MPI_Bcast(&x, 1, MPI_DOUBLE, 0, dup);
+		double v = 1, sum = 0;
+		MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, dup);
+		if (x != 42 + it || sum != size) {
+			fprintf(stderr, "rank %d round %d: bcast %g allreduce %g, want %d and %d\n", rank, it, x, sum, 42 + it,
+			        size);
+			errs++;
+		}
+		MPI_Comm_free(&dup);
+	}
+	int all = 0;
+	MPI_Allreduce(&errs, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	if (rank == 0) {
+		printf("handles reused in %d of %d rounds\n", reused, ROUNDS);
+		if (all == 0) printf(" No Errors\n");
+	}
+	MPI_Finalize();
+	return all != 0;
+}
