@@ -60,7 +60,7 @@ func TestBoundRank(t *testing.T) {
 }
 
 // TestDocPrograms builds and runs the MPI programs of docs/ that the
-// documentation quotes (idle_gap.c, barrier_skew.c), preloaded, and checks
+// documentation quotes (idle_gap.c, barrier_skew.c, call_loop.c), preloaded, and checks
 // that they print their results.
 func TestDocPrograms(t *testing.T) {
 	in, dir, lib := library(t)
@@ -72,6 +72,7 @@ func TestDocPrograms(t *testing.T) {
 		{"idle_gap.c", []string{"100"}, regexp.MustCompile(`(?m)^rank 0, gap 100 us: first call [0-9.]+ us, second [0-9.]+ us \(medians\)$`)},
 		{"barrier_skew.c", []string{"1000"}, regexp.MustCompile(`(?m)^rank 1 leaves MPI_Barrier after rank 0 by -?[0-9.]+ us \(median; p10 -?[0-9.]+, p90 -?[0-9.]+\)$`)},
 		{"barrier_skew.c", []string{"1000", "pmpi"}, regexp.MustCompile(`(?m)^rank 1 leaves PMPI_Barrier after rank 0 by -?[0-9.]+ us`)},
+		{"call_loop.c", []string{"bcast", "8", "1000"}, regexp.MustCompile(`(?m)^bcast 8 bytes: [0-9.]+ us per call$`)},
 	} {
 		exe := compile(t, in, dir, filepath.Join("..", "..", "docs", tc.src))
 		out, errs := runArgs(t, in, 2, exe, lib, tc.args, "SHMCOLL_MPI_STATS=1", farPair)
