@@ -241,6 +241,7 @@ type Job struct {
 	mu      sync.Mutex
 	exited  []bool
 	killing bool // the launcher is killing the job: later deaths are not failures
+	termFwd bool // SIGTERM came from outside (Signal): ranks it kills caused the failure
 
 	outputMu sync.Mutex     // serialises the ranks' output
 	output   sync.WaitGroup // the goroutines copying it
@@ -635,12 +636,12 @@ func (j *Job) supervise(ctx context.Context, timeout time.Duration) {
 			left--
 			j.mu.Lock()
 			j.exited[res.rank] = true
-			killing := j.killing
+			killing, termFwd := j.killing, j.termFwd
 			j.mu.Unlock()
 			killGroup(j.cmds[res.rank], syscall.SIGKILL) // whatever the rank left behind
 			if res.err != nil && !killing {
 				stop(res.err)
-			} else if res.err != nil && killedFromOutside(res.err, hardSent) && exitedFirst(first) {
+			} else if res.err != nil && killedFromOutside(res.err, hardSent, termFwd) && exitedFirst(first) {
 				// A rank killed by a signal the launcher did not send
 				// caused the failure: its peers see it die at once and
 				// may exit with an error of their own before it is reaped.
@@ -666,10 +667,11 @@ func (j *Job) supervise(ctx context.Context, timeout time.Duration) {
 }
 
 // killedFromOutside reports whether e is a rank killed by a signal the
-// launcher did not send: the launcher sends SIGTERM on a failure and
+// launcher did not send of its own accord: the launcher sends SIGTERM on a
+// failure (unless a SIGTERM was forwarded to the ranks first, termFwd) and
 // SIGKILL only after the grace period (hardSent).
-func killedFromOutside(e *RankError, hardSent bool) bool {
-	return e.Signal != 0 && e.Signal != syscall.SIGTERM && (e.Signal != syscall.SIGKILL || !hardSent)
+func killedFromOutside(e *RankError, hardSent, termFwd bool) bool {
+	return e.Signal != 0 && (e.Signal != syscall.SIGTERM || termFwd) && (e.Signal != syscall.SIGKILL || !hardSent)
 }
 
 // exitedFirst reports whether the job's first failure is a rank that
@@ -727,9 +729,15 @@ func (j *Job) Done() <-chan struct{} { return j.done }
 
 // Signal sends sig to every rank that is still running (to its process
 // group). Ranks that die of it are failures like any other: the first one is
-// what Wait reports. This is how a launcher forwards SIGINT, SIGTERM and
-// SIGHUP.
+// what Wait reports, also where a rank that saw a peer die of it exited
+// with a status of its own before that peer was reaped. This is how a
+// launcher forwards SIGINT, SIGTERM and SIGHUP.
 func (j *Job) Signal(sig syscall.Signal) {
+	if sig == syscall.SIGTERM {
+		j.mu.Lock()
+		j.termFwd = true
+		j.mu.Unlock()
+	}
 	j.signalAll(sig)
 }
 

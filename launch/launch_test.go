@@ -392,6 +392,41 @@ func TestSignalForwarded(t *testing.T) {
 	}
 }
 
+// TestForwardedTermReported: after a forwarded SIGTERM, a rank that dies
+// of it is the failure reported, even when a peer that exited with a
+// status of its own (as a peer that sees a rank die does) was reaped first.
+func TestForwardedTermReported(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	script := `case $SHMCOLL_RANK in
+0) trap 'exit 4' TERM ;;
+1) trap 'trap - TERM; sleep 0.3; kill -TERM $$' TERM ;;
+esac
+touch ` + dir + `/ready$SHMCOLL_RANK; sleep 30 & wait`
+	j, err := Start(context.Background(), Config{NP: 2, Prog: sh, Args: []string{"-c", script}, KillGrace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"ready0", "ready1"} {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				j.Kill()
+				t.Fatalf("rank of %s did not start", f)
+			}
+		}
+	}
+	j.Signal(syscall.SIGTERM)
+	if re := rankErr(t, j.Wait()); re.Rank != 1 || re.Signal != syscall.SIGTERM || re.ExitCode() != 143 {
+		t.Errorf("got %v, want rank 1 killed by SIGTERM", re)
+	}
+}
+
 // TestGrandchildrenKilled: what a rank starts dies with the job.
 func TestGrandchildrenKilled(t *testing.T) {
 	dir := t.TempDir()
