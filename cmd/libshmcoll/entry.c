@@ -116,18 +116,14 @@ static inline __attribute__((always_inline)) int sc_memo_pass(int coll, uintptr_
 	return 0;
 }
 
-static const struct sc_tinfo *sc_lookup(MPI_Datatype dt);
-
-// sc_memo_arm records the keys of a call about to be decided, if its
-// datatypes are predefined ones (dt2: MPI_DATATYPE_NULL when the call
-// has one datatype).
-static void sc_memo_arm(int coll, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, MPI_Datatype dt,
-                        MPI_Datatype dt2) {
+// sc_memo_arm records the keys of a call about to be decided. A derived
+// datatype, whose handle may be reused for another type after a free,
+// disarms it where the decision looks the datatype up (sc_move,
+// sc_reduce); a pass decided before that (the communicator, SHMCOLL_MPI=off)
+// does not depend on the datatype.
+static void sc_memo_arm(int coll, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d) {
 	sc_memo *m = &sc_memos[coll];
 	m->why = 0;
-	sc_armed = 0;
-	if (!__atomic_load_n(&sc_ready, __ATOMIC_ACQUIRE)) return; // sc_types not yet made
-	if (!sc_lookup(dt) || (dt2 != MPI_DATATYPE_NULL && !sc_lookup(dt2))) return;
 	m->k[0] = a;
 	m->k[1] = b;
 	m->k[2] = c;
@@ -334,6 +330,7 @@ static int sc_move(MPI_Datatype dt, int64_t *size) {
 		*size = ti->size;
 		return SC_SERVE;
 	}
+	sc_armed = 0; // not a table type: no pass memo (sc_memo_arm)
 	int named = sc_is_named(dt);
 	MPI_Datatype b = named ? dt : sc_base(dt, 0);
 	if (b == MPI_DATATYPE_NULL) return SC_PASS_DATATYPE;
@@ -424,6 +421,7 @@ static int sc_reduce(MPI_Datatype dt, MPI_Op op, int *simd, int *code, int *comm
 	const sc_tinfo *ti = sc_lookup(dt);
 	int named = ti != NULL;
 	if (!ti) {
+		sc_armed = 0; // not a table type: no pass memo (sc_memo_arm)
 		named = sc_is_named(dt);
 		MPI_Datatype b = named ? dt : sc_base(dt, 0);
 		ti = b == MPI_DATATYPE_NULL ? NULL : sc_lookup(b);
@@ -657,7 +655,7 @@ static int sc_red(int coll, const void *sb, void *rb, int count, const int *coun
 // the pass memo, which it arms: 1 when served.
 static __attribute__((noinline)) int sc_red_armed(int coll, const void *sb, void *rb, int count, MPI_Datatype dt,
                                                   MPI_Op op, int root, MPI_Comm comm) {
-	sc_memo_arm(coll, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)op, (uintptr_t)count, dt, MPI_DATATYPE_NULL);
+	sc_memo_arm(coll, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)op, (uintptr_t)count);
 	return sc_red(coll, sb, rb, count, NULL, dt, op, root, comm);
 }
 
@@ -774,7 +772,7 @@ static int sc_join2(int a, int b) {
 }
 
 static __attribute__((noinline)) int sc_barrier(MPI_Comm comm) {
-	sc_memo_arm(SC_BARRIER, (uintptr_t)comm, 0, 0, 0, MPI_BYTE, MPI_DATATYPE_NULL);
+	sc_memo_arm(SC_BARRIER, (uintptr_t)comm, 0, 0, 0);
 	sc_state *s = sc_state_of(comm, SC_BARRIER);
 	if (s && sc_decide(s, SC_BARRIER, SC_SERVE, 0) &&
 	    sc_serve(s, SC_BARRIER, NULL, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, 0))
@@ -787,9 +785,8 @@ int MPI_Barrier(MPI_Comm comm) {
 	return sc_barrier(comm);
 }
 
-static __attribute__((noinline)) int sc_bcast(void *buf, int count, MPI_Datatype dt, int root,
-                                              MPI_Comm comm) {
-	sc_memo_arm(SC_BCAST, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)count, 0, dt, MPI_DATATYPE_NULL);
+static __attribute__((noinline)) int sc_bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
+	sc_memo_arm(SC_BCAST, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)count, 0);
 	sc_state *s = sc_state_of(comm, SC_BCAST);
 	int64_t sz = 0;
 	int k = s ? sc_move(dt, &sz) : 0;
@@ -832,50 +829,39 @@ static int sc_blocks(sc_state *s, int coll, int ks, int kr, const void *sb, int 
 	return ok;
 }
 
-static __attribute__((noinline)) int sc_allgather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount,
-                                                  MPI_Datatype rt, MPI_Comm comm) {
-	int inplace = sb == MPI_IN_PLACE;
-	sc_memo_arm(SC_ALLGATHER, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, inplace ? 1 : (uintptr_t)st, rt,
-	            inplace ? MPI_DATATYPE_NULL : st);
-	sc_state *s = sc_state_of(comm, SC_ALLGATHER);
+// sc_all_blocks decides and serves an allgather or an alltoall after a
+// miss of the pass memo, whose keys end in kst (st, or 1 for in place): 1
+// when served. Each rank sends scount elements of st (alltoall: to each
+// rank) and receives rcount of rt from each.
+static __attribute__((noinline)) int sc_all_blocks(int coll, uintptr_t kst, const void *sb, int scount,
+                                                   MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt,
+                                                   MPI_Comm comm) {
+	sc_memo_arm(coll, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, kst);
+	sc_state *s = sc_state_of(comm, coll);
+	if (!s) return 0;
 	int64_t ssz = 0, rsz = 0;
-	int kr = s ? sc_move(rt, &rsz) : 0, ks = SC_SERVE;
-	if (s && sb != MPI_IN_PLACE) ks = sc_move(st, &ssz);
-	if (s && sc_decide(s, SC_ALLGATHER, sc_join2(kr, ks), rcount * rsz) &&
-	    sc_blocks(s, SC_ALLGATHER, ks, kr, sb, scount, st, rb, rcount, rt, rcount * rsz, 0, comm))
-		return MPI_SUCCESS;
-	return PMPI_Allgather(sb, scount, st, rb, rcount, rt, comm);
+	int kr = sc_move(rt, &rsz), ks = SC_SERVE;
+	if (sb != MPI_IN_PLACE) ks = sc_move(st, &ssz);
+	int sn = coll == SC_ALLTOALL ? scount * s->size : scount;
+	return sc_decide(s, coll, sc_join2(kr, ks), rcount * rsz) &&
+	       sc_blocks(s, coll, ks, kr, sb, sn, st, rb, rcount, rt, rcount * rsz, 0, comm);
 }
 
 // The memo's keys: what the decision reads (in place: a sentinel for st).
 int MPI_Allgather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, MPI_Comm comm) {
 	uintptr_t kst = sb == MPI_IN_PLACE ? 1 : (uintptr_t)st;
-	if (sc_memo_pass(SC_ALLGATHER, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, kst))
-		return PMPI_Allgather(sb, scount, st, rb, rcount, rt, comm);
-	return sc_allgather(sb, scount, st, rb, rcount, rt, comm);
-}
-
-static __attribute__((noinline)) int sc_alltoall(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount,
-                                                 MPI_Datatype rt, MPI_Comm comm) {
-	int inplace = sb == MPI_IN_PLACE;
-	sc_memo_arm(SC_ALLTOALL, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, inplace ? 1 : (uintptr_t)st, rt,
-	            inplace ? MPI_DATATYPE_NULL : st);
-	sc_state *s = sc_state_of(comm, SC_ALLTOALL);
-	int64_t ssz = 0, rsz = 0;
-	int kr = s ? sc_move(rt, &rsz) : 0, ks = SC_SERVE;
-	if (s && sb != MPI_IN_PLACE) ks = sc_move(st, &ssz);
-	if (s && sc_decide(s, SC_ALLTOALL, sc_join2(kr, ks), rcount * rsz) &&
-	    sc_blocks(s, SC_ALLTOALL, ks, kr, sb, scount * s->size, st, rb, rcount, rt, rcount * rsz, 0, comm))
+	if (!sc_memo_pass(SC_ALLGATHER, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, kst) &&
+	    sc_all_blocks(SC_ALLGATHER, kst, sb, scount, st, rb, rcount, rt, comm))
 		return MPI_SUCCESS;
-	return PMPI_Alltoall(sb, scount, st, rb, rcount, rt, comm);
+	return PMPI_Allgather(sb, scount, st, rb, rcount, rt, comm);
 }
 
-// The memo's keys: what the decision reads (in place: a sentinel for st).
 int MPI_Alltoall(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, MPI_Comm comm) {
 	uintptr_t kst = sb == MPI_IN_PLACE ? 1 : (uintptr_t)st;
-	if (sc_memo_pass(SC_ALLTOALL, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, kst))
-		return PMPI_Alltoall(sb, scount, st, rb, rcount, rt, comm);
-	return sc_alltoall(sb, scount, st, rb, rcount, rt, comm);
+	if (!sc_memo_pass(SC_ALLTOALL, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, kst) &&
+	    sc_all_blocks(SC_ALLTOALL, kst, sb, scount, st, rb, rcount, rt, comm))
+		return MPI_SUCCESS;
+	return PMPI_Alltoall(sb, scount, st, rb, rcount, rt, comm);
 }
 
 int MPI_Gather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, int root,

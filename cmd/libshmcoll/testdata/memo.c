@@ -2,15 +2,18 @@
 // passes at once) must not outlive the communicator it was made on. Each
 // round makes a communicator of one rank, whose calls pass, frees it, and
 // duplicates MPI_COMM_WORLD, whose handle the MPI may hand out again, with
-// calls of the same arguments, which are served. Run by TestMemo of
-// cmd/libshmcoll with SHMCOLL_MPI_BANDS=all; prints "No Errors" on rank 0.
+// calls of the same arguments, which are served. Then it broadcasts with a
+// derived datatype that mixes types (passed), frees it, and broadcasts the
+// same count with a derived datatype of doubles, which may get its handle
+// and is served. Run by TestMemo of cmd/libshmcoll with
+// SHMCOLL_MPI_BANDS=all; prints "No Errors" on rank 0.
 #include <mpi.h>
 #include <stdio.h>
 
 #define ROUNDS 20
 
 int main(int argc, char **argv) {
-	int rank, size, errs = 0, reused = 0;
+	int rank, size, errs = 0, reused = 0, treused = 0;
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -38,11 +41,42 @@ int main(int argc, char **argv) {
 			errs++;
 		}
 		MPI_Comm_free(&dup);
+
+		struct {
+			int i;
+			double d;
+		} mix[2];
+		int bl[2] = {1, 1};
+		MPI_Aint disp[2] = {0, (MPI_Aint)((char *)&mix[0].d - (char *)&mix[0])};
+		MPI_Datatype parts[2] = {MPI_INT, MPI_DOUBLE}, mixed, st, doubles;
+		MPI_Type_create_struct(2, bl, disp, parts, &st);
+		MPI_Type_create_resized(st, 0, sizeof mix[0], &mixed);
+		MPI_Type_free(&st);
+		MPI_Type_commit(&mixed);
+		for (int k = 0; k < 2; k++) {
+			mix[k].i = rank == 0 ? it + k : -1;
+			mix[k].d = rank == 0 ? 0.5 * (it + k) : -1;
+		}
+		for (int k = 0; k < 2; k++) MPI_Bcast(mix, 2, mixed, 0, MPI_COMM_WORLD);
+		MPI_Datatype old_type = mixed;
+		MPI_Type_free(&mixed);
+		MPI_Type_contiguous(2, MPI_DOUBLE, &doubles);
+		MPI_Type_commit(&doubles);
+		treused += doubles == old_type;
+		double dv[4];
+		for (int k = 0; k < 2; k++) {
+			for (int j = 0; j < 4; j++) dv[j] = rank == 0 ? it * 4 + j + k : -1;
+			MPI_Bcast(dv, 2, doubles, 0, MPI_COMM_WORLD);
+			for (int j = 0; j < 4; j++)
+				if (dv[j] != it * 4 + j + k) errs++;
+		}
+		if (mix[1].i != it + 1 || mix[1].d != 0.5 * (it + 1)) errs++;
+		MPI_Type_free(&doubles);
 	}
 	int all = 0;
 	MPI_Allreduce(&errs, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	if (rank == 0) {
-		printf("handles reused in %d of %d rounds\n", reused, ROUNDS);
+		printf("handles reused in %d of %d rounds, datatype handles in %d\n", reused, ROUNDS, treused);
 		if (all == 0) printf(" No Errors\n");
 	}
 	MPI_Finalize();
