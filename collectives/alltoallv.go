@@ -66,8 +66,8 @@ func (c *Comm) a2avOffers(a *call) bool {
 		// First against the smaller threshold, a constant: a small call
 		// reads no line of the communicator for the choice, which costs
 		// where ranks share CPUs and find their caches evicted.
-		if n*a.esz < singleMin(CollAlltoallv, false) || c.pinned[CollAlltoallv] != Auto ||
-			!singleTakes(CollAlltoallv, n*a.esz, Auto, c.ep.Oversubscribed()) {
+		if n*a.esz < singleMin(CollAlltoallv, false, PlacementUnknown) || c.pinned[CollAlltoallv] != Auto ||
+			!singleTakes(CollAlltoallv, n*a.esz, Auto, c.ep.Oversubscribed(), PlacementUnknown) {
 			return false
 		}
 	}

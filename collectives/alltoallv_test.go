@@ -146,7 +146,7 @@ func a2avRunNB[T simd.Element](c *Comm, m [][]int, i int, nb bool) (bool, error)
 
 // a2avThreshold is th of a2avMatrix for elements of esz bytes on c.
 func a2avThreshold(c *Comm, esz int) int {
-	return (singleMin(CollAlltoallv, c.Oversubscribed()) + esz - 1) / esz
+	return (singleMin(CollAlltoallv, c.Oversubscribed(), PlacementUnknown) + esz - 1) / esz
 }
 
 // a2avCalls makes calls alltoallvs of every kind in turn on c (matrices

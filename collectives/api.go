@@ -252,6 +252,9 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 // blocks of n) on every rank, block j from rank j. send nil means in place:
 // block r of recv holds the rank's contribution.
 func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) error {
+	if err := c.placed(ctx, CollAllgather, len(recv)*simd.TypeOf[T]().Size()); err != nil {
+		return err
+	}
 	a, err := c.start(ctx, CollAllgather, simd.TypeOf[T]())
 	if err != nil {
 		return err
@@ -282,6 +285,11 @@ func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) err
 // in rank order. counts are the same on every rank, displs may differ.
 // send nil means in place.
 func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int) error {
+	if c.size == 2 && len(counts) == 2 {
+		if err := c.placed(ctx, CollAllgatherv, (counts[0]+counts[1])*simd.TypeOf[T]().Size()); err != nil {
+			return err
+		}
+	}
 	a, err := c.start(ctx, CollAllgatherv, simd.TypeOf[T]())
 	if err != nil {
 		return err

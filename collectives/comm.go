@@ -111,6 +111,10 @@ type Comm struct {
 	pinned  [numColls]Algorithm
 	chosen  [numColls]choice
 
+	place      Placement // what the last placement probe found (placement.go)
+	placeCalls uint64    // calls in a placement band
+	probes     uint64    // placement probes run
+
 	opt      Options
 	a2avKeep func(int) bool // SetAlltoallvBand
 	sel      selection      // the selection table's entries for this p

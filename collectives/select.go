@@ -8,8 +8,8 @@ import (
 
 // Selection: decide is the one place where a call's algorithm is decided,
 // from inputs equal on every rank (docs/DESIGN.md, Selection), in order: a
-// pin, Direct, Single, the table's entry (its ordered algorithm for a
-// non-commutative operator), the heuristic. An alltoallv's bytes differ
+// pin, Direct, Single, the placement (nearFlat), the table's entry (its
+// ordered algorithm for a non-commutative operator), the heuristic. An alltoallv's bytes differ
 // per rank: decide takes them as 0, and each of its senders chooses one
 // copy or the slot itself and announces it (alltoallv.go).
 
@@ -30,6 +30,7 @@ const (
 	byPin       reason = iota + 1 // Options.Algorithms or SHMCOLL_ALGO_<COLL>
 	byDirect                      // arena buffers of at least directMin bytes
 	bySingle                      // cross-memory attach for calls of at least singleMin bytes
+	byPlacement                   // the ranks share a cache (nearFlat)
 	byTable                       // the table's entry (or its ordered algorithm)
 	byHeuristic                   // no entry applies
 )
@@ -44,6 +45,7 @@ type decision struct {
 type selector struct {
 	p     int
 	over  bool
+	place Placement
 	pins  *[numColls]Algorithm
 	table *selection
 }
@@ -63,12 +65,14 @@ func (s selector) decide(in selectInput) (decision, error) {
 		}
 	case pin == Direct && algorithms[coll][Direct] != nil:
 		return d, fmt.Errorf("%w: algorithm direct needs every buffer of the call from Alloc", ErrInvalidArgument)
-	case in.single && singleTakes(coll, in.bytes, pin, s.over):
+	case in.single && singleTakes(coll, in.bytes, pin, s.over, s.place):
 		if pin != Single {
 			d = decision{Single, bySingle}
 		}
 	case pin == Single && algorithms[coll][Single] != nil:
 		return d, fmt.Errorf("%w: algorithm single needs cross-memory attach (see Comm.CrossMemory) and, for alltoall, a call not in place", ErrInvalidArgument)
+	case pin == Auto && nearFlat(coll, in.bytes, s.over, s.place):
+		d = decision{Flat, byPlacement}
 	case pin != Auto:
 	default:
 		d = decision{s.table.lookup(coll, in.bytes, in.commutative), byTable}
@@ -93,7 +97,7 @@ func (s selector) onBuffers(in selectInput) bool {
 		in.bytes = 0 // as decide takes it
 	}
 	pin := s.pins[in.coll]
-	return directTakes(in.coll, in.bytes, pin, s.over) || singleTakes(in.coll, in.bytes, pin, s.over) ||
+	return directTakes(in.coll, in.bytes, pin, s.over) || singleTakes(in.coll, in.bytes, pin, s.over, s.place) ||
 		s.table.lookup(in.coll, in.bytes, in.commutative) == Single
 }
 
@@ -160,7 +164,7 @@ type choice struct {
 }
 
 func (c *Comm) selector() selector {
-	return selector{p: c.size, over: c.ep.Oversubscribed(), pins: &c.pinned, table: &c.sel}
+	return selector{p: c.size, over: c.ep.Oversubscribed(), place: c.place, pins: &c.pinned, table: &c.sel}
 }
 
 // smallUpTo returns the largest size up to hi bytes (lo: the smallest a
@@ -284,6 +288,9 @@ type Call struct {
 	// CrossMemory: cross-memory attach is on ([Comm.CrossMemory]) and
 	// the buffers are private (not Arena; for alltoall, not in place).
 	CrossMemory bool
+	// Placement: what the communicator's last placement probe found
+	// ([Comm.Placement]; two ranks only).
+	Placement Placement
 }
 
 // Select returns the algorithm that a communicator made with opt (its
@@ -302,7 +309,11 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 		return Auto, "", err
 	}
 	sel := tc.tab.selection(call.P, call.Oversubscribed)
-	s := selector{p: call.P, over: call.Oversubscribed, pins: &pins, table: &sel}
+	place := call.Placement
+	if call.P != 2 || call.Oversubscribed {
+		place = PlacementUnknown // never probed
+	}
+	s := selector{p: call.P, over: call.Oversubscribed, place: place, pins: &pins, table: &sel}
 	in := selectInput{coll: call.Coll, bytes: call.Bytes, commutative: !call.NonCommutative, arena: call.Arena,
 		single: call.CrossMemory && !call.Arena && Implements(call.Coll, Single)}
 	d, err := s.decide(in)
@@ -312,7 +323,8 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	why := map[reason]string{
 		byPin:       "pinned by SHMCOLL_ALGO_" + strings.ToUpper(call.Coll.String()),
 		byDirect:    "every buffer comes from Alloc and the call has at least " + formatTableSize(int64(directMin(call.Coll, call.Oversubscribed))),
-		bySingle:    "cross-memory attach is on and the call has at least " + formatTableSize(int64(singleMin(call.Coll, call.Oversubscribed))) + ": one copy between the ranks' own buffers by cross-memory attach",
+		bySingle:    "cross-memory attach is on and the call has at least " + formatTableSize(int64(singleMin(call.Coll, call.Oversubscribed, place))) + placeWhy(call.Coll, place) + ": one copy between the ranks' own buffers by cross-memory attach",
+		byPlacement: "the two ranks share a cache (placement near): two copies through the slots, where ranks further apart take one by cross-memory attach",
 		byHeuristic: "no table entry for this p, oversubscription and size: the heuristic",
 	}[d.why]
 	if d.why == byPin && opt.Algorithms[call.Coll] != Auto {
@@ -329,7 +341,7 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	}
 	if call.Coll == CollAlltoallv && d.alg == Flat && d.why != byPin && in.single {
 		why += fmt.Sprintf("; each rank whose blocks add up to at least %s and less than %s sends them by cross-memory attach, the others through their slots",
-			formatTableSize(int64(singleMin(CollAlltoallv, call.Oversubscribed))), formatTableSize(int64(singleMax(CollAlltoallv, call.Oversubscribed))))
+			formatTableSize(int64(singleMin(CollAlltoallv, call.Oversubscribed, PlacementUnknown))), formatTableSize(int64(singleMax(CollAlltoallv, call.Oversubscribed))))
 	}
 	for _, sp := range smallPaths {
 		if sp.coll != call.Coll || call.Arena || call.NonCommutative || call.P < 2 || call.Bytes < sp.lo {
@@ -340,4 +352,13 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 		}
 	}
 	return d.alg, why, nil
+}
+
+// placeWhy names the placement in Select's reason where coll's threshold
+// depends on it.
+func placeWhy(coll Collective, place Placement) string {
+	if lo, hi := placementBand(coll); lo == hi {
+		return ""
+	}
+	return " at " + place.String() + " placement"
 }

@@ -93,23 +93,33 @@ func init() {
 
 // singleMin is the smallest call (bytes, as selection counts them) that
 // takes Single without a pin where cross-memory attach is on, for ranks
-// that fit the CPUs or outnumber them; 0 means never. Below these sizes
-// the system calls (one per block, each pinning the peer's pages) cost
-// more than the second copy through the slots, whose pieces stay in the
-// caches the ranks share: on the project's machine the slots are ahead up
-// to 4 MiB at both placements of its two vCPUs, by 1.3-4x at 16 KiB-1 MiB
-// (but scatter, below), and one copy is ahead from 4-16 MiB for the
-// collectives that move data (shmbench compare -np 2 against the same
-// build with SHMCOLL_CMA=off, docs/PERFORMANCE.md). The reductions keep
-// the slots at every size: their algorithms there are faster from 16 KiB
-// to 64 MiB. Where ranks share CPUs a reader waits for its turn on a CPU
-// either way, and the slots stay ahead up to larger sizes. Fitting ranks
-// of p > 2 use the sizes of p = 2.
-func singleMin(coll Collective, over bool) int {
+// that fit the CPUs or outnumber them (over), at placement place (p = 2,
+// placement.go); 0 means never. Below these sizes the system calls (one
+// per block, each pinning the peer's pages) cost more than the second copy
+// through the slots, whose pieces stay in the caches the ranks share: on
+// the project's machine the slots are ahead up to 4 MiB at both
+// placements of its two vCPUs, by 1.3-4x at 16 KiB-1 MiB (but scatter,
+// below), and one copy is ahead from 4-16 MiB for the collectives that
+// move data (shmbench compare -np 2 against the same build with
+// SHMCOLL_CMA=off, docs/PERFORMANCE.md). Allgather(v) depends most on the
+// placement: two ranks that share a cache keep the slots ahead up to 12
+// MiB (allgather by flat: nearFlat), two ranks further apart have one
+// copy ahead from 6 MiB (allgatherv from 8 MiB); an unknown placement
+// (more ranks, or Select without one) takes 8 MiB. The reductions keep the slots at every size: their
+// algorithms there are faster from 16 KiB to 64 MiB. Where ranks share
+// CPUs a reader waits for its turn on a CPU either way, and the slots stay
+// ahead up to larger sizes. Fitting ranks of p > 2 use the sizes of p = 2
+// at an unknown placement.
+func singleMin(coll Collective, over bool, place Placement) int {
 	switch coll {
 	case CollAllgather, CollAllgatherv:
-		if over {
+		switch {
+		case over:
 			return 0 // the circulant allgather through the slots stays ahead at np = 8
+		case place == PlacementFar && coll == CollAllgather:
+			return 6 << 20
+		case place == PlacementNear:
+			return 12 << 20
 		}
 		return 8 << 20
 	case CollBcast:
@@ -149,11 +159,11 @@ func singleMin(coll Collective, over bool) int {
 // singleTakes reports whether a call of coll on bytes takes Single: it is
 // pinned, or nothing else is and the call has at least singleMin bytes
 // and fewer than singleMax.
-func singleTakes(coll Collective, bytes int, pin Algorithm, over bool) bool {
+func singleTakes(coll Collective, bytes int, pin Algorithm, over bool, place Placement) bool {
 	if pin == Single {
 		return true
 	}
-	m := singleMin(coll, over)
+	m := singleMin(coll, over, place)
 	return pin == Auto && m > 0 && bytes >= m && bytes < singleMax(coll, over)
 }
 
@@ -224,7 +234,7 @@ func (c *Comm) singleReady(a *call) bool {
 // the selection table does not cover) and its implementation: Single
 // where it takes the call, else flat, f.
 func (c *Comm) vectorAlgorithm(a *call, f impl) (Algorithm, impl) {
-	if c.singleOn() && singleTakes(a.coll, a.count*a.esz, Auto, c.ep.Oversubscribed()) {
+	if c.singleOn() && singleTakes(a.coll, a.count*a.esz, Auto, c.ep.Oversubscribed(), c.place) {
 		return Single, (*Comm).singleRooted
 	}
 	return Flat, f

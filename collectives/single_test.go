@@ -50,7 +50,7 @@ func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
 	esz := simd.TypeOf[T]().Size()
 	alg := func(what string) error {
 		vector := strings.HasPrefix(what, "gatherv") || strings.HasPrefix(what, "scatterv")
-		if vector && sum(counts)*esz < singleMin(collGatherv, c.Oversubscribed()) {
+		if vector && sum(counts)*esz < singleMin(collGatherv, c.Oversubscribed(), PlacementUnknown) {
 			return nil // no pins for gatherv and scatterv
 		}
 		if want != Auto && c.LastAlgorithm() != want {
@@ -288,7 +288,7 @@ func TestSinglePinNeedsCrossMemory(t *testing.T) {
 // otherwise.
 func TestSingleSelection(t *testing.T) {
 	for _, coll := range []Collective{CollAllgather, CollAllgatherv, CollBcast, CollAlltoall, CollAlltoallv, CollGather, CollScatter, CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter} {
-		m := singleMin(coll, false)
+		m := singleMin(coll, false, PlacementUnknown)
 		if m <= 0 { // never unpinned: the reductions
 			for _, n := range []int{16 << 10, 1 << 20, 16 << 20, 64 << 20} {
 				if a, why, err := Select(Call{Coll: coll, Bytes: n, P: 2, CrossMemory: true}, Options{}); err != nil || a == Single {
@@ -733,7 +733,7 @@ func TestSingleSelectionSameOnEveryRank(t *testing.T) {
 	if a, _, err := Select(Call{Coll: CollAlltoallv, Bytes: 64 << 20, P: 2, CrossMemory: true}, Options{}); err != nil || a == Single {
 		t.Errorf("alltoallv of 64 MiB: %v, %v; want an algorithm other than single unpinned", a, err)
 	}
-	m := singleMin(CollAlltoall, false)
+	m := singleMin(CollAlltoall, false, PlacementUnknown)
 	// Rank r sends cnt[j] int32 to rank j: rank 0 receives m/2 bytes,
 	// rank 1 m.
 	cnt := []int{m / 16, m / 8}
@@ -789,7 +789,7 @@ func TestSingleFailedCallReleasesBuffers(t *testing.T) {
 	if testing.Short() {
 		iters = 40
 	}
-	n := singleMin(CollAllgather, false) / 8 // int64 per block: Single's size
+	n := singleMin(CollAllgather, false, PlacementUnknown) / 8 // int64 per block: Single's size
 	for it := range iters {
 		p := 3 + it%2
 		gather := it%4 < 2

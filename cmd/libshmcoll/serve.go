@@ -12,13 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/shmcoll/shmcoll/collectives"
@@ -172,23 +170,15 @@ func shmcollJoin(name *C.char, rank, size C.int) C.int {
 	return register(newState(c, nil, int(rank), p))
 }
 
-// A pair of ranks is near when their barrier, a handoff each way, takes
-// less than nearBarrier on average: the ranks share a core or its cache,
-// the MPI's own small calls are about as fast as shmcoll's, and the fixed
-// cost of a call into Go decides (docs/LIBSHMCOLL.md, "Near pairs").
-const (
-	nearBarrier = 200 * time.Nanosecond
-	nearBatch   = 32 // barriers per timed batch; the fastest of nearBatches counts
-	nearBatches = 3
-	sharedCPU   = 5 * time.Microsecond // a barrier this slow switches contexts
-)
-
-// shmcollNear times barriers on a served communicator of two ranks, on
-// every rank of it, and reports whether the pair is near (1) or not (0).
-// SHMCOLL_MPI_PAIR=near or far overrides the answer, after the barriers,
-// so that ranks whose environments differ still make the same calls;
-// entry.c agrees the ranks' answers through the MPI (near only if both
-// say so).
+// shmcollNear probes the placement of a served communicator of two ranks
+// (collectives.Comm.ProbePlacement: timed barriers, agreed by the ranks),
+// on every rank of it, and reports whether the pair is near (1: the ranks
+// share a core or its cache, where the MPI's own small calls are about as
+// fast as shmcoll's and the fixed cost of a call into Go decides;
+// docs/LIBSHMCOLL.md, "Near pairs") or not (0). SHMCOLL_MPI_PAIR=near or
+// far overrides the answer after the probe, so that ranks whose
+// environments differ still make the same calls; entry.c agrees the
+// ranks' answers through the MPI (near only if both say so).
 //
 //export shmcollNear
 func shmcollNear(id C.int) C.int {
@@ -196,40 +186,19 @@ func shmcollNear(id C.int) C.int {
 	if s == nil || s.size != 2 {
 		return 0
 	}
-	// A batch to warm up, then up to nearBatches timed ones, until one
-	// shows a near pair; a batch of context switches (ranks that share one
-	// CPU) ends it at once. Both ranks take the slower rank's time of each
-	// batch, so that they stop after the same batch.
-	best := time.Duration(math.MaxInt64)
-	for i := range nearBatches + 1 {
-		t0 := time.Now()
-		for range nearBatch {
-			if err := collectives.Barrier(bg, s.c); err != nil {
-				debugf("timing the pair: %v", err)
-				return 0 // on both ranks: a failed call fails everywhere
-			}
-		}
-		t := []int64{int64(time.Since(t0) / nearBatch)}
-		if err := collectives.Allreduce(bg, s.c, nil, t, collectives.Max); err != nil {
-			debugf("timing the pair: %v", err)
-			return 0
-		}
-		if i == 0 {
-			continue
-		}
-		best = min(best, time.Duration(t[0]))
-		if best < nearBarrier || best > sharedCPU {
-			break
-		}
+	p, err := s.c.ProbePlacement(bg)
+	if err != nil {
+		debugf("timing the pair: %v", err)
+		return 0 // on both ranks: a failed call fails everywhere
 	}
-	near := best < nearBarrier
+	near := p == collectives.PlacementNear
 	switch os.Getenv("SHMCOLL_MPI_PAIR") {
 	case "near":
 		near = true
 	case "far":
 		near = false
 	}
-	debugf("pair barrier %v: near %v", best, near)
+	debugf("pair placement %v: near %v", p, near)
 	if near {
 		return 1
 	}
