@@ -41,8 +41,9 @@ func runSelect(args []string, stdout, stderr io.Writer) int {
 	nonComm := fs.Bool("noncommutative", false, "a user-defined operator that does not commute (instead of -op)")
 	cpus := fs.String("cpus", "auto", "fit, over (the ranks are processes that outnumber the CPUs), or auto (-np against the CPUs shmbench may use)")
 	table := fs.String("table", "", "selection table file (default: SHMCOLL_TUNE_FILE, else the built-in table)")
+	place := fs.String("placement", "unknown", "two ranks: near (they share a cache), far, or unknown (not probed), as the communicator's placement probe finds it")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: shmbench select [-coll C] [-bytes N] [-np P] [-arena] [-cma=false] [-op OP | -noncommutative] [-cpus fit|over|auto] [-table FILE]")
+		fmt.Fprintln(stderr, "usage: shmbench select [-coll C] [-bytes N] [-np P] [-arena] [-cma=false] [-op OP | -noncommutative] [-cpus fit|over|auto] [-placement near|far|unknown] [-table FILE]")
 		fmt.Fprintln(stderr, "\nPrints the algorithm that auto selection chooses for the call and the reason.")
 		fs.PrintDefaults()
 	}
@@ -82,6 +83,15 @@ func runSelect(args []string, stdout, stderr io.Writer) int {
 		call.Oversubscribed = *np > runtime.NumCPU()
 	default:
 		return bad("-cpus %q: want fit, over or auto", *cpus)
+	}
+	switch *place {
+	case "unknown":
+	case "near":
+		call.Placement = collectives.PlacementNear
+	case "far":
+		call.Placement = collectives.PlacementFar
+	default:
+		return bad("-placement %q: want near, far or unknown", *place)
 	}
 	var opt collectives.Options
 	if *table != "" {

@@ -33,6 +33,16 @@ func TestSelectCommand(t *testing.T) {
 	if rc := runSelect([]string{"-coll", "barrier", "-bytes", "0", "-np", "4", "-cpus", "fit", "-table", "/nonexistent"}, &out, &errb); rc == 0 {
 		t.Error("a missing table file: rc 0")
 	}
+	out.Reset()
+	for pl, want := range map[string]string{"near": ": flat\n", "far": ": single\n", "unknown": ": single\n"} {
+		if rc := runSelect([]string{"-coll", "allgather", "-bytes", "8M", "-np", "2", "-cpus", "fit", "-placement", pl}, &out, &errb); rc != 0 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "placement") {
+			t.Errorf("-placement %s: rc %d, %q, want %q", pl, rc, out.String(), want)
+		}
+		out.Reset()
+	}
+	if rc := runSelect([]string{"-coll", "allgather", "-placement", "close"}, &out, &errb); rc != 2 || !strings.Contains(errb.String(), "-placement") {
+		t.Errorf("bad placement: rc %d, %q", rc, errb.String())
+	}
 	if rc := runSelect([]string{"-coll", "nosuch"}, &out, &errb); rc != 2 || !strings.Contains(errb.String(), "nosuch") {
 		t.Errorf("bad collective: rc %d, %q", rc, errb.String())
 	}
