@@ -111,17 +111,21 @@ func placementBand(coll Collective) (lo, hi int) {
 	return min(n, f), max(n, f)
 }
 
-// placed runs before a blocking call of coll on bytes (equal on every
-// rank, by the calling rules): where the call lies in the placement band
-// it counts it and probes the placement at the first such call and every
-// placementEvery-th after it. It inlines to a comparison for any other
-// communicator.
+// placed runs before a call of coll on bytes (equal on every rank, by the
+// calling rules; a nonblocking call runs it when its turn comes): where
+// the call lies in the placement band it counts it and probes the
+// placement at the first such call and every placementEvery-th after it.
+// It inlines to two comparisons for a smaller call or another p.
 func (c *Comm) placed(ctx context.Context, coll Collective, bytes int) error {
-	if c.size != 2 {
+	if c.size != 2 || bytes < placementMinBytes {
 		return nil
 	}
 	return c.placedPair(ctx, coll, bytes)
 }
+
+// placementMinBytes is the smallest size of any placement band: smaller
+// calls return from placed at once (TestPlacementSelection checks it).
+const placementMinBytes = 6 << 20
 
 func (c *Comm) placedPair(ctx context.Context, coll Collective, bytes int) error {
 	if lo, hi := placementBand(coll); bytes < lo || bytes >= hi || c.closed || !c.placeable() {

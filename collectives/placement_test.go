@@ -13,6 +13,15 @@ import (
 // TestPlacementSelection: allgather(v) takes Single from the size of the
 // placement the communicator last measured, and Select says which.
 func TestPlacementSelection(t *testing.T) {
+	least := 0
+	for coll := range numColls {
+		if lo, hi := placementBand(coll); lo < hi && (least == 0 || lo < least) {
+			least = lo
+		}
+	}
+	if least != placementMinBytes {
+		t.Errorf("the smallest placement band starts at %d, placementMinBytes is %d", least, placementMinBytes)
+	}
 	for _, tc := range []struct {
 		coll   Collective
 		bytes  int

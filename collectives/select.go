@@ -9,9 +9,10 @@ import (
 // Selection: decide is the one place where a call's algorithm is decided,
 // from inputs equal on every rank (docs/DESIGN.md, Selection), in order: a
 // pin, Direct, Single, the placement (nearFlat), the table's entry (its
-// ordered algorithm for a non-commutative operator), the heuristic. An alltoallv's bytes differ
-// per rank: decide takes them as 0, and each of its senders chooses one
-// copy or the slot itself and announces it (alltoallv.go).
+// ordered algorithm for a non-commutative operator), the heuristic. An
+// alltoallv's bytes differ per rank: decide takes them as 0, and each of
+// its senders chooses one copy or the slot itself and announces it
+// (alltoallv.go). Two ranks' placement is agreed (placement.go).
 
 // selectInput is what decide decides from, besides the communicator's
 // pins, table, p and oversubscription.
