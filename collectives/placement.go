@@ -17,10 +17,10 @@ import (
 // A machine can move the ranks' CPUs (a virtual machine's hypervisor does),
 // so the placement is measured while the program runs, by every rank at
 // the same points: before an allgather(v) (blocking, or a nonblocking one
-// when it runs) whose size lies between
-// the two placements' thresholds (placementBand), the first such call and
-// every placementEvery-th after it, the ranks time barriers and agree the
-// slower rank's time through an allreduce (ProbePlacement). The answer
+// when it runs) whose size lies between the two placements' thresholds
+// (placementBand), the first such call and every placementEvery-th after
+// it, the ranks time barriers and agree the slower rank's time through an
+// allreduce (ProbePlacement). The answer
 // holds until the next probe. Every rank probes at the same calls and
 // takes the same answer, so the selection that reads it stays agreed.
 
