@@ -370,6 +370,9 @@ func Bcast[T simd.Element](ctx context.Context, c *Comm, buf []T, root int) erro
 	if ok, err := c.smallBcast(ctx, simd.TypeOf[T](), bytesOf(buf), root); ok {
 		return err
 	}
+	if err := c.placed(ctx, CollBcast, len(buf)*simd.TypeOf[T]().Size()); err != nil {
+		return err
+	}
 	a, err := c.start(ctx, CollBcast, simd.TypeOf[T]())
 	if err != nil {
 		return err
@@ -442,6 +445,15 @@ func (c *Comm) rootedBlocks(ctx context.Context, t simd.Type, root int, part, wh
 	}
 	if c.size > 1 && part != nil {
 		if ok, err := c.smallRooted(ctx, i, t, part, whole, root, gather); ok {
+			return err
+		}
+	}
+	if c.size == 2 {
+		bytes := len(part) * c.size // the root's p blocks: the same on every rank
+		if c.rank == root {
+			bytes = len(whole)
+		}
+		if err := c.placed(ctx, coll, bytes); err != nil {
 			return err
 		}
 	}
@@ -556,6 +568,9 @@ func Alltoall[T simd.Element](ctx context.Context, c *Comm, send, recv []T) erro
 		return err
 	}
 	if ok, err := c.smallAlltoall(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv)); ok {
+		return err
+	}
+	if err := c.placed(ctx, CollAlltoall, len(recv)*simd.TypeOf[T]().Size()); err != nil {
 		return err
 	}
 	a, err := c.start(ctx, CollAlltoall, simd.TypeOf[T]())

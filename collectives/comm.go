@@ -114,6 +114,7 @@ type Comm struct {
 	place      Placement // what the last placement probe found (placement.go)
 	placeCalls uint64    // calls in a placement band
 	probes     uint64    // placement probes run
+	probeTime  [1]int64  // the probe's allreduce
 
 	opt      Options
 	a2avKeep func(int) bool // SetAlltoallvBand

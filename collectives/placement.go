@@ -10,19 +10,20 @@ import (
 
 // Placement: whether the two ranks of a communicator run on CPUs that
 // share a cache. It decides where one copy by cross-memory attach (Single)
-// overtakes the two copies through the slots for allgather(v): ranks that
-// share a cache pass a slot's lines through it and the slots stay ahead up
-// to larger calls; ranks on different dies load each other's lines slowly,
-// and the copy that crosses between them once is ahead from smaller calls.
-// A machine can move the ranks' CPUs (a virtual machine's hypervisor does),
-// so the placement is measured while the program runs, by every rank at
-// the same points: before an allgather(v) (blocking, or a nonblocking one
-// when it runs) whose size lies between the two placements' thresholds
-// (placementBand), the first such call and every placementEvery-th after
-// it, the ranks time barriers and agree the slower rank's time through an
-// allreduce (ProbePlacement). The answer
-// holds until the next probe. Every rank probes at the same calls and
-// takes the same answer, so the selection that reads it stays agreed.
+// overtakes the two copies through the slots for the collectives that move
+// data (singleMin): ranks that share a cache pass a slot's lines through
+// it and the slots stay ahead up to larger calls; ranks on different dies
+// load each other's lines slowly, and the copy that crosses between them
+// once is ahead from smaller calls. A machine can move the ranks' CPUs (a
+// virtual machine's hypervisor does), so the placement is measured while
+// the program runs, by every rank at the same points: before an
+// allgather(v), bcast, gather, scatter or alltoall (blocking, or a
+// nonblocking one when it runs) whose size lies between the two
+// placements' thresholds (placementBand), the first such call and every
+// placementEvery-th after it, the ranks time barriers and agree the slower
+// rank's time through an allreduce (ProbePlacement). The answer holds
+// until the next probe. Every rank probes at the same calls and takes the
+// same answer, so the selection that reads it stays agreed.
 
 // Placement is what a communicator of two ranks knows of where its ranks
 // run (Comm.Placement).
@@ -65,7 +66,7 @@ const (
 	sharedCPU      = 5 * time.Microsecond
 	probeBatch     = 16 // barriers per batch; a warm-up batch, then the fastest of probeBatches counts
 	probeBatches   = 3
-	placementEvery = 64 // calls in the placement band per probe
+	placementEvery = 128 // calls in the placement bands per probe
 )
 
 // placementOverride reads PlacementEnv.
@@ -126,7 +127,7 @@ func (c *Comm) placed(ctx context.Context, coll Collective, bytes int) error {
 
 // placementMinBytes is the smallest size of any placement band: smaller
 // calls return from placed at once (TestPlacementSelection checks it).
-const placementMinBytes = 6 << 20
+const placementMinBytes = 1 << 20
 
 func (c *Comm) placedPair(ctx context.Context, coll Collective, bytes int) error {
 	if lo, hi := placementBand(coll); bytes < lo || bytes >= hi || c.closed || !c.placeable() {
@@ -174,7 +175,7 @@ func (c *Comm) ProbePlacement(ctx context.Context) (Placement, error) {
 		}
 	}()
 	best := time.Duration(math.MaxInt64)
-	t := make([]int64, 1) // one small allocation per probe
+	t := c.probeTime[:]
 	for i := range probeBatches + 1 {
 		t0 := time.Now()
 		for range probeBatch {

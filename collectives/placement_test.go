@@ -40,8 +40,19 @@ func TestPlacementSelection(t *testing.T) {
 		{CollAllgatherv, 8 << 20, PlacementNear, false},
 		{CollAllgatherv, 12<<20 - 1, PlacementNear, false},
 		{CollAllgatherv, 12 << 20, PlacementNear, true},
-		{CollBcast, 4 << 20, PlacementNear, true}, // bcast does not depend on it
+		{CollBcast, 4 << 20, PlacementNear, false},
+		{CollBcast, 8 << 20, PlacementNear, true},
 		{CollBcast, 4 << 20, PlacementFar, true},
+		{CollBcast, 4 << 20, PlacementUnknown, true},
+		{CollGather, 8 << 20, PlacementNear, false},
+		{CollGather, 16 << 20, PlacementNear, true},
+		{CollGather, 4 << 20, PlacementFar, true},
+		{CollScatter, 8 << 20, PlacementNear, false},
+		{CollScatter, 16 << 20, PlacementNear, true},
+		{CollScatter, 1 << 20, PlacementFar, true},
+		{CollAlltoall, 31 << 20, PlacementNear, false},
+		{CollAlltoall, 8 << 20, PlacementFar, true},
+		{CollAlltoall, 8 << 20, PlacementUnknown, true},
 	} {
 		call := Call{Coll: tc.coll, Bytes: tc.bytes, P: 2, CrossMemory: true, Placement: tc.place}
 		a, why, err := Select(call, Options{})
@@ -51,7 +62,7 @@ func TestPlacementSelection(t *testing.T) {
 		if (a == Single) != tc.single {
 			t.Errorf("%v of %d bytes at %v placement: %v (%s), want single %v", tc.coll, tc.bytes, tc.place, a, why, tc.single)
 		}
-		if a == Single && tc.coll != CollBcast && !strings.Contains(why, "at "+tc.place.String()+" placement") {
+		if a == Single && !strings.Contains(why, "at "+tc.place.String()+" placement") {
 			t.Errorf("%v of %d bytes at %v placement: reason %q does not name the placement", tc.coll, tc.bytes, tc.place, why)
 		}
 		// Near ranks take the flat allgather where Single would serve

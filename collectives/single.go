@@ -101,11 +101,13 @@ func init() {
 // placements of its two vCPUs, by 1.3-4x at 16 KiB-1 MiB (but scatter,
 // below), and one copy is ahead from 4-16 MiB for the collectives that
 // move data (shmbench compare -np 2 against the same build with
-// SHMCOLL_CMA=off, docs/PERFORMANCE.md). Allgather(v) depends most on the
-// placement: two ranks that share a cache keep the slots ahead up to 12
-// MiB (allgather by flat: nearFlat), two ranks further apart have one
-// copy ahead from 6 MiB (allgatherv from 8 MiB); an unknown placement
-// (more ranks, or Select without one) takes 8 MiB. The reductions keep the slots at every size: their
+// SHMCOLL_CMA=off, docs/PERFORMANCE.md). Two ranks that share a cache
+// keep the slots ahead up to larger calls than two ranks further apart:
+// allgather(v) 12 MiB against 6 MiB (allgatherv 8 MiB; the flat allgather
+// by nearFlat), bcast 8 MiB against 4, gather and scatter 16 MiB against
+// 4 and 1, alltoall to its singleMax against 8 MiB; an unknown placement
+// (more ranks, or Select without one) takes the far sizes but allgather's
+// (8 MiB). The reductions keep the slots at every size: their
 // algorithms there are faster from 16 KiB to 64 MiB. Where ranks share
 // CPUs a reader waits for its turn on a CPU either way, and the slots stay
 // ahead up to larger sizes. Fitting ranks of p > 2 use the sizes of p = 2
@@ -123,16 +125,22 @@ func singleMin(coll Collective, over bool, place Placement) int {
 		}
 		return 8 << 20
 	case CollBcast:
-		if over {
+		switch {
+		case over:
 			return 0 // likewise the flat and tree bcasts
+		case place == PlacementNear:
+			return 8 << 20
 		}
 		return 4 << 20
 	case CollAlltoall:
 		// Where ranks share CPUs the slots are as fast at 1 MiB, and
 		// some runs of Single there are much slower (compare against
 		// 9ffd10c at np = 8).
-		if over {
+		switch {
+		case over:
 			return 2 << 20
+		case place == PlacementNear:
+			return singleAlltoallMax // never
 		}
 		return 8 << 20
 	case CollAlltoallv:
@@ -143,14 +151,20 @@ func singleMin(coll Collective, over bool, place Placement) int {
 		}
 		return 8 << 10
 	case CollGather, collGatherv:
-		if over {
+		switch {
+		case over:
 			return 1 << 20
+		case place == PlacementNear:
+			return 16 << 20
 		}
 		return 4 << 20
 	case CollScatter, collScatterv:
 		// The root packs every block before it posts: on different dies
-		// one copy is ahead from 512 KiB, on one L3 the slots to 4 MiB;
-		// where ranks share CPUs, from 1 MiB too.
+		// one copy is ahead from 512 KiB, on one cache the slots up to
+		// 16 MiB; where ranks share CPUs, from 1 MiB too.
+		if place == PlacementNear && !over {
+			return 16 << 20
+		}
 		return 1 << 20
 	}
 	return 0

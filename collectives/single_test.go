@@ -50,7 +50,7 @@ func singleCalls[T simd.Element](c *Comm, n int, want Algorithm) error {
 	esz := simd.TypeOf[T]().Size()
 	alg := func(what string) error {
 		vector := strings.HasPrefix(what, "gatherv") || strings.HasPrefix(what, "scatterv")
-		if vector && sum(counts)*esz < singleMin(collGatherv, c.Oversubscribed(), PlacementUnknown) {
+		if vector && sum(counts)*esz < singleMin(collGatherv, c.Oversubscribed(), c.Placement()) {
 			return nil // no pins for gatherv and scatterv
 		}
 		if want != Auto && c.LastAlgorithm() != want {
@@ -376,7 +376,9 @@ func TestSingleChild(t *testing.T) {
 		if mode == "off" && c.LastAlgorithm() == Single {
 			t.Fatalf("n=%d: single with cross-memory attach off", n)
 		}
-		if mode == "auto" && n == 300<<10 && c.LastAlgorithm() != Single {
+		// A scatterv of 2.4 MB: Single where the pair is far apart or
+		// not probed, the slots where it shares a cache.
+		if mode == "auto" && n == 300<<10 && c.LastAlgorithm() != Single && 8*n >= singleMin(collScatterv, c.Oversubscribed(), c.Placement()) {
 			t.Fatalf("n=%d: scatterv took %v, want single", n, c.LastAlgorithm())
 		}
 	}
@@ -569,7 +571,8 @@ func TestSingleDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	const p, n = 2, 1 << 19 // gatherv and scatterv, never pinned, take Single from singleMin
+	const p, n = 2, 1 << 19       // gatherv and scatterv, never pinned, take Single from singleMin
+	t.Setenv(PlacementEnv, "far") // where singleMin is below their 8 MiB
 	cs := localComms(t, p, singleOptions(true, false))
 	counts := []int{n, n - 3}
 	type bufs struct{ in, out, all, all2 []int64 }
