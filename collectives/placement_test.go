@@ -238,3 +238,29 @@ func TestPlacementChild(t *testing.T) {
 		t.Fatalf("rank %d at %s placement: allgather took %v, allgatherv %v", c.Rank(), want, ag, agv)
 	}
 }
+
+// TestPlacementKeepsAdvice: a probe's calls do not use up the store
+// advice a rank gives (its hint word counts calls): the window left after
+// the probe is the window before it.
+func TestPlacementKeepsAdvice(t *testing.T) {
+	err := Run(2, Options{}, func(c *Comm) error {
+		if c.Oversubscribed() {
+			return errOversubscribed
+		}
+		h := c.ep.Hint(c.Rank())
+		h.Store(c.seq + 10)
+		if _, err := c.ProbePlacement(bg); err != nil {
+			return err
+		}
+		if left := h.Load() - c.seq; left != 10 {
+			return fmt.Errorf("rank %d: the advice covers %d calls after the probe, want 10", c.Rank(), left)
+		}
+		return nil
+	})
+	if errors.Is(err, errOversubscribed) {
+		t.Skip("the ranks share CPUs: nothing is probed")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
