@@ -285,7 +285,7 @@ func Allgather[T simd.Element](ctx context.Context, c *Comm, send, recv []T) err
 // in rank order. counts are the same on every rank, displs may differ.
 // send nil means in place.
 func Allgatherv[T simd.Element](ctx context.Context, c *Comm, send, recv []T, counts, displs []int) error {
-	if c.size == 2 && len(counts) == 2 {
+	if len(counts) == 2 { // placed looks at two ranks only
 		if err := c.placed(ctx, CollAllgatherv, (counts[0]+counts[1])*simd.TypeOf[T]().Size()); err != nil {
 			return err
 		}
@@ -448,14 +448,12 @@ func (c *Comm) rootedBlocks(ctx context.Context, t simd.Type, root int, part, wh
 			return err
 		}
 	}
-	if c.size == 2 {
-		bytes := len(part) * c.size // the root's p blocks: the same on every rank
-		if c.rank == root {
-			bytes = len(whole)
-		}
-		if err := c.placed(ctx, coll, bytes); err != nil {
-			return err
-		}
+	bytes := len(part) * c.size // the root's p blocks: the same on every rank
+	if c.rank == root {
+		bytes = len(whole)
+	}
+	if err := c.placed(ctx, coll, bytes); err != nil {
+		return err
 	}
 	a, err := c.start(ctx, coll, t)
 	if err != nil {
