@@ -105,12 +105,16 @@ static __thread int sc_armed __attribute__((tls_model("initial-exec"))); // coll
 
 // sc_memo_pass reports whether the thread's last call of coll had these
 // keys and passed, and then counts this one as passed for that reason.
+// A thread has its counts from its first pass on, so a hit never makes
+// them (a call there would make the entry point save its arguments).
 static inline __attribute__((always_inline)) int sc_memo_pass(int coll, uintptr_t a, uintptr_t b, uintptr_t c,
                                                               uintptr_t d) {
 	sc_memo *m = &sc_memos[coll];
-	if (m->why && m->k[0] == a && m->k[1] == b && m->k[2] == c && m->k[3] == d &&
+	sc_counts *n = sc_mine;
+	if (n && m->why && m->k[0] == a && m->k[1] == b && m->k[2] == c && m->k[3] == d &&
 	    m->gen == __atomic_load_n(&sc_gen, __ATOMIC_ACQUIRE)) {
-		sc_count_pass(coll, m->why - 1);
+		uint64_t *k = &n->n[coll][m->why - 1];
+		__atomic_store_n(k, *k + 1, __ATOMIC_RELAXED);
 		return 1;
 	}
 	return 0;
@@ -648,38 +652,67 @@ static int sc_red(int coll, const void *sb, void *rb, int count, const int *coun
 }
 
 // The entry points that have a pass memo check it inline and pass at
-// once on a hit (a tail call of PMPI_); the decision and the served call
-// are in a function of their own, so that the entry saves no registers.
+// once on a hit (a tail call of PMPI_); after a miss they tail-call a
+// function of their own that decides, serves or makes the PMPI_ call
+// itself, so that neither path of the entry saves a register.
 
-// sc_red_armed is sc_red for the reductions of one count after a miss of
-// the pass memo, which it arms: 1 when served.
-static __attribute__((noinline)) int sc_red_armed(int coll, const void *sb, void *rb, int count, MPI_Datatype dt,
-                                                  MPI_Op op, int root, MPI_Comm comm) {
+// sc_red_call is a reduction of one count after a miss of the pass memo,
+// which it arms: served, or passed to the MPI.
+static int sc_red_call(int coll, const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, int root,
+                       MPI_Comm comm) {
 	sc_memo_arm(coll, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)op, (uintptr_t)count);
-	return sc_red(coll, sb, rb, count, NULL, dt, op, root, comm);
+	if (sc_red(coll, sb, rb, count, NULL, dt, op, root, comm)) return MPI_SUCCESS;
+	switch (coll) {
+	case SC_ALLREDUCE:
+		return PMPI_Allreduce(sb, rb, count, dt, op, comm);
+	case SC_REDUCE:
+		return PMPI_Reduce(sb, rb, count, dt, op, root, comm);
+	case SC_REDUCE_SCATTER_BLOCK:
+		return PMPI_Reduce_scatter_block(sb, rb, count, dt, op, comm);
+	case SC_SCAN:
+		return PMPI_Scan(sb, rb, count, dt, op, comm);
+	default:
+		return PMPI_Exscan(sb, rb, count, dt, op, comm);
+	}
 }
 
-// sc_red_memo is sc_red for the reductions of one count, through the pass
-// memo: 1 when served.
-static inline __attribute__((always_inline)) int sc_red_memo(int coll, const void *sb, void *rb, int count,
-                                                             MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm) {
-	if (sc_memo_pass(coll, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)op, (uintptr_t)count)) return 0;
-	return sc_red_armed(coll, sb, rb, count, dt, op, root, comm);
+// sc_red_hit reports a hit of the pass memo for a reduction of one count.
+static inline __attribute__((always_inline)) int sc_red_hit(int coll, int count, MPI_Datatype dt, MPI_Op op,
+                                                            MPI_Comm comm) {
+	return sc_memo_pass(coll, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)op, (uintptr_t)count);
+}
+
+// Each entry's miss path has the entry's own arguments, so that the entry
+// reaches it by a jump.
+static __attribute__((noinline)) int sc_allreduce(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op,
+                                                  MPI_Comm comm) {
+	return sc_red_call(SC_ALLREDUCE, sb, rb, count, dt, op, 0, comm);
 }
 
 int MPI_Allreduce(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-	if (sc_red_memo(SC_ALLREDUCE, sb, rb, count, dt, op, 0, comm)) return MPI_SUCCESS;
-	return PMPI_Allreduce(sb, rb, count, dt, op, comm);
+	if (sc_red_hit(SC_ALLREDUCE, count, dt, op, comm)) return PMPI_Allreduce(sb, rb, count, dt, op, comm);
+	return sc_allreduce(sb, rb, count, dt, op, comm);
+}
+
+static __attribute__((noinline)) int sc_reduce_call(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op,
+                                               int root, MPI_Comm comm) {
+	return sc_red_call(SC_REDUCE, sb, rb, count, dt, op, root, comm);
 }
 
 int MPI_Reduce(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm) {
-	if (sc_red_memo(SC_REDUCE, sb, rb, count, dt, op, root, comm)) return MPI_SUCCESS;
-	return PMPI_Reduce(sb, rb, count, dt, op, root, comm);
+	if (sc_red_hit(SC_REDUCE, count, dt, op, comm)) return PMPI_Reduce(sb, rb, count, dt, op, root, comm);
+	return sc_reduce_call(sb, rb, count, dt, op, root, comm);
+}
+
+static __attribute__((noinline)) int sc_rsb(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op,
+                                            MPI_Comm comm) {
+	return sc_red_call(SC_REDUCE_SCATTER_BLOCK, sb, rb, count, dt, op, 0, comm);
 }
 
 int MPI_Reduce_scatter_block(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-	if (sc_red_memo(SC_REDUCE_SCATTER_BLOCK, sb, rb, count, dt, op, 0, comm)) return MPI_SUCCESS;
-	return PMPI_Reduce_scatter_block(sb, rb, count, dt, op, comm);
+	if (sc_red_hit(SC_REDUCE_SCATTER_BLOCK, count, dt, op, comm))
+		return PMPI_Reduce_scatter_block(sb, rb, count, dt, op, comm);
+	return sc_rsb(sb, rb, count, dt, op, comm);
 }
 
 int MPI_Reduce_scatter(const void *sb, void *rb, const int counts[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
@@ -687,14 +720,24 @@ int MPI_Reduce_scatter(const void *sb, void *rb, const int counts[], MPI_Datatyp
 	return PMPI_Reduce_scatter(sb, rb, counts, dt, op, comm);
 }
 
+static __attribute__((noinline)) int sc_scan(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op,
+                                             MPI_Comm comm) {
+	return sc_red_call(SC_SCAN, sb, rb, count, dt, op, 0, comm);
+}
+
 int MPI_Scan(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-	if (sc_red_memo(SC_SCAN, sb, rb, count, dt, op, 0, comm)) return MPI_SUCCESS;
-	return PMPI_Scan(sb, rb, count, dt, op, comm);
+	if (sc_red_hit(SC_SCAN, count, dt, op, comm)) return PMPI_Scan(sb, rb, count, dt, op, comm);
+	return sc_scan(sb, rb, count, dt, op, comm);
+}
+
+static __attribute__((noinline)) int sc_exscan(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op,
+                                               MPI_Comm comm) {
+	return sc_red_call(SC_EXSCAN, sb, rb, count, dt, op, 0, comm);
 }
 
 int MPI_Exscan(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-	if (sc_red_memo(SC_EXSCAN, sb, rb, count, dt, op, 0, comm)) return MPI_SUCCESS;
-	return PMPI_Exscan(sb, rb, count, dt, op, comm);
+	if (sc_red_hit(SC_EXSCAN, count, dt, op, comm)) return PMPI_Exscan(sb, rb, count, dt, op, comm);
+	return sc_exscan(sb, rb, count, dt, op, comm);
 }
 
 // ---- data movement ----------------------------------------------------
@@ -829,39 +872,51 @@ static int sc_blocks(sc_state *s, int coll, int ks, int kr, const void *sb, int 
 	return ok;
 }
 
-// sc_all_blocks decides and serves an allgather or an alltoall after a
-// miss of the pass memo, whose keys end in kst (st, or 1 for in place): 1
-// when served. Each rank sends scount elements of st (alltoall: to each
-// rank) and receives rcount of rt from each.
-static __attribute__((noinline)) int sc_all_blocks(int coll, uintptr_t kst, const void *sb, int scount,
-                                                   MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt,
-                                                   MPI_Comm comm) {
+// sc_all_blocks is an allgather or an alltoall after a miss of the pass
+// memo, which it arms: served, or passed to the MPI. Each rank sends
+// scount elements of st (alltoall: to each rank) and receives rcount of rt
+// from each. The memo's keys are what the decision reads (in place: a
+// sentinel for st).
+static int sc_all_blocks(int coll, const void *sb, int scount, MPI_Datatype st, void *rb, int rcount,
+                         MPI_Datatype rt, MPI_Comm comm) {
+	uintptr_t kst = sb == MPI_IN_PLACE ? 1 : (uintptr_t)st;
 	sc_memo_arm(coll, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, kst);
 	sc_state *s = sc_state_of(comm, coll);
-	if (!s) return 0;
-	int64_t ssz = 0, rsz = 0;
-	int kr = sc_move(rt, &rsz), ks = SC_SERVE;
-	if (sb != MPI_IN_PLACE) ks = sc_move(st, &ssz);
-	int sn = coll == SC_ALLTOALL ? scount * s->size : scount;
-	return sc_decide(s, coll, sc_join2(kr, ks), rcount * rsz) &&
-	       sc_blocks(s, coll, ks, kr, sb, sn, st, rb, rcount, rt, rcount * rsz, 0, comm);
-}
-
-// The memo's keys: what the decision reads (in place: a sentinel for st).
-int MPI_Allgather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, MPI_Comm comm) {
-	uintptr_t kst = sb == MPI_IN_PLACE ? 1 : (uintptr_t)st;
-	if (!sc_memo_pass(SC_ALLGATHER, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, kst) &&
-	    sc_all_blocks(SC_ALLGATHER, kst, sb, scount, st, rb, rcount, rt, comm))
-		return MPI_SUCCESS;
+	if (s) {
+		int64_t ssz = 0, rsz = 0;
+		int kr = sc_move(rt, &rsz), ks = SC_SERVE;
+		if (sb != MPI_IN_PLACE) ks = sc_move(st, &ssz);
+		int sn = coll == SC_ALLTOALL ? scount * s->size : scount;
+		if (sc_decide(s, coll, sc_join2(kr, ks), rcount * rsz) &&
+		    sc_blocks(s, coll, ks, kr, sb, sn, st, rb, rcount, rt, rcount * rsz, 0, comm))
+			return MPI_SUCCESS;
+	}
+	if (coll == SC_ALLTOALL) return PMPI_Alltoall(sb, scount, st, rb, rcount, rt, comm);
 	return PMPI_Allgather(sb, scount, st, rb, rcount, rt, comm);
 }
 
+static __attribute__((noinline)) int sc_allgather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount,
+                                                  MPI_Datatype rt, MPI_Comm comm) {
+	return sc_all_blocks(SC_ALLGATHER, sb, scount, st, rb, rcount, rt, comm);
+}
+
+int MPI_Allgather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, MPI_Comm comm) {
+	if (sc_memo_pass(SC_ALLGATHER, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount,
+	                 sb == MPI_IN_PLACE ? 1 : (uintptr_t)st))
+		return PMPI_Allgather(sb, scount, st, rb, rcount, rt, comm);
+	return sc_allgather(sb, scount, st, rb, rcount, rt, comm);
+}
+
+static __attribute__((noinline)) int sc_alltoall(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount,
+                                                 MPI_Datatype rt, MPI_Comm comm) {
+	return sc_all_blocks(SC_ALLTOALL, sb, scount, st, rb, rcount, rt, comm);
+}
+
 int MPI_Alltoall(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, MPI_Comm comm) {
-	uintptr_t kst = sb == MPI_IN_PLACE ? 1 : (uintptr_t)st;
-	if (!sc_memo_pass(SC_ALLTOALL, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount, kst) &&
-	    sc_all_blocks(SC_ALLTOALL, kst, sb, scount, st, rb, rcount, rt, comm))
-		return MPI_SUCCESS;
-	return PMPI_Alltoall(sb, scount, st, rb, rcount, rt, comm);
+	if (sc_memo_pass(SC_ALLTOALL, (uintptr_t)comm, (uintptr_t)rt, (uintptr_t)rcount,
+	                 sb == MPI_IN_PLACE ? 1 : (uintptr_t)st))
+		return PMPI_Alltoall(sb, scount, st, rb, rcount, rt, comm);
+	return sc_alltoall(sb, scount, st, rb, rcount, rt, comm);
 }
 
 int MPI_Gather(const void *sb, int scount, MPI_Datatype st, void *rb, int rcount, MPI_Datatype rt, int root,
