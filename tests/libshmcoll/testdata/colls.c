@@ -24,6 +24,7 @@
  */
 #include <complex.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -88,6 +89,9 @@ static void add_type(const char *name, MPI_Datatype dt, enum kind kind, int size
 
 static void init_types(void)
 {
+    /* Outside the standard's table of operators, but both MPIs reduce
+     * MPI_CHAR as C's char with every predefined operator. */
+    T(MPI_CHAR, CHAR_MIN < 0 ? K_SINT : K_UINT, char, C_INT);
     T(MPI_SIGNED_CHAR, K_SINT, signed char, C_INT);
     T(MPI_UNSIGNED_CHAR, K_UINT, unsigned char, C_INT);
     T(MPI_SHORT, K_SINT, short, C_INT);
