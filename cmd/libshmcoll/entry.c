@@ -93,13 +93,15 @@ static inline __attribute__((always_inline)) void sc_count_pass(int coll, int wh
 // state do not change, and a communicator whose served call failed
 // passes from then on). The entry point arms the memo with the call's
 // keys before it decides, and sc_pass fills in the reason if the call
-// passes; a served call leaves it empty. Gather, scatter and the vector
-// collectives, whose decisions read other arguments at the root than
-// elsewhere or whole count vectors, have none.
+// passes; a served call leaves it empty. reduce_scatter's keys hold the
+// total of its counts. Gather, scatter and the other vector collectives,
+// whose decisions read other arguments at the root than elsewhere or
+// whole count vectors, have none.
 typedef struct {
 	uintptr_t k[4];
 	uint64_t gen;
 	int why; // the pass reason + 1; 0: none (armed or empty)
+	int n;   // reduce_scatter: the communicator's size, the counts' length
 } sc_memo;
 static __thread sc_memo sc_memos[SC_NCOLL] __attribute__((tls_model("initial-exec")));
 static __thread int sc_armed __attribute__((tls_model("initial-exec"))); // collective + 1
@@ -642,6 +644,11 @@ static int sc_red(int coll, const void *sb, void *rb, int count, const int *coun
 	if (counts) {
 		elems = 0;
 		for (int i = 0; i < s->size; i++) elems += counts[i];
+		// reduce_scatter's memo keys the counts' total, which only the
+		// communicator's size lets the entry sum: armed here, for a
+		// served communicator and a datatype of the table.
+		sc_memo_arm(coll, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)op, (uintptr_t)elems);
+		sc_memos[coll].n = s->size;
 	}
 	if (!sc_in_band(coll, s->size, s->near, elems * size)) {
 		sc_pass(coll, SC_PASS_SIZE);
@@ -719,9 +726,23 @@ int MPI_Reduce_scatter_block(const void *sb, void *rb, int count, MPI_Datatype d
 	return sc_rsb(sb, rb, count, dt, op, comm);
 }
 
-int MPI_Reduce_scatter(const void *sb, void *rb, const int counts[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+static __attribute__((noinline)) int sc_reduce_scatter(const void *sb, void *rb, const int counts[], MPI_Datatype dt,
+                                                       MPI_Op op, MPI_Comm comm) {
 	if (sc_red(SC_REDUCE_SCATTER, sb, rb, 0, counts, dt, op, 0, comm)) return MPI_SUCCESS;
 	return PMPI_Reduce_scatter(sb, rb, counts, dt, op, comm);
+}
+
+// The memo's communicator is checked before the counts are summed: its
+// size is their length.
+int MPI_Reduce_scatter(const void *sb, void *rb, const int counts[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+	const sc_memo *m = &sc_memos[SC_REDUCE_SCATTER];
+	if (m->why && m->k[0] == (uintptr_t)comm && m->gen == __atomic_load_n(&sc_gen, __ATOMIC_ACQUIRE)) {
+		int64_t t = 0;
+		for (int i = 0; i < m->n; i++) t += counts[i];
+		if (sc_memo_pass(SC_REDUCE_SCATTER, (uintptr_t)comm, (uintptr_t)dt, (uintptr_t)op, (uintptr_t)t))
+			return PMPI_Reduce_scatter(sb, rb, counts, dt, op, comm);
+	}
+	return sc_reduce_scatter(sb, rb, counts, dt, op, comm);
 }
 
 static __attribute__((noinline)) int sc_scan(const void *sb, void *rb, int count, MPI_Datatype dt, MPI_Op op,

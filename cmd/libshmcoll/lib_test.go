@@ -391,7 +391,9 @@ func TestNearPair(t *testing.T) {
 // and bcasts passed for a derived datatype of mixed types, then of the
 // same count with a derived datatype of doubles made after the first is
 // freed (often with its handle): the pass memo must not carry over, so
-// the later calls are served, with exact results.
+// the later calls are served, with exact results. With -rs, reduce_scatter
+// passes below its band and its memo, which keys the counts' total, must
+// let the same call with larger counts (from the same array) be served.
 func TestMemo(t *testing.T) {
 	in, dir, lib := library(t)
 	exe := compile(t, in, dir, "memo.c")
@@ -410,6 +412,14 @@ func TestMemo(t *testing.T) {
 				np, st["bcast"], st["allreduce"], out, errs)
 		}
 		t.Logf("np=%d: %s", np, strings.TrimSpace(strings.Split(out, "\n")[0]))
+		out, errs = runArgs(t, in, np, exe, lib, []string{"-rs"}, "SHMCOLL_MPI_STATS=1",
+			"SHMCOLL_MPI_BANDS=reduce_scatter=64:inf", "SHMCOLL_MPI_PAIR=far")
+		if !strings.Contains(out, "No Errors") {
+			t.Fatalf("np=%d -rs: no \"No Errors\":\n%s\n%s", np, out, errs)
+		}
+		if st := stats(errs); st["reduce_scatter"] != [2]int{20, 40} {
+			t.Errorf("np=%d: reduce_scatter served/passed %v, want 20/40\n%s%s", np, st["reduce_scatter"], out, errs)
+		}
 	}
 	checkShm(t, before)
 }

@@ -7,17 +7,42 @@
 // same count with a derived datatype of doubles, which may get its handle
 // and is served. Run by TestMemo of cmd/libshmcoll with
 // SHMCOLL_MPI_BANDS=all; prints "No Errors" on rank 0.
+//
+// With -rs (run with reduce_scatter's band from 64 bytes) each round makes
+// two reduce_scatters of one int per rank, which pass, and one of 64 per
+// rank from the same counts array, which must be served: reduce_scatter's
+// memo keys the counts' total, not the array.
 #include <mpi.h>
 #include <stdio.h>
+#include <string.h>
 
 #define ROUNDS 20
+
+static int reduce_scatters(int rank, int size) {
+	int errs = 0, counts[64], in[64 * 64], out[64];
+	for (int it = 0; it < ROUNDS; it++) {
+		for (int n = 1; n <= 64; n += 63)
+			for (int k = 0; k < (n == 1 ? 2 : 1); k++) {
+				for (int i = 0; i < size; i++) counts[i] = n;
+				for (int i = 0; i < n * size; i++) in[i] = rank + i + it;
+				MPI_Reduce_scatter(in, out, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+				for (int i = 0; i < n; i++) {
+					int e = rank * n + i + it; // element e of the sum over ranks r of r + e
+					if (out[i] != size * e + size * (size - 1) / 2) errs++;
+				}
+			}
+	}
+	return errs;
+}
 
 int main(int argc, char **argv) {
 	int rank, size, errs = 0, reused = 0, treused = 0;
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	for (int it = 0; it < ROUNDS; it++) {
+	int rs = argc > 1 && !strcmp(argv[1], "-rs");
+	if (rs) errs = reduce_scatters(rank, size);
+	for (int it = 0; it < ROUNDS && !rs; it++) {
 		MPI_Comm one, dup;
 		MPI_Comm_split(MPI_COMM_WORLD, rank, 0, &one);
 		double x = rank, y = 0;
@@ -76,7 +101,7 @@ int main(int argc, char **argv) {
 	int all = 0;
 	MPI_Allreduce(&errs, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	if (rank == 0) {
-		printf("handles reused in %d of %d rounds, datatype handles in %d\n", reused, ROUNDS, treused);
+		if (!rs) printf("handles reused in %d of %d rounds, datatype handles in %d\n", reused, ROUNDS, treused);
 		if (all == 0) printf(" No Errors\n");
 	}
 	MPI_Finalize();
