@@ -47,6 +47,7 @@ func init() {
 	register(CollScan, Flat, (*Comm).flatScan, true)
 	register(CollExscan, Flat, (*Comm).flatScan, true)
 	register(CollBarrier, Flat, (*Comm).flatBarrier, true)
+	register(CollBarrier, ReduceBcast, (*Comm).rootFirstBarrier, true)
 	register(CollAlltoall, Flat, (*Comm).flatAlltoall, true)
 	register(CollAllreduce, Replicated, (*Comm).replicatedAllreduce, true)
 	register(CollReduce, Replicated, (*Comm).replicatedAllreduce, true)
@@ -320,6 +321,40 @@ func (c *Comm) flatBarrier(ctx context.Context, _ *call) error {
 		}
 	}
 	c.last.Rounds++
+	c.full = true
+	c.end(e)
+	return nil
+}
+
+// rootFirstBarrier is a barrier in the order of a gather and a release:
+// every other rank posts and waits for rank 0, which posts once it has
+// seen every rank's post, so that rank 0 leaves first and the others a
+// handoff later. A symmetric barrier releases the rank that arrived last
+// first; after this one a call rooted at rank 0 finds its root ahead, as
+// after MPICH's barrier, at the cost of a second handoff for the ranks
+// that arrived first. Rank 0 checks every rank's descriptor, the others
+// rank 0's (a mismatch anywhere fails rank 0, whose abort ends the
+// others' waits); rank 0's post follows every rank's, so every rank has
+// then seen the whole step.
+func (c *Comm) rootFirstBarrier(ctx context.Context, _ *call) error {
+	e, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	if c.rank == 0 {
+		for q := 1; q < c.size; q++ {
+			if err := c.waitData(ctx, q, e, 1, nil); err != nil {
+				return err
+			}
+		}
+		c.post(e, 1)
+	} else {
+		c.post(e, 1)
+		if err := c.waitData(ctx, 0, e, 1, nil); err != nil {
+			return err
+		}
+	}
+	c.last.Rounds += 2
 	c.full = true
 	c.end(e)
 	return nil

@@ -321,7 +321,7 @@ func expectBlocks(t *testing.T, what string, got []int32, counts, displs []int, 
 }
 
 func TestMatrix(t *testing.T) {
-	for _, alg := range []Algorithm{Flat, Circulant, Replicated, Auto} {
+	for _, alg := range []Algorithm{Flat, Circulant, Replicated, ReduceBcast, Auto} {
 		for _, p := range testSizes() {
 			t.Run(fmt.Sprintf("alg=%v/p=%d", alg, p), func(t *testing.T) { runMatrix(t, p, alg) })
 		}

@@ -97,8 +97,12 @@ const (
 	// root other than rank p-1 joined by one hand-off (n-1+floor(log2 p)
 	// rounds, one more with the hand-off); rank order is kept.
 	Tree
-	// ReduceBcast (allreduce): a pipelined reduce up one postorder binary
-	// tree followed by a pipelined bcast down it; rank order is kept.
+	// ReduceBcast (allreduce, barrier): a pipelined reduce up one
+	// postorder binary tree followed by a pipelined bcast down it; rank
+	// order is kept. Barrier: every rank posts its arrival and waits for
+	// rank 0, which posts once all have arrived, so rank 0 leaves first
+	// (the order of MPICH's barrier; libshmcoll pins it under MPICH). Only
+	// by a pin: auto takes the symmetric barriers.
 	ReduceBcast
 	// Rabenseifner (allreduce, reduce, reduce-scatter): recursive halving
 	// reduce-scatter and recursive doubling allgather (001) on adjacent

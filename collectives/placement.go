@@ -174,6 +174,12 @@ func (c *Comm) ProbePlacement(ctx context.Context) (Placement, error) {
 			h.Add(c.seq - seq0)
 		}
 	}()
+	// A barrier pinned to ReduceBcast takes two handoffs in a row, a
+	// symmetric one a handoff each way at once: the limits scale by them.
+	near, shared := nearBarrier, sharedCPU
+	if c.pinned[CollBarrier] == ReduceBcast {
+		near, shared = 2*near, 2*shared
+	}
 	best := time.Duration(math.MaxInt64)
 	t := c.probeTime[:]
 	for i := range probeBatches + 1 {
@@ -197,12 +203,12 @@ func (c *Comm) ProbePlacement(ctx context.Context) (Placement, error) {
 			continue
 		}
 		best = min(best, time.Duration(t[0]))
-		if best < nearBarrier || best > sharedCPU {
+		if best < near || best > shared {
 			break
 		}
 	}
 	p := PlacementFar
-	if best < nearBarrier {
+	if best < near {
 		p = PlacementNear
 	}
 	if p != c.place {

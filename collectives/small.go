@@ -54,6 +54,7 @@ type smallMemo struct {
 const (
 	smallAllreduceIdx = iota
 	smallBarrierIdx
+	smallBarrierRootIdx
 	smallBcastIdx
 	smallReduceIdx
 	smallReduceScatterIdx
@@ -76,6 +77,7 @@ var smallPaths = [numSmall]struct {
 }{
 	smallAllreduceIdx:      {CollAllreduce, Replicated, 1, smallBytes},
 	smallBarrierIdx:        {CollBarrier, Flat, 0, 0},
+	smallBarrierRootIdx:    {CollBarrier, ReduceBcast, 0, 0},
 	smallBcastIdx:          {CollBcast, Flat, 1, smallRootedBytes},
 	smallReduceIdx:         {CollReduce, Replicated, 1, smallRootedBytes},
 	smallReduceScatterIdx:  {CollReduceScatterBlock, Flat, 1, smallBytes},
@@ -133,13 +135,19 @@ func oneLine(data []byte) []byte {
 // smallBarrier is flatBarrier on the small-call path, begun without the
 // arguments, which it does not read; ok is false when it does not apply.
 func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
-	if !c.smallOK(smallBarrierIdx, 0) || ctx.Err() != nil {
-		return false, nil // the general path runs it, or fails it
+	if c.smallOK(smallBarrierIdx, 0) && ctx.Err() == nil {
+		c.countCall(CollBarrier, Flat, 0)
+		c.smalls++
+		c.hashDesc()
+		return c.lean(c.flatBarrier(ctx, nil))
 	}
-	c.countCall(CollBarrier, Flat, 0)
-	c.smalls++
-	c.hashDesc()
-	return c.lean(c.flatBarrier(ctx, nil))
+	if c.smallOK(smallBarrierRootIdx, 0) && ctx.Err() == nil {
+		c.countCall(CollBarrier, ReduceBcast, 0)
+		c.smalls++
+		c.hashDesc()
+		return c.lean(c.rootFirstBarrier(ctx, nil))
+	}
+	return false, nil // the general path runs it, or fails it
 }
 
 // smallAllreduce is replicatedAllreduce on the small-call path for a

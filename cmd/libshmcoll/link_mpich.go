@@ -5,6 +5,14 @@ package main
 // #cgo pkg-config: mpich
 import "C"
 
+import "github.com/shmcoll/shmcoll/collectives"
+
+// barrierAlg: MPICH's barrier releases rank 0 first (a gather and a
+// release), so that a call rooted at rank 0 after it finds its root ahead;
+// the served barrier keeps that order (collectives.ReduceBcast), or a
+// passed bcast after it would wait a handoff more than after MPICH's own.
+const barrierAlg = collectives.ReduceBcast
+
 // defaultBands for MPICH (see allBands for the form). shmcoll copies
 // private buffers once by cross-memory attach (the single algorithm), so
 // data movement is served from small blocks up, but the largest alltoall

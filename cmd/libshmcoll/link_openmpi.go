@@ -5,6 +5,12 @@ package main
 // #cgo pkg-config: ompi-c
 import "C"
 
+import "github.com/shmcoll/shmcoll/collectives"
+
+// barrierAlg: Open MPI's barrier of two ranks is symmetric, as shmcoll's
+// own (auto).
+const barrierAlg = collectives.Auto
+
 // defaultBands for Open MPI (see allBands for the form). shmcoll copies
 // private buffers once by cross-memory attach (the single algorithm), as
 // Open MPI does, so data movement is served at every size but the largest

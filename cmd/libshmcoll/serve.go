@@ -157,6 +157,9 @@ func shmcollNewName(buf *C.char, n C.int) {
 //export shmcollJoin
 func shmcollJoin(name *C.char, rank, size C.int) C.int {
 	opt := collectives.Options{SlotBytes: slotBytes, Progress: progress}
+	if barrierAlg != collectives.Auto && os.Getenv("SHMCOLL_ALGO_BARRIER") == "" {
+		opt.Algorithms = map[collectives.Collective]collectives.Algorithm{collectives.CollBarrier: barrierAlg}
+	}
 	c, err := collectives.Join(bg, C.GoString(name), int(rank), int(size), opt)
 	if err != nil {
 		debugf("joining %d ranks: %v", int(size), err)
