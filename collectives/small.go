@@ -132,8 +132,9 @@ func oneLine(data []byte) []byte {
 	return data
 }
 
-// smallBarrier is flatBarrier on the small-call path, begun without the
-// arguments, which it does not read; ok is false when it does not apply.
+// smallBarrier is flatBarrier (rootFirstBarrier where ReduceBcast is
+// pinned) on the small-call path, begun without the arguments, which it
+// does not read; ok is false when it does not apply.
 func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	if c.smallOK(smallBarrierIdx, 0) && ctx.Err() == nil {
 		c.countCall(CollBarrier, Flat, 0)
