@@ -548,7 +548,12 @@ static sc_state *sc_setup(MPI_Comm comm) {
 			char name[72];
 			memset(name, 0, sizeof name);
 			if (single && nrank == 0) shmcollNewName(name, (int)sizeof name - 1);
-			if (single) PMPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, node);
+			// Rank 0's name reaches the others by an allreduce (the others
+			// give zeros), not a bcast: Open MPI's small calls between ranks
+			// on different dies stay slower for the rest of the run after a
+			// bcast of its own, which the program may never make
+			// (docs/PERFORMANCE.md, "Passed calls").
+			if (single) PMPI_Allreduce(MPI_IN_PLACE, name, (int)sizeof name, MPI_BYTE, MPI_BOR, node);
 			PMPI_Comm_free(&node);
 			if (single && name[0]) {
 				s->id = shmcollJoin(name, nrank, nsize);
