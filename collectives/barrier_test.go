@@ -46,6 +46,9 @@ func TestRootFirstBarrier(t *testing.T) {
 						return fmt.Errorf("barrier %d: %d rounds, want 2", i, last.Rounds)
 					}
 				}
+				if m := c.small[smallBarrierRootIdx]; !m.known || m.upTo != 0 {
+					return fmt.Errorf("the root-first barrier did not take the small-call path (%+v)", m)
+				}
 				return nil
 			})
 			if err != nil {
