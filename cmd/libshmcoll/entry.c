@@ -733,6 +733,7 @@ int MPI_Reduce_scatter_block(const void *sb, void *rb, int count, MPI_Datatype d
 
 static __attribute__((noinline)) int sc_reduce_scatter(const void *sb, void *rb, const int counts[], MPI_Datatype dt,
                                                        MPI_Op op, MPI_Comm comm) {
+	sc_armed = 0; // armed in sc_red once the counts are summed: a pass before that keeps no memo
 	if (sc_red(SC_REDUCE_SCATTER, sb, rb, 0, counts, dt, op, 0, comm)) return MPI_SUCCESS;
 	return PMPI_Reduce_scatter(sb, rb, counts, dt, op, comm);
 }

@@ -9,29 +9,43 @@
 // SHMCOLL_MPI_BANDS=all; prints "No Errors" on rank 0.
 //
 // With -rs (run with reduce_scatter's band from 64 bytes) each round makes
-// two reduce_scatters of one int per rank, which pass, and one of 64 per
-// rank from the same counts array, which must be served: reduce_scatter's
-// memo keys the counts' total, not the array.
+// reduce_scatters of one int per rank, which pass, and of 64 per rank from
+// the same counts array, which must be served: reduce_scatter's memo keys
+// the counts' total, not the array (reduce_scatters, below).
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
 #define ROUNDS 20
 
-static int reduce_scatters(int rank, int size) {
+static int reduce_scatter(int rank, int size, int n, int it, MPI_Comm comm) {
 	int errs = 0, counts[64], in[64 * 64], out[64];
-	for (int it = 0; it < ROUNDS; it++) {
-		for (int n = 1; n <= 64; n += 63)
-			for (int k = 0; k < (n == 1 ? 2 : 1); k++) {
-				for (int i = 0; i < size; i++) counts[i] = n;
-				for (int i = 0; i < n * size; i++) in[i] = rank + i + it;
-				MPI_Reduce_scatter(in, out, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-				for (int i = 0; i < n; i++) {
-					int e = rank * n + i + it; // element e of the sum over ranks r of r + e
-					if (out[i] != size * e + size * (size - 1) / 2) errs++;
-				}
-			}
+	for (int i = 0; i < size; i++) counts[i] = n;
+	for (int i = 0; i < n * size; i++) in[i] = rank + i + it;
+	MPI_Reduce_scatter(in, out, counts, MPI_INT, MPI_SUM, comm);
+	for (int i = 0; i < n; i++) {
+		int e = rank * n + i + it; // element e of the sum over ranks r of r + e
+		if (out[i] != size * e + size * (size - 1) / 2) errs++;
 	}
+	return errs;
+}
+
+// reduce_scatters: per round two calls of one element per rank (passed),
+// one of 64 (served), one on a communicator of one rank (passed: a pass
+// decided before the counts are summed must not leave a memo of the
+// served call's keys) and the one of 64 again (served).
+static int reduce_scatters(int rank, int size) {
+	int errs = 0;
+	MPI_Comm one;
+	MPI_Comm_split(MPI_COMM_WORLD, rank, 0, &one);
+	for (int it = 0; it < ROUNDS; it++) {
+		errs += reduce_scatter(rank, size, 1, it, MPI_COMM_WORLD);
+		errs += reduce_scatter(rank, size, 1, it, MPI_COMM_WORLD);
+		errs += reduce_scatter(rank, size, 64, it, MPI_COMM_WORLD);
+		errs += reduce_scatter(0, 1, 1, it, one);
+		errs += reduce_scatter(rank, size, 64, it, MPI_COMM_WORLD);
+	}
+	MPI_Comm_free(&one);
 	return errs;
 }
 
