@@ -18,7 +18,9 @@ const barrierAlg = collectives.ReduceBcast
 // data movement is served from small blocks up, but the largest alltoall
 // blocks from 3 ranks (at p = 2 shmcoll's alltoall is ahead at every
 // size); MPICH's bcast below 16 KiB (an eager message down a tree, which
-// returns at the root at once) and its gather and scatter of small blocks
+// returns at the root at once), but up to 2 KiB on two ranks, where a
+// served barrier and a passed bcast after it cost a handoff more between
+// dies than both served (docs/PERFORMANCE.md), and its gather and scatter of small blocks
 // (a single eager message) pass, and so does a reduce_scatter of at most
 // 8 bytes on two ranks (one eager message each way at most) and one below
 // 4 KiB from three ranks (a vector of a few elements reaches few ranks,
@@ -36,6 +38,7 @@ reduce_scatter       3-inf  4K:inf
 allgather            *  1:inf
 allgatherv           *  1:inf
 bcast                *  16K:inf
+bcast                2  1:2K,16K:inf
 reduce               *  1:inf
 barrier              *  0:inf
 alltoall             *  1:64K
