@@ -136,19 +136,20 @@ func oneLine(data []byte) []byte {
 // pinned) on the small-call path, begun without the arguments, which it
 // does not read; ok is false when it does not apply.
 func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
-	if c.smallOK(smallBarrierIdx, 0) && ctx.Err() == nil {
-		c.countCall(CollBarrier, Flat, 0)
-		c.smalls++
-		c.hashDesc()
-		return c.lean(c.flatBarrier(ctx, nil))
+	i, alg := smallBarrierIdx, Flat
+	if c.pinned[CollBarrier] == ReduceBcast {
+		i, alg = smallBarrierRootIdx, ReduceBcast
 	}
-	if c.smallOK(smallBarrierRootIdx, 0) && ctx.Err() == nil {
-		c.countCall(CollBarrier, ReduceBcast, 0)
-		c.smalls++
-		c.hashDesc()
+	if !c.smallOK(i, 0) || ctx.Err() != nil {
+		return false, nil // the general path runs it, or fails it
+	}
+	c.countCall(CollBarrier, alg, 0)
+	c.smalls++
+	c.hashDesc()
+	if alg == ReduceBcast {
 		return c.lean(c.rootFirstBarrier(ctx, nil))
 	}
-	return false, nil // the general path runs it, or fails it
+	return c.lean(c.flatBarrier(ctx, nil))
 }
 
 // smallAllreduce is replicatedAllreduce on the small-call path for a
