@@ -78,10 +78,14 @@ static __attribute__((noinline, cold)) sc_counts *sc_counts_new(void) {
 	return sc_mine = c;
 }
 
+// sc_count_in counts a pass in the thread's counts c.
+static inline __attribute__((always_inline)) void sc_count_in(sc_counts *c, int coll, int why) {
+	__atomic_store_n(&c->n[coll][why], c->n[coll][why] + 1, __ATOMIC_RELAXED);
+}
+
 static inline __attribute__((always_inline)) void sc_count_pass(int coll, int why) {
 	sc_counts *c = sc_mine;
-	if (!c && !(c = sc_counts_new())) return;
-	__atomic_store_n(&c->n[coll][why], c->n[coll][why] + 1, __ATOMIC_RELAXED);
+	if (c || (c = sc_counts_new())) sc_count_in(c, coll, why);
 }
 
 // The pass memo. A thread that makes the same call as its last of that
@@ -116,8 +120,7 @@ static inline __attribute__((always_inline)) int sc_memo_pass(int coll, uintptr_
 	sc_counts *n = sc_mine;
 	if (n && m->why && m->k[0] == a && m->k[1] == b && m->k[2] == c && m->k[3] == d &&
 	    m->gen == __atomic_load_n(&sc_gen, __ATOMIC_ACQUIRE)) {
-		uint64_t *k = &n->n[coll][m->why - 1];
-		__atomic_store_n(k, *k + 1, __ATOMIC_RELAXED);
+		sc_count_in(n, coll, m->why - 1);
 		return 1;
 	}
 	return 0;
