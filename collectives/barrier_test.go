@@ -1,11 +1,15 @@
 package collectives
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
+
+	"github.com/shmcoll/shmcoll/shm"
 )
 
 // rootFirst pins the barrier to ReduceBcast, as libshmcoll does under MPICH.
@@ -83,5 +87,69 @@ func TestRootFirstBarrierMismatch(t *testing.T) {
 			})
 			sameAbort(t, "root-first barrier", errs, ErrMismatch)
 		})
+	}
+}
+
+// TestRootFirstWhereOversubscribed: auto takes the root-first barrier where
+// process ranks outnumber the CPUs (the table's override for p = 3, 4 and
+// 8, the heuristic for the rest) and the symmetric one where they do not.
+func TestRootFirstWhereOversubscribed(t *testing.T) {
+	for _, p := range []int{2, 3, 4, 5, 8, 16} {
+		for _, over := range []bool{false, true} {
+			alg, why, err := Select(Call{Coll: CollBarrier, P: p, Oversubscribed: over}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (alg == ReduceBcast) != over {
+				t.Errorf("p=%d oversubscribed=%v: barrier %v (%s)", p, over, alg, why)
+			}
+		}
+	}
+	if os.Getenv(shm.EnvArena) != "" {
+		return // in a child
+	}
+	p := runtime.NumCPU() + 1
+	if p > 9 {
+		t.Skipf("%d CPUs: the process part oversubscribes up to 8", p-1)
+	}
+	runRanks(t, "TestRootFirstOversubscribedChild", p, func(int) []string { return nil })
+}
+
+// TestRootFirstOversubscribedChild is one rank of
+// TestRootFirstWhereOversubscribed: its barriers run root first on the
+// small-call path, and a bcast from rank 0 after each delivers.
+func TestRootFirstOversubscribedChild(t *testing.T) {
+	if os.Getenv(shm.EnvArena) == "" {
+		t.Skip("run by TestRootFirstWhereOversubscribed")
+	}
+	c, err := JoinEnv(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.Oversubscribed() {
+		t.Fatalf("%d ranks on %d CPUs: not oversubscribed", c.Size(), runtime.NumCPU())
+	}
+	buf := make([]int64, 1)
+	for i := range 200 {
+		if err := Barrier(bg, c); err != nil {
+			t.Fatal(err)
+		}
+		if a := c.LastAlgorithm(); a != ReduceBcast {
+			t.Fatalf("barrier %d ran %v, want %v", i, a, ReduceBcast)
+		}
+		buf[0] = -1
+		if c.Rank() == 0 {
+			buf[0] = int64(i)
+		}
+		if err := Bcast(bg, c, buf, 0); err != nil {
+			t.Fatal(err)
+		}
+		if buf[0] != int64(i) {
+			t.Fatalf("bcast %d after the barrier: %d", i, buf[0])
+		}
+	}
+	if m := c.small[smallBarrierRootIdx]; !m.known || m.upTo != 0 {
+		t.Fatalf("the root-first barrier did not take the small-call path (%+v)", m)
 	}
 }

@@ -174,10 +174,10 @@ func (c *Comm) ProbePlacement(ctx context.Context) (Placement, error) {
 			h.Add(c.seq - seq0)
 		}
 	}()
-	// A barrier pinned to ReduceBcast takes two handoffs in a row, a
+	// A root-first barrier (ReduceBcast) takes two handoffs in a row, a
 	// symmetric one a handoff each way at once: the limits scale by them.
 	near, shared := nearBarrier, sharedCPU
-	if c.pinned[CollBarrier] == ReduceBcast {
+	if d, err := c.selector().decide(selectInput{coll: CollBarrier}); err == nil && d.alg == ReduceBcast {
 		near, shared = 2*near, 2*shared
 	}
 	best := time.Duration(math.MaxInt64)

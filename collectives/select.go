@@ -213,9 +213,12 @@ func (c *Comm) Oversubscribed() bool { return c.ep.Oversubscribed() }
 //   - reduce-scatter: circulant for two ranks (one round, the copy-in
 //     fused with the reduction) unless the vector fits in the counter's
 //     line (tinyBytes), flat above two ranks (one synchronization);
-//   - barrier: circulant (ceil(log2 p) rounds of one peer each), but flat
-//     (one synchronization) where ranks share CPUs, since each round then
-//     costs turns on a CPU;
+//   - barrier: circulant (ceil(log2 p) rounds of one peer each), but
+//     where ranks share CPUs, since each round then costs turns on a CPU,
+//     the root-first barrier (ReduceBcast: every rank posts, rank 0
+//     releases), whose rank 0 leaves while the others wait for their
+//     turn, so that a call rooted at rank 0 after it finds its root's
+//     data posted, as after an MPI's eager send;
 //   - everything else: flat (one synchronization per segment).
 //
 // Replicated and flat combine in rank order, so a non-commutative
@@ -245,7 +248,7 @@ func HeuristicAlgorithm(coll Collective, bytes, p int, commutative, oversubscrib
 		return Flat
 	case CollBarrier:
 		if oversubscribed {
-			return Flat
+			return ReduceBcast
 		}
 		return Circulant
 	}
