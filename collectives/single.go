@@ -500,7 +500,7 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 // singleHugeMin is the smallest buffer that a rank offers its peers in a
 // Single call (the recv of an allgather(v), the send of an alltoall, a
 // rooted call's buffer or block) behind which it asks for huge pages
-// (shm's PreferHugePages: from the second call with the same buffer),
+// (shm's PreferHugePages: once it has been offered in many calls),
 // since the peers' copies into or out of it cost the kernel a pin per
 // 4 KiB page: from there the pins are a large part of the call
 // (docs/floors/allgather_cma_pieces.c, huge 3 against 0; shmbench run of

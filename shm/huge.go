@@ -12,10 +12,15 @@ import (
 // pages only where the system makes them by default, so the owner of a
 // large buffer that peers copy with asks the kernel to collapse it
 // (madvise MADV_COLLAPSE: the 2 MiB pages wholly inside the buffer, its
-// contents kept). A collapse copies the buffer once, so it is made for a
-// buffer the rank offers a second time, which a program that reuses its
-// buffers does on every call after the first, and not for one it offers
-// once.
+// contents kept). A collapse copies the buffer into newly allocated huge
+// pages, and finding those can take the kernel as long as the pins of
+// dozens of calls on the buffer (docs/PERFORMANCE.md, "Huge pages"). So it
+// is made when the rank offers the same buffer for the hugeAfter-th time:
+// a program that reuses a buffer that often gains more than the collapse
+// costs, and one that offers it a few times (a benchmark that times one
+// or two calls of each size) pays nothing. This is the rent-or-buy rule,
+// with the collapse's usual cost over what it saves per call as the
+// number of calls.
 
 // EnvHugePages is the environment variable that keeps
 // [Endpoint.PreferHugePages] from asking for huge pages: SHMCOLL_HUGEPAGES=off.
@@ -38,19 +43,22 @@ func hugePagesOff(opt Options) (off, ok bool) {
 // hugeRanges is how many buffers an endpoint remembers for PreferHugePages.
 const hugeRanges = 8
 
+// hugeAfter is the offer of one buffer at which PreferHugePages collapses it.
+const hugeAfter = 32
+
 // hugeSeen records the buffers offered to PreferHugePages: their address and
-// length, and whether they were collapsed.
+// length, and how often each was offered (hugeAfter and up: collapsed).
 type hugeSeen struct {
-	mu   sync.Mutex
-	r    [hugeRanges]Remote
-	done [hugeRanges]bool
-	next int // the entry replaced next
+	mu     sync.Mutex
+	r      [hugeRanges]Remote
+	offers [hugeRanges]int
+	next   int // the entry replaced next
 }
 
 // PreferHugePages is told by the owner of b, a buffer on the heap (see
 // [AddrOf]) that peers copy with by cross-memory attach in this call,
-// that b is offered: the second time the same buffer is offered (the same
-// address and length, among the last few), the endpoint asks the kernel
+// that b is offered: the hugeAfter-th time the same buffer is offered (the
+// same address and length, among the last few), the endpoint asks the kernel
 // to back the 2 MiB pages inside b with huge pages, which makes the
 // peers' copies cheaper from then on. It does nothing between goroutine
 // ranks (their copies pin nothing), where cross-memory attach is off,
@@ -67,14 +75,15 @@ func (e *Endpoint) PreferHugePages(b []byte) {
 	defer h.mu.Unlock()
 	for i := range h.r {
 		if h.r[i] == r {
-			if !h.done[i] {
-				h.done[i] = true
-				_ = collapse(b) // a refusal leaves b's pages as they were
+			if h.offers[i] < hugeAfter {
+				if h.offers[i]++; h.offers[i] == hugeAfter {
+					_ = collapse(b) // a refusal leaves b's pages as they were
+				}
 			}
 			return
 		}
 	}
-	h.r[h.next], h.done[h.next] = r, false
+	h.r[h.next], h.offers[h.next] = r, 1
 	h.next = (h.next + 1) % hugeRanges
 }
 

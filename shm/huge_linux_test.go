@@ -11,42 +11,56 @@ import (
 	"testing"
 )
 
-// TestPreferHugePages: the first offer of a buffer only records it, the
-// second collapses it, and the collapse keeps every byte; where the
-// kernel collapses, the buffer's huge pages show in /proc/self/smaps.
+// TestPreferHugePages: the offers of a buffer before the hugeAfter-th only
+// count, that one collapses it (once), and the collapse keeps every byte;
+// where the kernel collapses, the buffer's huge pages show in
+// /proc/self/smaps.
 func TestPreferHugePages(t *testing.T) {
 	e := &Endpoint{cmaOn: true}
 	b := make([]byte, 9<<20+123)
 	for i := range b {
 		b[i] = byte(i*7 + i>>12)
 	}
-	e.PreferHugePages(b)
-	if e.huge.Load().done[0] || e.huge.Load().r[0] != (Remote{AddrOf(b), len(b)}) {
-		t.Fatalf("after the first offer: %v %v", e.huge.Load().r, e.huge.Load().done)
+	h := hugeInside(b)
+	if len(h) < 6<<20 || AddrOf(h)%hugePage != 0 || len(h)%hugePage != 0 {
+		t.Fatalf("hugeInside: %#x + %d of %#x + %d", AddrOf(h), len(h), AddrOf(b), len(b))
 	}
-	e.PreferHugePages(b[1:]) // another range: recorded, not collapsed
-	if e.huge.Load().done[1] || e.huge.Load().next != 2 {
-		t.Fatalf("after another range: %v %v", e.huge.Load().r, e.huge.Load().done)
-	}
+	initial := anonHuge(t, AddrOf(h))
 	e.PreferHugePages(b)
-	if !e.huge.Load().done[0] {
-		t.Fatalf("after the second offer: %v %v", e.huge.Load().r, e.huge.Load().done)
+	if hs := e.huge.Load(); hs.offers[0] != 1 || hs.r[0] != (Remote{AddrOf(b), len(b)}) {
+		t.Fatalf("after the first offer: %v %v", hs.r, hs.offers)
+	}
+	e.PreferHugePages(b[1:]) // another range: recorded apart
+	if hs := e.huge.Load(); hs.offers[1] != 1 || hs.next != 2 {
+		t.Fatalf("after another range: %v %v", hs.r, hs.offers)
+	}
+	for range hugeAfter - 2 {
+		e.PreferHugePages(b)
+	}
+	if hs := e.huge.Load(); hs.offers[0] != hugeAfter-1 {
+		t.Fatalf("after %d offers: %v %v", hugeAfter-1, hs.r, hs.offers)
+	}
+	early := anonHuge(t, AddrOf(h)) // the heap's own huge pages, if the system makes them
+	e.PreferHugePages(b)
+	late := anonHuge(t, AddrOf(h))
+	e.PreferHugePages(b) // counted no further: collapsed once
+	if hs := e.huge.Load(); hs.offers[0] != hugeAfter || hs.offers[1] != 1 {
+		t.Fatalf("after %d offers: %v %v", hugeAfter+1, hs.r, hs.offers)
 	}
 	for i := range b {
 		if b[i] != byte(i*7+i>>12) {
 			t.Fatalf("byte %d is %#x after the collapse, want %#x", i, b[i], byte(i*7+i>>12))
 		}
 	}
-	h := hugeInside(b)
-	if len(h) < 6<<20 || AddrOf(h)%hugePage != 0 || len(h)%hugePage != 0 {
-		t.Fatalf("hugeInside: %#x + %d of %#x + %d", AddrOf(h), len(h), AddrOf(b), len(b))
-	}
 	if err := collapse(b); err != nil {
 		t.Logf("the kernel does not collapse: %v", err)
 		return
 	}
-	if kb := anonHuge(t, AddrOf(h)); kb < 2<<10 {
-		t.Errorf("the mapping of the collapsed buffer has %d KiB of huge pages", kb)
+	if initial < len(h)>>10 && early >= len(h)>>10 {
+		t.Errorf("the mapping had %d KiB of huge pages before the %dth offer, %d before the first", early, hugeAfter, initial)
+	}
+	if early < len(h)>>10 && late < len(h)>>10 {
+		t.Errorf("the mapping had %d KiB of huge pages before the %dth offer and %d after it, want at least %d after", early, hugeAfter, late, len(h)>>10)
 	}
 }
 
@@ -83,7 +97,7 @@ func TestPreferHugePagesNotBetweenGoroutines(t *testing.T) {
 		e.PreferHugePages(b)
 		e.PreferHugePages(b)
 		if e.huge.Load() != nil {
-			t.Errorf("inProcess %v, cmaOn %v: %v %v", e.inProcess, e.cmaOn, e.huge.Load().r, e.huge.Load().done)
+			t.Errorf("inProcess %v, cmaOn %v: %v %v", e.inProcess, e.cmaOn, e.huge.Load().r, e.huge.Load().offers)
 		}
 	}
 }
@@ -100,7 +114,7 @@ func TestPreferHugePagesOff(t *testing.T) {
 			e.PreferHugePages(b)
 			e.PreferHugePages(b)
 			if e.huge.Load() != nil {
-				t.Errorf("%s: rank %d recorded %v %v", what, e.Rank(), e.huge.Load().r, e.huge.Load().done)
+				t.Errorf("%s: rank %d recorded %v %v", what, e.Rank(), e.huge.Load().r, e.huge.Load().offers)
 			}
 		}
 	}

@@ -15,7 +15,8 @@ import (
 // check their results, bcast_rule each value it receives, rooted_floor
 // each call's changed element and descriptor and the last call's whole
 // result, rsb_cma_floor every element of its result, oversub_floor every counter each rank sees when it leaves a
-// barrier, and all must print their figures.
+// barrier, collapse_cost every byte of the buffers it collapses, and all
+// must print their figures.
 // Their timings are not judged here. The programs pin a thread to each of
 // CPUs 0 and 1 (oversub_floor runs its processes there), which disturbs
 // whatever else runs there, so plain go test skips them: SHMCOLL_LONG=1
@@ -54,6 +55,7 @@ func TestFloorPrograms(t *testing.T) {
 		{"rooted_floor", []string{"reduce", "waits", "symmetric", "64", "5000"}, `^reduce waits symmetric        64 B: slower rank `},
 		{"rsb_cma_floor", []string{"64", "direct", "32", "50"}, `^direct +64 KiB blocks \(rsb of +128 KiB\), +32 KiB pieces: slower process median +[0-9.]+ us; CPU time +[0-9.]+ us\n$`},
 		{"rsb_cma_floor", []string{"64", "allreduce", "32", "50"}, `^allreduce +64 KiB blocks `},
+		{"collapse_cost", []string{"8", "3"}, `^(8 MiB: collapse median [0-9]+ us \([0-9]+-[0-9]+\), memcpy median [0-9]+ us \([0-9]+-[0-9]+\), 3 reps|MADV_COLLAPSE refused: .*)\n$`},
 		{"oversub_floor", []string{"yield", "free", "2000"}, `^8 processes on 2 CPUs, free   wait yield    : iteration median +[0-9.]+ us, p99 +[0-9.]+ us, mean +[0-9.]+ us \(2000 iterations after 1 ms\)\n$`},
 		{"oversub_floor", []string{"futex", "spread", "2000"}, `^8 processes on 2 CPUs, spread wait futex    : iteration median `},
 		{"oversub_floor", []string{"yield", "one", "2000", "5"}, `^8 processes on 2 CPUs, one    wait yield    : iteration median .*\(2000 iterations after 5 ms\)\n$`},
@@ -79,7 +81,7 @@ func TestFloorPrograms(t *testing.T) {
 		}
 	}
 	// A wrong use is refused with the usage line.
-	for _, r := range []struct{ prog, arg string }{{"allgather_floor", "0"}, {"allgather_cma_floor", "0"}, {"allgatherv_cma_split", "0"}, {"bcast_rule", "sometimes"}, {"rooted_floor", "bcast"}, {"rsb_cma_floor", "0"}, {"oversub_floor", "often"}} {
+	for _, r := range []struct{ prog, arg string }{{"allgather_floor", "0"}, {"allgather_cma_floor", "0"}, {"allgatherv_cma_split", "0"}, {"bcast_rule", "sometimes"}, {"rooted_floor", "bcast"}, {"rsb_cma_floor", "0"}, {"oversub_floor", "often"}, {"collapse_cost", "0"}} {
 		out, err := exec.Command(filepath.Join(dir, r.prog), r.arg, "2").CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !regexp.MustCompile(`^usage: `+r.prog).Match(out) {
 			t.Errorf("%s %s 2: %v, %s; want exit 2 and the usage line", r.prog, r.arg, err, out)
