@@ -18,13 +18,14 @@ const barrierAlg = collectives.ReduceBcast
 // data movement is served from small blocks up, but the largest alltoall
 // blocks from 3 ranks (at p = 2 shmcoll's alltoall is ahead at every
 // size); MPICH's bcast below 16 KiB (an eager message down a tree, which
-// returns at the root at once), but up to 2 KiB on two ranks, where a
-// served barrier and a passed bcast after it cost a handoff more between
-// dies than both served (docs/PERFORMANCE.md), and its gather and scatter of small blocks
-// (a single eager message) pass, and so does a reduce_scatter of at most
+// returns at the root at once) and its gather and scatter of small blocks
+// (a single eager message) pass, but on two ranks, where a served barrier
+// and a passed rooted call after it cost a handoff more between dies than
+// both served (docs/PERFORMANCE.md), bcast is served up to 2 KiB, gather
+// at every size and scatter from 512 bytes; a reduce_scatter of at most
 // 8 bytes on two ranks (one eager message each way at most) and one below
 // 4 KiB from three ranks (a vector of a few elements reaches few ranks,
-// and MPICH's other ranks return at once); alltoallv
+// and MPICH's other ranks return at once) pass; alltoallv
 // passes (see bands.go). A near pair (two ranks that share a core or its
 // cache) passes reduce_scatter below 512 bytes and scatter's blocks below
 // 16 KiB, where MPICH's own are as fast as a served call with its call
@@ -46,6 +47,8 @@ alltoall             2  1:inf
 alltoallv            *  none
 scatter              *  8K:inf
 gather               *  8K:inf
+gather               2  1:inf
+scatter              2  512:inf
 scan                 *  1:inf
 exscan               *  1:inf
 reduce_scatter       near  512:inf
