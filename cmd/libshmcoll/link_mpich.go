@@ -21,8 +21,8 @@ const barrierAlg = collectives.ReduceBcast
 // returns at the root at once) and its gather and scatter of small blocks
 // (a single eager message) pass, but on two ranks, where a served barrier
 // and a passed rooted call after it cost a handoff more between dies than
-// both served (docs/PERFORMANCE.md), bcast is served up to 2 KiB, gather
-// at every size and scatter from 512 bytes; a reduce_scatter of at most
+// both served (docs/PERFORMANCE.md), bcast is served up to 2 KiB and
+// gather and scatter at every size; a reduce_scatter of at most
 // 8 bytes on two ranks (one eager message each way at most) and one below
 // 4 KiB from three ranks (a vector of a few elements reaches few ranks,
 // and MPICH's other ranks return at once) pass; alltoallv
@@ -48,7 +48,7 @@ alltoallv            *  none
 scatter              *  8K:inf
 gather               *  8K:inf
 gather               2  1:inf
-scatter              2  512:inf
+scatter              2  1:inf
 scan                 *  1:inf
 exscan               *  1:inf
 reduce_scatter       near  512:inf
