@@ -11,7 +11,7 @@ import (
 // its private buffer), returns without waiting for the ranks it did not
 // read from: the root of bcast and scatter, the non-roots of reduce and
 // gather, a bcast non-root once it has copied the root's vector, scan's
-// ranks below the last. It leaves two things of the call's last step e
+// ranks below the last, a reduce-scatter rank whose block is empty. It leaves two things of the call's last step e
 // unchecked, which settle does at the rank's next call on the
 // communicator (await, the entry of every call), after a nonblocking call
 // before its request completes, or at Close:

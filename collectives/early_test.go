@@ -145,6 +145,24 @@ var lateCases = []struct {
 			return untouchedOr(out, vecOf(0, n, n*p)[r*n:(r+1)*n], whole)
 		}, err
 	}},
+	{"reduce_scatter counts", func(c *Comm, n, odd int, nb bool) (func(whole bool) error, error) {
+		// Only the last rank (odd) receives, so the others return early;
+		// odd's counts give it one element more, which makes it take
+		// another algorithm where that copies its own input into its
+		// output first: odd's output holds its own elements or the
+		// sentinel, never another rank's.
+		r, p := c.Rank(), c.Size()
+		counts := make([]int, p)
+		counts[p-1] = n
+		if r == odd {
+			counts[p-1] = n + 1
+		}
+		in := vecOf(r, n, counts[p-1])
+		out := filled(counts[r], sentinel)
+		err := runMaybeNB(nb, func() error { return ReduceScatter(bg, c, in, out, counts, Sum) },
+			func() *Request { return IReduceScatter(bg, c, in, out, counts, Sum) })
+		return func(whole bool) error { return untouchedOr(out, in, false) }, err
+	}},
 	{"gather count", func(c *Comm, n, odd int, nb bool) (func(whole bool) error, error) {
 		return lateGather(c, n, odd, nb, false)
 	}},
@@ -356,13 +374,46 @@ func TestEarlyAlternatingRoots(t *testing.T) {
 	}
 }
 
-// TestEarlyReturns: the root of a small bcast and the non-roots of a small
-// reduce return before the others have made the call: rank 0 makes each
-// call, and the others make it only after rank 0 has returned from it,
-// which would not end if rank 0 waited for them.
+// TestEarlyReturns: the root of a small bcast, the non-roots of a small
+// reduce and a reduce-scatter rank whose block is empty return before the
+// others have made the call: rank 0 makes each call, and the others make
+// it only after rank 0 has returned from it, which would not end if rank
+// 0 waited for them.
 func TestEarlyReturns(t *testing.T) {
 	const p = 3
-	bcastDone, reduceDone := make(chan struct{}), make(chan struct{})
+	bcastDone, reduceDone, rsDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	// The reduce-scatter: rank 2 receives 3 elements, rank 1 one, rank 0
+	// none; in the counter's line and in the slots.
+	for _, n := range []int{3, 3000} {
+		counts := []int{0, 1, n}
+		err := Run(p, Options{}, func(c *Comm) error {
+			r := c.Rank()
+			in := vecOf(r, n, n+1)
+			out := filled(counts[r], sentinel)
+			if r == 0 {
+				if err := ReduceScatter(bg, c, in, out, counts, Sum); err != nil {
+					return err
+				}
+				close(rsDone)
+				return Barrier(bg, c) // the late check
+			}
+			<-rsDone
+			if err := ReduceScatter(bg, c, in, out, counts, Sum); err != nil {
+				return err
+			}
+			lo := counts[0] + counts[1]*(r-1)
+			for i, x := range out {
+				if want := vecOf(0, n, n+1)[lo+i] + vecOf(1, n, n+1)[lo+i] + vecOf(2, n, n+1)[lo+i]; x != want {
+					return fmt.Errorf("rank %d: reduce_scatter [%d] = %d, want %d", r, i, x, want)
+				}
+			}
+			return Barrier(bg, c)
+		})
+		if err != nil {
+			t.Fatalf("reduce_scatter of %d+1 elements: %v", n, err)
+		}
+		rsDone = make(chan struct{})
+	}
 	err := Run(p, Options{}, func(c *Comm) error {
 		buf := filled(4, sentinel)
 		if c.Rank() == 0 {

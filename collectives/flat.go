@@ -135,7 +135,10 @@ func (c *Comm) flatAllreduce(ctx context.Context, a *call) error {
 // at the same time, so that the lines are not shared), except where ranks
 // share CPUs, whose peers do not read at the same time, and in place,
 // where recv is the input's piece too, which the kernel allows only as
-// its first source: rank 0.
+// its first source: rank 0. A rank whose block is empty reads nothing:
+// once its copy is posted it returns early (early.go), so that a vector
+// of a few elements, which reaches a few ranks, keeps the others waiting
+// for none.
 func (c *Comm) flatReduceScatter(ctx context.Context, a *call) error {
 	esz, p := a.esz, c.size
 	S := 1 // the blocks are packed in rank order in a.send: one piece each if it fits
@@ -161,6 +164,11 @@ func (c *Comm) flatReduceScatter(ctx context.Context, a *call) error {
 			c.copyPieces(h, a.send, esz, -1)
 		}
 		c.post(e, 1)
+		if pre[c.rank+1] == pre[c.rank] {
+			c.last.add(Stats{Rounds: 1, Sent: uint64(p - 1)})
+			c.end(e) // c.full stays false: the call returns early
+			continue
+		}
 		for q := range p {
 			if q == c.rank && ownIn {
 				c.sc.srcs[q] = span(a.send, esz, uoff[q], uoff[q]+pre[q+1]-pre[q])

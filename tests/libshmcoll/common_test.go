@@ -161,6 +161,19 @@ func (j job) run(ctx context.Context) jobResult {
 	argv := j.argv()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = j.dir
+	if impl.name == "openmpi" {
+		// Open MPI keeps a session directory per job under one directory per
+		// user, which a job that ends removes when it is empty: a job
+		// starting at that moment fails to make its own ("A call to mkdir
+		// was unable to create the desired directory"). The tests run jobs
+		// at once, so each gets a base directory of its own.
+		dir, err := os.MkdirTemp("", "shmcoll-ompi-")
+		if err != nil {
+			return jobResult{err: err}
+		}
+		defer os.RemoveAll(dir)
+		cmd.Env = append(os.Environ(), "OMPI_MCA_orte_tmpdir_base="+dir)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
