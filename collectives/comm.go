@@ -85,31 +85,34 @@ type Comm struct {
 	// as it takes: when ranks outnumber the CPUs, a rank finds these lines
 	// evicted after each wait (see small.go). The small-call path reads
 	// the fields up to adv.
-	ep      *shm.Endpoint
-	rank    int
-	size    int
-	seq     uint64 // calls made
-	smalls  uint64 // calls that took the small-call path
-	step    uint64 // steps begun; a step is one use of a slot half
-	synced  uint64 // every rank has begun step synced
-	late    uint64 // the step a call returned early from, whose check settle makes (0: none)
-	hashed  uint64 // the step whose descriptor hash is in the counter's line
-	full    bool   // the current step made this rank depend on every rank's data of it (end)
-	nb      bool   // prog is set: a plain load, so that await inlines
-	closed  bool
-	desc    callDesc // the descriptor of call seq, which its steps publish
-	half    int      // bytes of a slot half: at least half a page (shm rounds slots to pages)
-	ownDesc []byte   // this rank's full descriptors of the even and odd steps (begin)
-	small   [numSmall]smallMemo
-	last    Stats // counts of the current or last call
-	total   Stats
-	args    call        // storage of the call in progress, which start hands to the entry point (calls do not allocate)
-	kernels kernelCache // the built-in kernels the small-call path uses
-	adv     storeAdvice
-	sc      scratch                  // memory the calls reuse
-	prog    atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
-	pinned  [numColls]Algorithm
-	chosen  [numColls]choice
+	ep     *shm.Endpoint
+	rank   int
+	size   int
+	seq    uint64 // calls made
+	smalls uint64 // calls that took the small-call path
+	step   uint64 // steps begun; a step is one use of a slot half
+	synced uint64 // every rank has begun step synced
+	late   uint64 // the step a call returned early from, whose check settle makes (0: none)
+	hashed uint64 // the step whose descriptor hash is in the counter's line
+	full   bool   // the current step made this rank depend on every rank's data of it (end)
+	nb     bool   // prog is set: a plain load, so that await inlines
+	closed bool
+	// rootFirst: selection takes the root-first barrier (ReduceBcast) on
+	// this communicator, from the pins and the table, which do not change.
+	rootFirst bool
+	desc      callDesc // the descriptor of call seq, which its steps publish
+	half      int      // bytes of a slot half: at least half a page (shm rounds slots to pages)
+	ownDesc   []byte   // this rank's full descriptors of the even and odd steps (begin)
+	small     [numSmall]smallMemo
+	last      Stats // counts of the current or last call
+	total     Stats
+	args      call        // storage of the call in progress, which start hands to the entry point (calls do not allocate)
+	kernels   kernelCache // the built-in kernels the small-call path uses
+	adv       storeAdvice
+	sc        scratch                  // memory the calls reuse
+	prog      atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
+	pinned    [numColls]Algorithm
+	chosen    [numColls]choice
 
 	place      Placement // what the last placement probe found (placement.go)
 	placeCalls uint64    // calls in a placement band
@@ -144,6 +147,9 @@ func newComm(ep *shm.Endpoint, opt Options, tc tableChoice) (*Comm, error) {
 	var err error
 	if c.pinned, err = pinsOf(opt); err != nil {
 		return nil, err
+	}
+	if d, err := c.selector().decide(selectInput{coll: CollBarrier}); err == nil {
+		c.rootFirst = d.alg == ReduceBcast
 	}
 	if opt.Skips != nil {
 		c.skips = append([]int(nil), opt.Skips(c.size)...)

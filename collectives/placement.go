@@ -177,7 +177,7 @@ func (c *Comm) ProbePlacement(ctx context.Context) (Placement, error) {
 	// A root-first barrier (ReduceBcast) takes two handoffs in a row, a
 	// symmetric one a handoff each way at once: the limits scale by them.
 	near, shared := nearBarrier, sharedCPU
-	if d, err := c.selector().decide(selectInput{coll: CollBarrier}); err == nil && d.alg == ReduceBcast {
+	if c.rootFirst {
 		near, shared = 2*near, 2*shared
 	}
 	best := time.Duration(math.MaxInt64)

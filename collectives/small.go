@@ -132,20 +132,16 @@ func oneLine(data []byte) []byte {
 	return data
 }
 
-// smallBarrier is flatBarrier or rootFirstBarrier, whichever selection
-// takes for the barrier (pinned, or by the table where ranks share CPUs),
-// on the small-call path, begun without the arguments, which it does not
-// read; ok is false when it does not apply.
+// smallBarrier is flatBarrier, or rootFirstBarrier where selection takes
+// it (c.rootFirst), on the small-call path, begun without the arguments,
+// which it does not read; ok is false when it does not apply.
 func (c *Comm) smallBarrier(ctx context.Context) (ok bool, err error) {
 	i, alg := smallBarrierIdx, Flat
-	if !c.smallOK(i, 0) {
+	if c.rootFirst {
 		i, alg = smallBarrierRootIdx, ReduceBcast
-		if !c.smallOK(i, 0) {
-			return false, nil // the general path runs it
-		}
 	}
-	if ctx.Err() != nil {
-		return false, nil // the general path fails it
+	if !c.smallOK(i, 0) || ctx.Err() != nil {
+		return false, nil // the general path runs it, or fails it
 	}
 	c.countCall(CollBarrier, alg, 0)
 	c.smalls++
