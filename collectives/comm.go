@@ -113,6 +113,7 @@ type Comm struct {
 	prog      atomic.Pointer[progress] // nonblocking calls (nonblocking.go), nil before the first
 	pinned    [numColls]Algorithm
 	chosen    [numColls]choice
+	warm      [collScatterv + 1]warmSizes // calls that Single takes once warm, per size (singleCold)
 
 	place      Placement // what the last placement probe found (placement.go)
 	placeCalls uint64    // calls in a placement band

@@ -227,7 +227,9 @@ func TestPlacementChild(t *testing.T) {
 	if c.Oversubscribed() || c.CrossMemory() != nil {
 		t.Skip("the ranks share CPUs or have no cross-memory attach: nothing is probed")
 	}
-	ag, agv, err := placementCalls(c, 2)
+	// Single takes these sizes warm (singleCold): the last of
+	// shm.HugeAfter calls.
+	ag, agv, err := placementCalls(c, shm.HugeAfter)
 	if err != nil {
 		t.Fatal(err)
 	}

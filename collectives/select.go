@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/shmcoll/shmcoll/shm"
 )
 
 // Selection: decide is the one place where a call's algorithm is decided,
 // from inputs equal on every rank (docs/DESIGN.md, Selection), in order: a
-// pin, Direct, Single, the placement (nearFlat), the table's entry (its
+// pin, Direct, Single (Flat while its buffers are cold: singleCold), the
+// placement (nearFlat), the table's entry (its
 // ordered algorithm for a non-commutative operator), the heuristic. An
 // alltoallv's bytes differ per rank: decide takes them as 0, and each of
 // its senders chooses one copy or the slot itself and announces it
@@ -22,6 +25,7 @@ type selectInput struct {
 	commutative bool
 	arena       bool // every buffer of the call comes from Alloc
 	single      bool // cross-memory attach is on and the call can take Single (singleReady)
+	cold        bool // Single's buffers are still in 4 KiB pages: flat takes the call unpinned (singleCold)
 }
 
 // reason says why decide chose an algorithm.
@@ -31,6 +35,7 @@ const (
 	byPin       reason = iota + 1 // Options.Algorithms or SHMCOLL_ALGO_<COLL>
 	byDirect                      // arena buffers of at least directMin bytes
 	bySingle                      // cross-memory attach for calls of at least singleMin bytes
+	byCold                        // flat where Single's buffers are still in 4 KiB pages (singleCold)
 	byPlacement                   // the ranks share a cache (nearFlat)
 	byTable                       // the table's entry (or its ordered algorithm)
 	byHeuristic                   // no entry applies
@@ -67,7 +72,11 @@ func (s selector) decide(in selectInput) (decision, error) {
 	case pin == Direct && algorithms[coll][Direct] != nil:
 		return d, fmt.Errorf("%w: algorithm direct needs every buffer of the call from Alloc", ErrInvalidArgument)
 	case in.single && singleTakes(coll, in.bytes, pin, s.over, s.place):
-		if pin != Single {
+		switch {
+		case pin == Single:
+		case in.cold:
+			d = decision{Flat, byCold}
+		default:
 			d = decision{Single, bySingle}
 		}
 	case pin == Single && algorithms[coll][Single] != nil:
@@ -145,6 +154,9 @@ func (c *Comm) choose(a *call, bytes int) (Algorithm, error) {
 			in.arena = c.heapOrEmpty(a.send) && c.heapOrEmpty(a.recv)
 		}
 		in.single = !in.arena && c.singleReady(a)
+		if in.single && c.pinned[a.coll] == Auto && singleTakes(a.coll, bytes, Auto, s.over, s.place) {
+			in.cold = c.singleCold(a, bytes)
+		}
 		if m.ok && m.in == in {
 			return m.alg, nil
 		}
@@ -329,8 +341,12 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 		byDirect:    "every buffer comes from Alloc and the call has at least " + formatTableSize(int64(directMin(call.Coll, call.Oversubscribed))),
 		bySingle:    "cross-memory attach is on and the call has at least " + formatTableSize(int64(singleMin(call.Coll, call.Oversubscribed, place))) + placeWhy(call.Coll, place) + ": one copy between the ranks' own buffers by cross-memory attach",
 		byPlacement: "the two ranks share a cache (placement near): two copies through the slots, where ranks further apart take one by cross-memory attach",
+		byCold:      "single's buffers are still in 4 KiB pages: flat",
 		byHeuristic: "no table entry for this p, oversubscription and size: the heuristic",
 	}[d.why]
+	if d.why == bySingle && coldCovers(call.Coll, call.Bytes, call.P, place) {
+		why += fmt.Sprintf("; between processes from the %dth such call of the communicator, the slots before it, while the buffers are in 4 KiB pages", shm.HugeAfter)
+	}
 	if d.why == byPin && opt.Algorithms[call.Coll] != Auto {
 		why = "pinned by Options.Algorithms"
 	}

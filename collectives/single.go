@@ -248,7 +248,7 @@ func (c *Comm) singleReady(a *call) bool {
 // the selection table does not cover) and its implementation: Single
 // where it takes the call, else flat, f.
 func (c *Comm) vectorAlgorithm(a *call, f impl) (Algorithm, impl) {
-	if c.singleOn() && singleTakes(a.coll, a.count*a.esz, Auto, c.ep.Oversubscribed(), c.place) {
+	if n := a.count * a.esz; c.singleOn() && singleTakes(a.coll, n, Auto, c.ep.Oversubscribed(), c.place) && !c.singleCold(a, n) {
 		return Single, (*Comm).singleRooted
 	}
 	return Flat, f
@@ -512,6 +512,114 @@ const singleHugeMin = 4 << 20
 func (c *Comm) preferHuge(b []byte) {
 	if len(b) >= singleHugeMin {
 		c.ep.PreferHugePages(b)
+	}
+}
+
+// singleCold reports whether a call of a.coll on bytes that Single would
+// take unpinned takes Flat instead, since its buffers are still in 4 KiB
+// pages: a peer's copy by cross-memory attach pins every page it
+// touches, and from singleHugeMin the pins cost more than the flat
+// algorithm's second copy through the slots (shmbench run -algo
+// single,flat with SHMCOLL_HUGEPAGES=off and on, two ranks far apart;
+// flat is also ahead of the table's slot algorithms at these sizes:
+// docs/PERFORMANCE.md, "Huge pages"). A buffer Single offers gets huge
+// pages at its shm.HugeAfter-th offer, so the communicator counts such
+// calls per collective and size (coldCovers says which): the first
+// shm.HugeAfter-1 are cold, and each offers the buffers Single would
+// (offerHuge), so that the call that then takes Single makes the offer
+// that collapses them. The count is the same on every rank (the calls
+// and their bytes are, and so is what decides that Single would take
+// them), so the ranks agree, whatever their buffers. A program whose
+// buffers change from call to call gets no huge pages either way and
+// takes Single from the shm.HugeAfter-th call. Goroutine ranks pin
+// nothing (their copies are plain copies).
+func (c *Comm) singleCold(a *call, bytes int) bool {
+	if c.ep.InProcess() || !coldCovers(a.coll, bytes, c.size, c.place) {
+		return false
+	}
+	n := c.warm[a.coll].count(bytes)
+	if *n >= shm.HugeAfter {
+		return false
+	}
+	if *n++; *n == shm.HugeAfter {
+		return false // Single takes this call; its offer collapses the buffers
+	}
+	c.offerHuge(a)
+	return true
+}
+
+// warmSizes counts the calls of one collective that singleCold covers,
+// for each of the last few sizes (a size stands for the buffers a
+// program keeps for it): the sizes, the calls of each, and the entry
+// replaced next.
+type warmSizes struct {
+	bytes [4]int
+	calls [4]uint8
+	next  uint8
+}
+
+// count returns the count of the calls of bytes, a new one (0) if the
+// size is not among the last few.
+func (w *warmSizes) count(bytes int) *uint8 {
+	for i, b := range w.bytes {
+		if b == bytes {
+			return &w.calls[i]
+		}
+	}
+	i := w.next
+	w.next = (w.next + 1) % uint8(len(w.bytes))
+	w.bytes[i], w.calls[i] = bytes, 0
+	return &w.calls[i]
+}
+
+// coldCovers reports whether singleCold applies to a call of coll on
+// bytes with p ranks at placement place that Single would take: two
+// ranks far apart (near ones, which take Single from larger calls, have
+// the flat algorithm's first calls no faster than Single's in 4 KiB
+// pages), the buffer Single offers (the whole, or a block of gather and
+// scatter) gets huge pages (singleHugeMin), and the call is below
+// singleColdMax.
+func coldCovers(coll Collective, bytes, p int, place Placement) bool {
+	offered := bytes
+	switch coll {
+	case CollGather, CollScatter, collGatherv, collScatterv:
+		offered = bytes / p
+	}
+	return place == PlacementFar && offered >= singleHugeMin && bytes < singleColdMax(coll)
+}
+
+// singleColdMax bounds the calls that singleCold keeps on the slots:
+// from there one copy by cross-memory attach is ahead in 4 KiB pages too
+// (allgather: the slots' two copies of every block no longer stay in the
+// caches).
+func singleColdMax(coll Collective) int {
+	if coll == CollAllgather {
+		return 32 << 20
+	}
+	return math.MaxInt
+}
+
+// offerHuge offers the buffers that Single offers its peers (preferHuge),
+// for a call that goes through the slots while they are cold (singleCold).
+func (c *Comm) offerHuge(a *call) {
+	switch a.coll {
+	case CollAllgather, CollAllgatherv:
+		c.preferHuge(a.recv)
+	case CollAlltoall:
+		c.preferHuge(a.send)
+	default: // bcast, scatter(v), gather(v): as singleRooted offers
+		switch {
+		case c.rank == a.root:
+			for j := range c.size {
+				if j != c.rank {
+					c.preferHuge(c.rootBlock(a, j))
+				}
+			}
+		case a.coll == CollGather || a.coll == collGatherv:
+			c.preferHuge(a.send)
+		default:
+			c.preferHuge(a.recv)
+		}
 	}
 }
 

@@ -871,3 +871,161 @@ func TestSinglePush(t *testing.T) {
 		}
 	}
 }
+
+// TestSingleWarm: between processes, Single takes an unpinned call whose
+// buffers it would ask huge pages for only from the shm.HugeAfter-th such
+// call of the collective on the communicator (singleCold); the calls
+// before go through the slots, the same on both ranks, every result
+// exact; the call that first takes Single finds its buffers collapsed
+// where the kernel collapses (the slot calls offered them). An allgather
+// from singleColdMax takes Single at once, and so do goroutine ranks,
+// whose copies pin nothing.
+func TestSingleWarm(t *testing.T) {
+	if os.Getenv(shm.EnvArena) != "" {
+		t.Skip("in a child")
+	}
+	runRanks(t, "TestSingleWarmChild", 2, func(int) []string {
+		return []string{PlacementEnv + "=far", "SHMCOLL_TEST_WARM=1"}
+	})
+	err := Run(2, singleOptions(false, false), func(c *Comm) error {
+		b := newWarmBuf(2, 16<<20) // Single at any placement
+		for k := range 2 {
+			algs, err := warmCalls(c, b, k)
+			if err != nil {
+				return err
+			}
+			if algs["allgather"] != Single || algs["bcast"] != Single {
+				return fmt.Errorf("goroutine ranks, call %d: %v, want single at once", k, algs)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSingleWarmChild is one rank of TestSingleWarm.
+func TestSingleWarmChild(t *testing.T) {
+	if os.Getenv(shm.EnvArena) == "" || os.Getenv("SHMCOLL_TEST_WARM") == "" {
+		t.Skip("run by TestSingleWarm")
+	}
+	c, err := JoinEnv(bg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Oversubscribed() || c.CrossMemory() != nil {
+		t.Skip("the ranks share CPUs or have no cross-memory attach")
+	}
+	b := newWarmBuf(c.Size(), 8<<20)
+	heapHuge := anonHugeAt(b.recv) != 0 // the system backs the heap by huge pages itself
+	for k := range shm.HugeAfter + 1 {
+		algs, err := warmCalls(c, b, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for coll, a := range algs {
+			if (a == Single) != (k >= shm.HugeAfter-1) {
+				t.Fatalf("rank %d, call %d: %s took %v", c.Rank(), k+1, coll, a)
+			}
+		}
+		// The buffers (the heap's mapping that holds them, as smaps
+		// counts): in 4 KiB pages through the cold calls, collapsed by
+		// the first that takes Single.
+		if huge := anonHugeAt(b.recv); !heapHuge && (k < shm.HugeAfter-1) != (huge == 0) && (huge == 0 && kernelCollapses() || huge > 0) {
+			t.Fatalf("rank %d, call %d: the heap's mapping of its buffers has %d KiB of huge pages", c.Rank(), k+1, huge)
+		}
+	}
+	// Another size counts apart: its first call is cold.
+	other := make([]int32, 10<<20/8)
+	if err := Allgather(bg, c, other, make([]int32, 2*len(other))); err != nil {
+		t.Fatal(err)
+	}
+	if c.LastAlgorithm() != Flat {
+		t.Fatalf("allgather of another size took %v, want flat", c.LastAlgorithm())
+	}
+	// The largest allgathers take Single cold.
+	big := make([]int32, singleColdMax(CollAllgather)/8)
+	recv := make([]int32, 2*len(big))
+	if err := Allgather(bg, c, big, recv); err != nil {
+		t.Fatal(err)
+	}
+	if c.LastAlgorithm() != Single {
+		t.Fatalf("allgather of %d bytes took %v cold", 4*len(recv), c.LastAlgorithm())
+	}
+}
+
+// warmCalls makes call k of an allgather, a bcast, a gather and an
+// alltoall in b's buffers (the same in every call), checks every element,
+// and returns the algorithm each took.
+func warmCalls(c *Comm, b *warmBuf, k int) (map[string]Algorithm, error) {
+	p, r := c.Size(), c.Rank()
+	n := len(b.recv) / p // int32s per block of the allgather and the alltoall
+	algs := map[string]Algorithm{}
+	for i := range n {
+		b.send[i] = singleVal[int32](r, k, i)
+	}
+	if err := Allgather(bg, c, b.send[:n], b.recv); err != nil {
+		return nil, err
+	}
+	algs["allgather"] = c.LastAlgorithm()
+	for i, v := range b.recv {
+		if w := singleVal[int32](i/n, k, i%n); v != w {
+			return nil, fmt.Errorf("allgather %d: element %d is %d, want %d", k, i, v, w)
+		}
+	}
+	for i := range b.bcast {
+		b.bcast[i] = 0
+		if r == 0 {
+			b.bcast[i] = singleVal[int32](7, k, i)
+		}
+	}
+	if err := Bcast(bg, c, b.bcast, 0); err != nil {
+		return nil, err
+	}
+	algs["bcast"] = c.LastAlgorithm()
+	for i, v := range b.bcast {
+		if w := singleVal[int32](7, k, i); v != w {
+			return nil, fmt.Errorf("bcast %d: element %d is %d, want %d", k, i, v, w)
+		}
+	}
+	m := len(b.gsend) // int32s per gathered block
+	for i := range m {
+		b.gsend[i] = singleVal[int32](r, k+1, i)
+	}
+	if err := Gather(bg, c, b.gsend, b.gather, 0); err != nil {
+		return nil, err
+	}
+	algs["gather"] = c.LastAlgorithm()
+	if r == 0 {
+		for i, v := range b.gather {
+			if w := singleVal[int32](i/m, k+1, i%m); v != w {
+				return nil, fmt.Errorf("gather %d: element %d is %d, want %d", k, i, v, w)
+			}
+		}
+	}
+	for i := range b.asend {
+		b.asend[i] = singleVal[int32](r, k+i/n+2, i%n) // block j for rank j
+	}
+	if err := Alltoall(bg, c, b.asend, b.a2a); err != nil {
+		return nil, err
+	}
+	algs["alltoall"] = c.LastAlgorithm()
+	for i, v := range b.a2a {
+		if w := singleVal[int32](i/n, k+r+2, i%n); v != w {
+			return nil, fmt.Errorf("alltoall %d: element %d is %d, want %d", k, i, v, w)
+		}
+	}
+	return algs, nil
+}
+
+// warmBuf are one rank's buffers of warmCalls: an allgather's and an
+// alltoall's of bytes, a bcast of bytes, a gather of blocks of bytes;
+// each offered once per call where Single offers it (offerHuge).
+type warmBuf struct{ send, recv, bcast, gsend, gather, asend, a2a []int32 }
+
+func newWarmBuf(p, bytes int) *warmBuf {
+	n := bytes / 4
+	return &warmBuf{make([]int32, n/p), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, p*n), make([]int32, n), make([]int32, n)}
+}

@@ -43,8 +43,13 @@ func hugePagesOff(opt Options) (off, ok bool) {
 // hugeRanges is how many buffers an endpoint remembers for PreferHugePages.
 const hugeRanges = 8
 
-// hugeAfter is the offer of one buffer at which PreferHugePages collapses it.
-const hugeAfter = 32
+// HugeAfter is the offer of one buffer at which PreferHugePages collapses
+// it. Until then its pages are as the heap made them (4 KiB here), and a
+// peer's copy pins each of them: collectives' selection keeps such calls
+// on the slots for as many calls (collectives/single.go, singleWarm).
+const HugeAfter = 32
+
+const hugeAfter = HugeAfter
 
 // hugeSeen records the buffers offered to PreferHugePages: their address and
 // length, and how often each was offered (hugeAfter and up: collapsed).
