@@ -65,6 +65,10 @@ func TestPlacementSelection(t *testing.T) {
 		if a == Single && !strings.Contains(why, "at "+tc.place.String()+" placement") {
 			t.Errorf("%v of %d bytes at %v placement: reason %q does not name the placement", tc.coll, tc.bytes, tc.place, why)
 		}
+		// A far pair's cold calls take flat (singleCold); the reason says so.
+		if cold := a == Single && coldCovers(tc.coll, tc.bytes, 2, tc.place); cold != strings.Contains(why, fmt.Sprintf("from call %d of this collective and size", shm.HugeAfter)) {
+			t.Errorf("%v of %d bytes at %v placement: reason %q, cold calls %v", tc.coll, tc.bytes, tc.place, why, cold)
+		}
 		// Near ranks take the flat allgather where Single would serve
 		// an unknown placement.
 		if flat := tc.coll == CollAllgather && tc.place == PlacementNear && !tc.single; flat && (a != Flat || !strings.Contains(why, "placement near")) {

@@ -345,7 +345,7 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 		byHeuristic: "no table entry for this p, oversubscription and size: the heuristic",
 	}[d.why]
 	if d.why == bySingle && coldCovers(call.Coll, call.Bytes, call.P, place) {
-		why += fmt.Sprintf("; between processes from the %dth such call of the communicator, the slots before it, while the buffers are in 4 KiB pages", shm.HugeAfter)
+		why += fmt.Sprintf("; between processes from call %d of this collective and size on the communicator, flat before it, while the buffers are in 4 KiB pages", shm.HugeAfter)
 	}
 	if d.why == byPin && opt.Algorithms[call.Coll] != Auto {
 		why = "pinned by Options.Algorithms"
