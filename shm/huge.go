@@ -15,7 +15,7 @@ import (
 // contents kept). A collapse copies the buffer into newly allocated huge
 // pages, and finding those can take the kernel as long as the pins of
 // dozens of calls on the buffer (docs/PERFORMANCE.md, "Huge pages"). So it
-// is made when the rank offers the same buffer for the hugeAfter-th time:
+// is made when the rank offers the same buffer for the HugeAfter-th time:
 // a program that reuses a buffer that often gains more than the collapse
 // costs, and one that offers it a few times (a benchmark that times one
 // or two calls of each size) pays nothing. This is the rent-or-buy rule,
@@ -45,14 +45,13 @@ const hugeRanges = 8
 
 // HugeAfter is the offer of one buffer at which PreferHugePages collapses
 // it. Until then its pages are as the heap made them (4 KiB here), and a
-// peer's copy pins each of them: collectives' selection keeps such calls
-// on the slots for as many calls (collectives/single.go, singleWarm).
+// peer's copy pins each of them: collectives' selection keeps a far
+// pair's calls that would offer such buffers on the slots until then
+// (collectives/single.go, singleCold).
 const HugeAfter = 32
 
-const hugeAfter = HugeAfter
-
 // hugeSeen records the buffers offered to PreferHugePages: their address and
-// length, and how often each was offered (hugeAfter and up: collapsed).
+// length, and how often each was offered (HugeAfter and up: collapsed).
 type hugeSeen struct {
 	mu     sync.Mutex
 	r      [hugeRanges]Remote
@@ -62,7 +61,7 @@ type hugeSeen struct {
 
 // PreferHugePages is told by the owner of b, a buffer on the heap (see
 // [AddrOf]) that peers copy with by cross-memory attach in this call,
-// that b is offered: the hugeAfter-th time the same buffer is offered (the
+// that b is offered: the HugeAfter-th time the same buffer is offered (the
 // same address and length, among the last few), the endpoint asks the kernel
 // to back the 2 MiB pages inside b with huge pages, which makes the
 // peers' copies cheaper from then on. It does nothing between goroutine
@@ -80,8 +79,8 @@ func (e *Endpoint) PreferHugePages(b []byte) {
 	defer h.mu.Unlock()
 	for i := range h.r {
 		if h.r[i] == r {
-			if h.offers[i] < hugeAfter {
-				if h.offers[i]++; h.offers[i] == hugeAfter {
+			if h.offers[i] < HugeAfter {
+				if h.offers[i]++; h.offers[i] == HugeAfter {
 					_ = collapse(b) // a refusal leaves b's pages as they were
 				}
 			}

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestPreferHugePages: the offers of a buffer before the hugeAfter-th only
+// TestPreferHugePages: the offers of a buffer before the HugeAfter-th only
 // count, that one collapses it (once), and the collapse keeps every byte;
 // where the kernel collapses, the buffer's huge pages show in
 // /proc/self/smaps.
@@ -34,18 +34,18 @@ func TestPreferHugePages(t *testing.T) {
 	if hs := e.huge.Load(); hs.offers[1] != 1 || hs.next != 2 {
 		t.Fatalf("after another range: %v %v", hs.r, hs.offers)
 	}
-	for range hugeAfter - 2 {
+	for range HugeAfter - 2 {
 		e.PreferHugePages(b)
 	}
-	if hs := e.huge.Load(); hs.offers[0] != hugeAfter-1 {
-		t.Fatalf("after %d offers: %v %v", hugeAfter-1, hs.r, hs.offers)
+	if hs := e.huge.Load(); hs.offers[0] != HugeAfter-1 {
+		t.Fatalf("after %d offers: %v %v", HugeAfter-1, hs.r, hs.offers)
 	}
 	early := anonHuge(t, AddrOf(h)) // the heap's own huge pages, if the system makes them
 	e.PreferHugePages(b)
 	late := anonHuge(t, AddrOf(h))
 	e.PreferHugePages(b) // counted no further: collapsed once
-	if hs := e.huge.Load(); hs.offers[0] != hugeAfter || hs.offers[1] != 1 {
-		t.Fatalf("after %d offers: %v %v", hugeAfter+1, hs.r, hs.offers)
+	if hs := e.huge.Load(); hs.offers[0] != HugeAfter || hs.offers[1] != 1 {
+		t.Fatalf("after %d offers: %v %v", HugeAfter+1, hs.r, hs.offers)
 	}
 	for i := range b {
 		if b[i] != byte(i*7+i>>12) {
@@ -57,10 +57,10 @@ func TestPreferHugePages(t *testing.T) {
 		return
 	}
 	if initial < len(h)>>10 && early >= len(h)>>10 {
-		t.Errorf("the mapping had %d KiB of huge pages before the %dth offer, %d before the first", early, hugeAfter, initial)
+		t.Errorf("the mapping had %d KiB of huge pages before the %dth offer, %d before the first", early, HugeAfter, initial)
 	}
 	if early < len(h)>>10 && late < len(h)>>10 {
-		t.Errorf("the mapping had %d KiB of huge pages before the %dth offer and %d after it, want at least %d after", early, hugeAfter, late, len(h)>>10)
+		t.Errorf("the mapping had %d KiB of huge pages before the %dth offer and %d after it, want at least %d after", early, HugeAfter, late, len(h)>>10)
 	}
 }
 
