@@ -341,7 +341,6 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 		byDirect:    "every buffer comes from Alloc and the call has at least " + formatTableSize(int64(directMin(call.Coll, call.Oversubscribed))),
 		bySingle:    "cross-memory attach is on and the call has at least " + formatTableSize(int64(singleMin(call.Coll, call.Oversubscribed, place))) + placeWhy(call.Coll, place) + ": one copy between the ranks' own buffers by cross-memory attach",
 		byPlacement: "the two ranks share a cache (placement near): two copies through the slots, where ranks further apart take one by cross-memory attach",
-		byCold:      "single's buffers are still in 4 KiB pages: flat",
 		byHeuristic: "no table entry for this p, oversubscription and size: the heuristic",
 	}[d.why]
 	if d.why == bySingle && coldCovers(call.Coll, call.Bytes, call.P, place) {

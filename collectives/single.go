@@ -436,7 +436,7 @@ func (c *Comm) singleAllgather(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
-	c.preferHuge(a.recv)
+	c.offerHuge(a)
 	for j := range p {
 		if j != r {
 			c.offer2(e, j, block(j), src)
@@ -599,8 +599,11 @@ func singleColdMax(coll Collective) int {
 	return math.MaxInt
 }
 
-// offerHuge offers the buffers that Single offers its peers (preferHuge),
-// for a call that goes through the slots while they are cold (singleCold).
+// offerHuge tells the endpoint of the buffers a Single call offers its
+// peers (preferHuge): an allgather(v)'s recv, an alltoall's send, a rooted
+// call's blocks at the root and its buffer elsewhere. Single calls it, and
+// so does a call that takes Flat while they are cold (singleCold), so that
+// the offers count the same either way.
 func (c *Comm) offerHuge(a *call) {
 	switch a.coll {
 	case CollAllgather, CollAllgatherv:
@@ -691,7 +694,7 @@ func (c *Comm) singleAlltoall(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
-	c.preferHuge(a.send) // the peers read their blocks from it
+	c.offerHuge(a) // the peers read their blocks from a.send
 	c.offerBlocks(e, a, a.send)
 	simd.Copy(span(a.recv, esz, a.rdispls[r], a.rdispls[r]+a.rcounts[r]), span(a.send, esz, a.displs[r], a.displs[r]+a.counts[r]))
 	for i := 1; i < p; i++ {
@@ -722,12 +725,11 @@ func (c *Comm) singleRooted(ctx context.Context, a *call) (err error) {
 		return err
 	}
 	defer c.withdraw(e, &err)
+	c.offerHuge(a)
 	if c.rank == a.root {
 		for j := range c.size {
 			if j != c.rank {
-				b := c.rootBlock(a, j)
-				c.preferHuge(b)
-				c.offer(e, j, b)
+				c.offer(e, j, c.rootBlock(a, j))
 			}
 		}
 		c.post(e, 1)
@@ -750,7 +752,6 @@ func (c *Comm) singleRooted(ctx context.Context, a *call) (err error) {
 		if gather {
 			local = a.send
 		}
-		c.preferHuge(local)
 		c.offer(e, a.root, local)
 		c.post(e, 1)
 		if err := c.waitOffer(ctx, a.root, e, len(local)); err != nil {
