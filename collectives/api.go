@@ -167,6 +167,9 @@ func Allreduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op 
 			return err
 		}
 	}
+	if err := c.placed(ctx, CollAllreduce, len(recv)*simd.TypeOf[T]().Size()); err != nil {
+		return err
+	}
 	return elementwise(ctx, c, CollAllreduce, send, recv, op)
 }
 
@@ -180,6 +183,13 @@ func ReduceScatterBlock[T simd.Element](ctx context.Context, c *Comm, send, recv
 		return err
 	}
 	if ok, err := c.smallReduceScatter(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), op); ok {
+		return err
+	}
+	whole := len(send) // the p blocks: the same on every rank
+	if send == nil {
+		whole = len(recv)
+	}
+	if err := c.placed(ctx, CollReduceScatterBlock, whole*simd.TypeOf[T]().Size()); err != nil {
 		return err
 	}
 	a, err := c.startOp(ctx, CollReduceScatterBlock, simd.TypeOf[T](), op)
@@ -220,6 +230,9 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 	if ok, err := c.smallReduceScatterV(ctx, simd.TypeOf[T](), bytesOf(send), simd.AsBytes(recv), counts, op); ok {
 		return err
 	}
+	if err := c.placed(ctx, CollReduceScatter, sumCounts(counts)*simd.TypeOf[T]().Size()); err != nil {
+		return err
+	}
 	a, err := c.startOp(ctx, CollReduceScatter, simd.TypeOf[T](), op)
 	if err != nil {
 		return err
@@ -246,6 +259,19 @@ func ReduceScatter[T simd.Element](ctx context.Context, c *Comm, send, recv []T,
 		simd.Copy(r, s)
 	}
 	return c.pick(ctx, a, len(s))
+}
+
+// sumCounts returns the sum of counts, 0 if one is negative (the call
+// then fails on its counts).
+func sumCounts(counts []int) int {
+	n := 0
+	for _, k := range counts {
+		if k < 0 {
+			return 0
+		}
+		n += k
+	}
+	return n
 }
 
 // Allgather gathers the blocks send (n elements) of all ranks into recv (p
@@ -393,6 +419,13 @@ func Reduce[T simd.Element](ctx context.Context, c *Comm, send, recv []T, op Op,
 		return err
 	}
 	if ok, err := c.smallReduce(ctx, simd.TypeOf[T](), bytesOf(send), bytesOf(recv), op, root); ok {
+		return err
+	}
+	vec := len(send) // the vector's length: the same on every rank
+	if send == nil {
+		vec = len(recv) // in place, at the root
+	}
+	if err := c.placed(ctx, CollReduce, vec*simd.TypeOf[T]().Size()); err != nil {
 		return err
 	}
 	a, err := c.startOp(ctx, CollReduce, simd.TypeOf[T](), op)

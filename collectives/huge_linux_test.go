@@ -12,7 +12,7 @@ import (
 
 // anonHugeAt returns the AnonHugePages (KiB) of the mapping of this
 // process that holds b's first byte (-1 if smaps cannot tell).
-func anonHugeAt(b []int32) int {
+func anonHugeAt[T any](b []T) int {
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {

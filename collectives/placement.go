@@ -110,6 +110,12 @@ func (c *Comm) placeable() bool {
 // on the placement: [lo, hi), empty where it does not.
 func placementBand(coll Collective) (lo, hi int) {
 	n, f := singleMin(coll, false, PlacementNear), singleMin(coll, false, PlacementFar)
+	if n == 0 {
+		n = math.MaxInt // never at that placement
+	}
+	if f == 0 {
+		f = math.MaxInt
+	}
 	return min(n, f), max(n, f)
 }
 

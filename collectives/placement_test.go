@@ -53,6 +53,14 @@ func TestPlacementSelection(t *testing.T) {
 		{CollAlltoall, 31 << 20, PlacementNear, false},
 		{CollAlltoall, 8 << 20, PlacementFar, true},
 		{CollAlltoall, 8 << 20, PlacementUnknown, true},
+		{CollAllreduce, singleReduceFarMin, PlacementFar, true},
+		{CollAllreduce, singleReduceFarMin - 1, PlacementFar, false},
+		{CollAllreduce, 64 << 20, PlacementNear, false},
+		{CollAllreduce, 64 << 20, PlacementUnknown, false},
+		{CollReduce, singleReduceFarMin, PlacementFar, true},
+		{CollReduceScatterBlock, singleReduceFarMin, PlacementFar, true},
+		{CollReduceScatter, singleReduceFarMin, PlacementFar, true},
+		{CollReduceScatter, 64 << 20, PlacementNear, false},
 	} {
 		call := Call{Coll: tc.coll, Bytes: tc.bytes, P: 2, CrossMemory: true, Placement: tc.place}
 		a, why, err := Select(call, Options{})
@@ -68,6 +76,18 @@ func TestPlacementSelection(t *testing.T) {
 		// A far pair's cold calls take flat (singleCold); the reason says so.
 		if cold := a == Single && coldCovers(tc.coll, tc.bytes, 2, tc.place); cold != strings.Contains(why, fmt.Sprintf("from call %d of this collective and size", shm.HugeAfter)) {
 			t.Errorf("%v of %d bytes at %v placement: reason %q, cold calls %v", tc.coll, tc.bytes, tc.place, why, cold)
+		}
+		// A reduction's cold calls take its slot algorithm (the
+		// table's at that size).
+		if tc.single && singleReduction(tc.coll) {
+			tab, err := DefaultTable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sel := tab.selection(2, false)
+			if alg := sel.lookup(tc.coll, tc.bytes, true); !strings.Contains(why, alg.String()+" before it") {
+				t.Errorf("%v of %d bytes at %v placement: reason %q does not name %v for the cold calls", tc.coll, tc.bytes, tc.place, why, alg)
+			}
 		}
 		// Near ranks take the flat allgather where Single would serve
 		// an unknown placement.

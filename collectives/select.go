@@ -10,7 +10,7 @@ import (
 
 // Selection: decide is the one place where a call's algorithm is decided,
 // from inputs equal on every rank (docs/DESIGN.md, Selection), in order: a
-// pin, Direct, Single (Flat while its buffers are cold: singleCold), the
+// pin, Direct, Single (the slots while its buffers are cold: singleCold), the
 // placement (nearFlat), the table's entry (its
 // ordered algorithm for a non-commutative operator), the heuristic. An
 // alltoallv's bytes differ per rank: decide takes them as 0, and each of
@@ -25,7 +25,7 @@ type selectInput struct {
 	commutative bool
 	arena       bool // every buffer of the call comes from Alloc
 	single      bool // cross-memory attach is on and the call can take Single (singleReady)
-	cold        bool // Single's buffers are still in 4 KiB pages: flat takes the call unpinned (singleCold)
+	cold        bool // Single's buffers are still in 4 KiB pages: the slots take the call unpinned (singleCold)
 }
 
 // reason says why decide chose an algorithm.
@@ -35,7 +35,7 @@ const (
 	byPin       reason = iota + 1 // Options.Algorithms or SHMCOLL_ALGO_<COLL>
 	byDirect                      // arena buffers of at least directMin bytes
 	bySingle                      // cross-memory attach for calls of at least singleMin bytes
-	byCold                        // flat where Single's buffers are still in 4 KiB pages (singleCold)
+	byCold                        // the slots (Flat, or a reduction's slots) where Single's buffers are still in 4 KiB pages (singleCold)
 	byPlacement                   // the ranks share a cache (nearFlat)
 	byTable                       // the table's entry (or its ordered algorithm)
 	byHeuristic                   // no entry applies
@@ -74,10 +74,12 @@ func (s selector) decide(in selectInput) (decision, error) {
 	case in.single && singleTakes(coll, in.bytes, pin, s.over, s.place):
 		switch {
 		case pin == Single:
-		case in.cold:
-			d = decision{Flat, byCold}
-		default:
+		case !in.cold:
 			d = decision{Single, bySingle}
+		case singleReduction(coll): // the table's slot algorithm at this size
+			d = decision{s.slots(in), byCold}
+		default:
+			d = decision{Flat, byCold}
 		}
 	case pin == Single && algorithms[coll][Single] != nil:
 		return d, fmt.Errorf("%w: algorithm single needs cross-memory attach (see Comm.CrossMemory) and, for alltoall, a call not in place", ErrInvalidArgument)
@@ -97,6 +99,16 @@ func (s selector) decide(in selectInput) (decision, error) {
 		return d, fmt.Errorf("%w: %v for %v", ErrNotCommutative, d.alg, coll)
 	}
 	return d, nil
+}
+
+// slots returns the algorithm through the slots that the table, or the
+// heuristic, gives a call: what a cold call takes where Flat does not
+// serve the collective.
+func (s selector) slots(in selectInput) Algorithm {
+	if alg := s.table.lookup(in.coll, in.bytes, in.commutative); alg != Auto && alg != Single {
+		return alg
+	}
+	return HeuristicAlgorithm(in.coll, in.bytes, s.p, in.commutative, s.over)
 }
 
 // onBuffers reports whether decide's answer for in may depend on in.arena
@@ -344,7 +356,11 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 		byHeuristic: "no table entry for this p, oversubscription and size: the heuristic",
 	}[d.why]
 	if d.why == bySingle && coldCovers(call.Coll, call.Bytes, call.P, place) {
-		why += fmt.Sprintf("; between processes from call %d of this collective and size on the communicator, flat before it, while the buffers are in 4 KiB pages", shm.HugeAfter)
+		before := "flat"
+		if singleReduction(call.Coll) {
+			before = s.slots(in).String()
+		}
+		why += fmt.Sprintf("; between processes from call %d of this collective and size on the communicator, %s before it, while the buffers are in 4 KiB pages", shm.HugeAfter, before)
 	}
 	if d.why == byPin && opt.Algorithms[call.Coll] != Auto {
 		why = "pinned by Options.Algorithms"

@@ -166,9 +166,34 @@ func singleMin(coll Collective, over bool, place Placement) int {
 			return 16 << 20
 		}
 		return 1 << 20
+	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
+		// Two ranks on different dies: one read and one write of each
+		// half between the dies, where the slots make two exchanges
+		// through them, ahead once the buffers have huge pages (the
+		// cold calls before that stay on the slots: singleCold). On
+		// one cache, and where ranks share CPUs or are more, the slot
+		// algorithms stay ahead.
+		if place == PlacementFar && !over {
+			return singleReduceFarMin
+		}
 	}
 	return 0
 }
+
+// singleReduction reports whether coll is one of the reductions Single
+// serves (singlereduce.go).
+func singleReduction(coll Collective) bool {
+	switch coll {
+	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
+		return true
+	}
+	return false
+}
+
+// singleReduceFarMin is the smallest reduction that two ranks far apart
+// take Single for (shmbench run -np 2 -algo single against the table's
+// algorithms at far placement, with the buffers in huge pages).
+const singleReduceFarMin = 8 << 20
 
 // singleTakes reports whether a call of coll on bytes takes Single: it is
 // pinned, or nothing else is and the call has at least singleMin bytes
@@ -236,7 +261,7 @@ func (c *Comm) singleReady(a *call) bool {
 		if a.send == nil {
 			return false
 		}
-	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
+	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter: // singleReduction
 		if !c.singleReduceOn() {
 			return false
 		}
@@ -516,13 +541,15 @@ func (c *Comm) preferHuge(b []byte) {
 }
 
 // singleCold reports whether a call of a.coll on bytes that Single would
-// take unpinned takes Flat instead, since its buffers are still in 4 KiB
-// pages: a peer's copy by cross-memory attach pins every page it
+// take unpinned takes the slots instead (Flat; a reduction the slot
+// algorithm it takes at smaller sizes), since its buffers are still in
+// 4 KiB pages: a peer's copy by cross-memory attach pins every page it
 // touches, and from singleHugeMin the pins cost more than the flat
 // algorithm's second copy through the slots (shmbench run -algo
 // single,flat with SHMCOLL_HUGEPAGES=off and on, two ranks far apart;
 // flat is also ahead of the table's slot algorithms at these sizes:
-// docs/PERFORMANCE.md, "Huge pages"). A buffer Single offers gets huge
+// docs/PERFORMANCE.md, "Huge pages"; a reduction's Single in 4 KiB pages
+// is behind its slot algorithms, with huge pages ahead). A buffer Single offers gets huge
 // pages at its shm.HugeAfter-th offer, so the communicator counts such
 // calls per collective and size (coldCovers says which): the first
 // shm.HugeAfter-1 are cold, and each offers the buffers Single would
@@ -601,8 +628,9 @@ func singleColdMax(coll Collective) int {
 
 // offerHuge tells the endpoint of the buffers a Single call offers its
 // peers (preferHuge): an allgather(v)'s recv, an alltoall's send, a rooted
-// call's blocks at the root and its buffer elsewhere. Single calls it, and
-// so does a call that takes Flat while they are cold (singleCold), so that
+// call's blocks at the root and its buffer elsewhere, a reduction's input
+// and the recv the peers write. Single calls it, and
+// so does a call that takes the slots while they are cold (singleCold), so that
 // the offers count the same either way.
 func (c *Comm) offerHuge(a *call) {
 	switch a.coll {
@@ -610,6 +638,13 @@ func (c *Comm) offerHuge(a *call) {
 		c.preferHuge(a.recv)
 	case CollAlltoall:
 		c.preferHuge(a.send)
+	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
+		// The input, which the peers read, and the recv where they
+		// write into it (singleReduce's offers), once where in place.
+		c.preferHuge(a.input())
+		if a.send != nil && (a.coll == CollAllreduce || a.coll == CollReduce && c.rank == a.root) {
+			c.preferHuge(a.recv)
+		}
 	default: // bcast, scatter(v), gather(v): as singleRooted offers
 		switch {
 		case c.rank == a.root:

@@ -884,9 +884,11 @@ func TestSingleWarm(t *testing.T) {
 	if os.Getenv(shm.EnvArena) != "" {
 		t.Skip("in a child")
 	}
-	runRanks(t, "TestSingleWarmChild", 2, func(int) []string {
-		return []string{PlacementEnv + "=far", "SHMCOLL_TEST_WARM=1"}
-	})
+	for _, mode := range []string{"all", "reduce"} {
+		runRanks(t, "TestSingleWarmChild", 2, func(int) []string {
+			return []string{PlacementEnv + "=far", "SHMCOLL_TEST_WARM=" + mode}
+		})
+	}
 	err := Run(2, singleOptions(false, false), func(c *Comm) error {
 		b := newWarmBuf(2, 16<<20) // Single at any placement
 		for k := range 2 {
@@ -917,6 +919,10 @@ func TestSingleWarmChild(t *testing.T) {
 	defer c.Close()
 	if c.Oversubscribed() || c.CrossMemory() != nil {
 		t.Skip("the ranks share CPUs or have no cross-memory attach")
+	}
+	if os.Getenv("SHMCOLL_TEST_WARM") == "reduce" {
+		warmReduce(t, c)
+		return
 	}
 	b := newWarmBuf(c.Size(), 8<<20)
 	heapHuge := anonHugeAt(b.recv) != 0 // the system backs the heap by huge pages itself
@@ -960,8 +966,47 @@ func TestSingleWarmChild(t *testing.T) {
 	}
 }
 
-// warmCalls makes call k of an allgather, a bcast, a gather and an
-// alltoall in b's buffers (the same in every call), checks every element,
+// warmReduce is TestSingleWarmChild for an allreduce alone: its first
+// call probes the placement, the cold calls take the slots and leave the
+// buffers in 4 KiB pages, the 32nd takes Single and collapses them.
+func warmReduce(t *testing.T, c *Comm) {
+	p, r := c.Size(), c.Rank()
+	send, recv := make([]int64, singleReduceFarMin/8), make([]int64, singleReduceFarMin/8)
+	heapHuge := anonHugeAt(send) != 0
+	for k := range shm.HugeAfter + 1 {
+		for i := range send {
+			send[i] = singleVal[int64](r, k, i)
+		}
+		if err := Allreduce(bg, c, send, recv, Sum); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range recv {
+			var w int64
+			for j := range p {
+				w += singleVal[int64](j, k, i)
+			}
+			if v != w {
+				t.Fatalf("rank %d, allreduce %d: element %d is %d, want %d", r, k+1, i, v, w)
+			}
+		}
+		if k == 0 && c.Placement() != PlacementFar {
+			t.Fatalf("rank %d: placement %v after the first allreduce of %d bytes, want far (probed)", r, c.Placement(), 8*len(send))
+		}
+		if a := c.LastAlgorithm(); (a == Single) != (k >= shm.HugeAfter-1) {
+			t.Fatalf("rank %d, allreduce %d took %v", r, k+1, a)
+		}
+		switch huge := anonHugeAt(send); {
+		case heapHuge:
+		case k < shm.HugeAfter-1 && huge > 0:
+			t.Fatalf("rank %d, allreduce %d (cold): the heap's mapping of its buffers has %d KiB of huge pages", r, k+1, huge)
+		case k >= shm.HugeAfter-1 && huge == 0 && kernelCollapses():
+			t.Fatalf("rank %d, allreduce %d: the heap's mapping of its buffers has no huge pages", r, k+1)
+		}
+	}
+}
+
+// warmCalls makes call k of an allgather, a bcast, a gather, an alltoall
+// and an allreduce in b's buffers (the same in every call), checks every element,
 // and returns the algorithm each took.
 func warmCalls(c *Comm, b *warmBuf, k int) (map[string]Algorithm, error) {
 	p, r := c.Size(), c.Rank()
@@ -1021,15 +1066,36 @@ func warmCalls(c *Comm, b *warmBuf, k int) (map[string]Algorithm, error) {
 			return nil, fmt.Errorf("alltoall %d: element %d is %d, want %d", k, i, v, w)
 		}
 	}
+	for i := range b.rsend {
+		b.rsend[i] = singleVal[int64](r, k+3, i)
+	}
+	if err := Allreduce(bg, c, b.rsend, b.rrecv, Sum); err != nil {
+		return nil, err
+	}
+	algs["allreduce"] = c.LastAlgorithm()
+	for i, v := range b.rrecv {
+		var w int64
+		for j := range p {
+			w += singleVal[int64](j, k+3, i)
+		}
+		if v != w {
+			return nil, fmt.Errorf("allreduce %d: element %d is %d, want %d", k, i, v, w)
+		}
+	}
 	return algs, nil
 }
 
 // warmBuf are one rank's buffers of warmCalls: an allgather's and an
-// alltoall's of bytes, a bcast of bytes, a gather of blocks of bytes;
-// each offered once per call where Single offers it (offerHuge).
-type warmBuf struct{ send, recv, bcast, gsend, gather, asend, a2a []int32 }
+// alltoall's of bytes, a bcast of bytes, a gather of blocks of bytes, an
+// allreduce's of at least the reductions' smallest Single call; each
+// offered once per call where Single offers it (offerHuge).
+type warmBuf struct {
+	send, recv, bcast, gsend, gather, asend, a2a []int32
+	rsend, rrecv                                 []int64
+}
 
 func newWarmBuf(p, bytes int) *warmBuf {
-	n := bytes / 4
-	return &warmBuf{make([]int32, n/p), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, p*n), make([]int32, n), make([]int32, n)}
+	n, m := bytes/4, max(bytes, singleReduceFarMin)/8
+	return &warmBuf{make([]int32, n/p), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, p*n), make([]int32, n), make([]int32, n),
+		make([]int64, m), make([]int64, m)}
 }

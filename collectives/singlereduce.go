@@ -128,6 +128,7 @@ func (c *Comm) singleReduce(ctx context.Context, a *call, block func(j int) (int
 	}
 	defer c.withdraw(e, &err)
 	offers := to == singleToAll || to == r
+	c.offerHuge(a)
 	for j := range p {
 		if j == r {
 			continue
