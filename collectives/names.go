@@ -143,13 +143,16 @@ const (
 	// Taken without a pin for large calls whose buffers are all in the
 	// arena (see [Select]).
 	Direct
-	// Single (allgather(v), bcast, alltoall(v), gather(v), scatter(v)):
-	// one copy for private buffers by cross-memory attach: every rank
-	// publishes the addresses of its buffer's blocks, and the ranks that
-	// need them read them (gather: write into the root's buffer) straight
-	// from the owner's memory, with no copy into the slots. Taken without
-	// a pin above a size per collective when cross-memory attach is on for
-	// the communicator (see [Comm.CrossMemory]). An alltoallv's sizes
+	// Single (allgather(v), bcast, alltoall(v), gather(v), scatter(v),
+	// allreduce, reduce, reduce-scatter): one copy for private buffers by
+	// cross-memory attach: every rank publishes the addresses of its
+	// buffer's blocks, and the ranks that need them read them (gather:
+	// write into the root's buffer; the reductions: read every peer's
+	// input block, write the reduced block into the peers' recvs)
+	// straight from the owner's memory, with no copy into the slots.
+	// Taken without a pin above a size per collective when cross-memory
+	// attach is on for the communicator (see [Comm.CrossMemory]; the
+	// reductions only where two ranks run far apart, see [Select]). An alltoallv's sizes
 	// differ per rank, so its Flat and Single are one algorithm in which
 	// each sender chooses (Single pinned: every sender; Flat selected:
 	// the senders whose bytes take Single for an alltoall; Flat pinned:
