@@ -541,8 +541,8 @@ func (c *Comm) preferHuge(b []byte) {
 }
 
 // singleCold reports whether a call of a.coll on bytes that Single would
-// take unpinned takes the slots instead (Flat; a reduction the slot
-// algorithm it takes at smaller sizes), since its buffers are still in
+// take unpinned takes the slots instead (Flat; a reduction the table's
+// algorithm at that size), since its buffers are still in
 // 4 KiB pages: a peer's copy by cross-memory attach pins every page it
 // touches, and from singleHugeMin the pins cost more than the flat
 // algorithm's second copy through the slots (shmbench run -algo
