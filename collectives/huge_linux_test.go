@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -47,4 +48,24 @@ func kernelCollapses() bool {
 	a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	lo := int((a+2<<20-1)&^(2<<20-1) - a)
 	return unix.Madvise(b[lo:lo+2<<20], unix.MADV_COLLAPSE) == nil
+}
+
+// apartMappings returns two buffers of n int64s, each in an anonymous
+// mapping of its own (an inaccessible page between them keeps the kernel
+// from merging them), so that smaps tells their huge pages apart; they
+// are unmapped when t ends.
+func apartMappings(t *testing.T, n int) (a, b []int64) {
+	const page = 4096
+	size := (8*n + page - 1) &^ (page - 1)
+	m, err := unix.Mmap(-1, 0, 2*size+page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Munmap(m) })
+	if err := unix.Mprotect(m[size:size+page], unix.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	a = unsafe.Slice((*int64)(unsafe.Pointer(&m[0])), n)
+	b = unsafe.Slice((*int64)(unsafe.Pointer(&m[size+page])), n)
+	return a, b
 }

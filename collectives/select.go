@@ -77,7 +77,7 @@ func (s selector) decide(in selectInput) (decision, error) {
 		case !in.cold:
 			d = decision{Single, bySingle}
 		case singleReduction(coll): // the table's slot algorithm at this size
-			d = decision{s.slots(in), byCold}
+			d = decision{s.fromTable(in.withoutSingle()).alg, byCold}
 		default:
 			d = decision{Flat, byCold}
 		}
@@ -87,10 +87,7 @@ func (s selector) decide(in selectInput) (decision, error) {
 		d = decision{Flat, byPlacement}
 	case pin != Auto:
 	default:
-		d = decision{s.table.lookup(coll, in.bytes, in.commutative), byTable}
-		if d.alg == Auto || d.alg == Single && !in.single {
-			d = decision{HeuristicAlgorithm(coll, in.bytes, s.p, in.commutative, s.over), byHeuristic}
-		}
+		d = s.fromTable(in)
 	}
 	if algorithms[coll][d.alg] == nil {
 		return d, fmt.Errorf("%w: algorithm %v does not implement %v", ErrInvalidArgument, d.alg, coll)
@@ -101,14 +98,22 @@ func (s selector) decide(in selectInput) (decision, error) {
 	return d, nil
 }
 
-// slots returns the algorithm through the slots that the table, or the
-// heuristic, gives a call: what a cold call takes where Flat does not
-// serve the collective.
-func (s selector) slots(in selectInput) Algorithm {
-	if alg := s.table.lookup(in.coll, in.bytes, in.commutative); alg != Auto && alg != Single {
-		return alg
+// fromTable returns the table's entry for in (its ordered algorithm for a
+// non-commutative operator), or the heuristic's choice where the table has
+// none or names Single and the call cannot take it.
+func (s selector) fromTable(in selectInput) decision {
+	d := decision{s.table.lookup(in.coll, in.bytes, in.commutative), byTable}
+	if d.alg == Auto || d.alg == Single && !in.single {
+		d = decision{HeuristicAlgorithm(in.coll, in.bytes, s.p, in.commutative, s.over), byHeuristic}
 	}
-	return HeuristicAlgorithm(in.coll, in.bytes, s.p, in.commutative, s.over)
+	return d
+}
+
+// withoutSingle returns in for a call that cannot take Single: what a
+// cold call goes by.
+func (in selectInput) withoutSingle() selectInput {
+	in.single = false
+	return in
 }
 
 // onBuffers reports whether decide's answer for in may depend on in.arena
@@ -358,7 +363,7 @@ func Select(call Call, opt Options) (Algorithm, string, error) {
 	if d.why == bySingle && coldCovers(call.Coll, call.Bytes, call.P, place) {
 		before := "flat"
 		if singleReduction(call.Coll) {
-			before = s.slots(in).String()
+			before = s.fromTable(in.withoutSingle()).alg.String()
 		}
 		why += fmt.Sprintf("; between processes from call %d of this collective and size on the communicator, %s before it, while the buffers are in 4 KiB pages", shm.HugeAfter, before)
 	}

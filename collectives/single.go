@@ -166,16 +166,15 @@ func singleMin(coll Collective, over bool, place Placement) int {
 			return 16 << 20
 		}
 		return 1 << 20
-	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
-		// Two ranks on different dies: one read and one write of each
-		// half between the dies, where the slots make two exchanges
-		// through them, ahead once the buffers have huge pages (the
-		// cold calls before that stay on the slots: singleCold). On
-		// one cache, and where ranks share CPUs or are more, the slot
-		// algorithms stay ahead.
-		if place == PlacementFar && !over {
-			return singleReduceFarMin
-		}
+	}
+	// The reductions. Two ranks on different dies: one read and one
+	// write of each half between the dies, where the slots make two
+	// exchanges through them, ahead once the buffers have huge pages (the
+	// cold calls before that stay on the slots: singleCold). On one
+	// cache, and where ranks share CPUs or are more, the slot algorithms
+	// stay ahead.
+	if singleReduction(coll) && place == PlacementFar && !over {
+		return singleReduceFarMin
 	}
 	return 0
 }
@@ -256,15 +255,8 @@ func singleTableBytes(p int) int { return 40 * p }
 // communicator can, Single serves the collective, a is not an alltoall
 // in place, and a reduction's pieces fit in the slot half.
 func (c *Comm) singleReady(a *call) bool {
-	switch a.coll {
-	case CollAlltoall:
-		if a.send == nil {
-			return false
-		}
-	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter: // singleReduction
-		if !c.singleReduceOn() {
-			return false
-		}
+	if a.coll == CollAlltoall && a.send == nil || singleReduction(a.coll) && !c.singleReduceOn() {
+		return false
 	}
 	return c.singleOn() && algorithms[a.coll][Single] != nil
 }
@@ -549,8 +541,8 @@ func (c *Comm) preferHuge(b []byte) {
 // single,flat with SHMCOLL_HUGEPAGES=off and on, two ranks far apart;
 // flat is also ahead of the table's slot algorithms at these sizes:
 // docs/PERFORMANCE.md, "Huge pages"; a reduction's Single in 4 KiB pages
-// is behind its slot algorithms, with huge pages ahead). A buffer Single offers gets huge
-// pages at its shm.HugeAfter-th offer, so the communicator counts such
+// is behind its slot algorithms, with huge pages ahead). A buffer Single
+// offers gets huge pages at its shm.HugeAfter-th offer, so the communicator counts such
 // calls per collective and size (coldCovers says which): the first
 // shm.HugeAfter-1 are cold, and each offers the buffers Single would
 // (offerHuge), so that the call that then takes Single makes the offer
@@ -638,7 +630,7 @@ func (c *Comm) offerHuge(a *call) {
 		c.preferHuge(a.recv)
 	case CollAlltoall:
 		c.preferHuge(a.send)
-	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter:
+	case CollAllreduce, CollReduce, CollReduceScatterBlock, CollReduceScatter: // singleReduction
 		// The input, which the peers read, and the recv where they
 		// write into it (singleReduce's offers), once where in place.
 		c.preferHuge(a.input())

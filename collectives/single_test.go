@@ -936,16 +936,7 @@ func TestSingleWarmChild(t *testing.T) {
 				t.Fatalf("rank %d, call %d: %s took %v", c.Rank(), k+1, coll, a)
 			}
 		}
-		// The buffers (the heap's mapping that holds them, as smaps
-		// counts): in 4 KiB pages through the cold calls, collapsed by
-		// the first that takes Single.
-		switch huge := anonHugeAt(b.recv); {
-		case heapHuge:
-		case k < shm.HugeAfter-1 && huge > 0:
-			t.Fatalf("rank %d, call %d (cold): the heap's mapping of its buffers has %d KiB of huge pages", c.Rank(), k+1, huge)
-		case k >= shm.HugeAfter-1 && huge == 0 && kernelCollapses():
-			t.Fatalf("rank %d, call %d: the heap's mapping of its buffers has no huge pages", c.Rank(), k+1)
-		}
+		checkWarmPages(t, c.Rank(), k, heapHuge, anonHugeAt(b.recv))
 	}
 	// Another size counts apart: its first call is cold.
 	other := make([]int32, 10<<20/8)
@@ -968,11 +959,12 @@ func TestSingleWarmChild(t *testing.T) {
 
 // warmReduce is TestSingleWarmChild for an allreduce alone: its first
 // call probes the placement, the cold calls take the slots and leave the
-// buffers in 4 KiB pages, the 32nd takes Single and collapses them.
+// buffers in 4 KiB pages, the 32nd takes Single and collapses both (each
+// in a mapping of its own, so that each one's pages show).
 func warmReduce(t *testing.T, c *Comm) {
 	p, r := c.Size(), c.Rank()
-	send, recv := make([]int64, singleReduceFarMin/8), make([]int64, singleReduceFarMin/8)
-	heapHuge := anonHugeAt(send) != 0
+	send, recv := apartMappings(t, singleReduceFarMin/8)
+	heapHuge := anonHugeAt(send) != 0 || anonHugeAt(recv) != 0
 	for k := range shm.HugeAfter + 1 {
 		for i := range send {
 			send[i] = singleVal[int64](r, k, i)
@@ -995,18 +987,29 @@ func warmReduce(t *testing.T, c *Comm) {
 		if a := c.LastAlgorithm(); (a == Single) != (k >= shm.HugeAfter-1) {
 			t.Fatalf("rank %d, allreduce %d took %v", r, k+1, a)
 		}
-		switch huge := anonHugeAt(send); {
-		case heapHuge:
-		case k < shm.HugeAfter-1 && huge > 0:
-			t.Fatalf("rank %d, allreduce %d (cold): the heap's mapping of its buffers has %d KiB of huge pages", r, k+1, huge)
-		case k >= shm.HugeAfter-1 && huge == 0 && kernelCollapses():
-			t.Fatalf("rank %d, allreduce %d: the heap's mapping of its buffers has no huge pages", r, k+1)
-		}
+		checkWarmPages(t, r, k, heapHuge, anonHugeAt(send))
+		checkWarmPages(t, r, k, heapHuge, anonHugeAt(recv))
 	}
 }
 
-// warmCalls makes call k of an allgather, a bcast, a gather, an alltoall
-// and an allreduce in b's buffers (the same in every call), checks every element,
+// checkWarmPages checks the mapping that holds a rank's buffers
+// after call k+1 (huge: its KiB of huge pages, as smaps counts): in 4 KiB
+// pages through the cold calls, collapsed by the first that takes Single;
+// not checked where the system backs it by huge pages itself
+// (heapHuge).
+func checkWarmPages(t *testing.T, r, k int, heapHuge bool, huge int) {
+	t.Helper()
+	switch {
+	case heapHuge:
+	case k < shm.HugeAfter-1 && huge > 0:
+		t.Fatalf("rank %d, call %d (cold): the mapping that holds its buffers has %d KiB of huge pages", r, k+1, huge)
+	case k >= shm.HugeAfter-1 && huge == 0 && kernelCollapses():
+		t.Fatalf("rank %d, call %d: the mapping that holds its buffers has no huge pages", r, k+1)
+	}
+}
+
+// warmCalls makes call k of an allgather, a bcast, a gather and an
+// alltoall in b's buffers (the same in every call), checks every element,
 // and returns the algorithm each took.
 func warmCalls(c *Comm, b *warmBuf, k int) (map[string]Algorithm, error) {
 	p, r := c.Size(), c.Rank()
@@ -1066,36 +1069,15 @@ func warmCalls(c *Comm, b *warmBuf, k int) (map[string]Algorithm, error) {
 			return nil, fmt.Errorf("alltoall %d: element %d is %d, want %d", k, i, v, w)
 		}
 	}
-	for i := range b.rsend {
-		b.rsend[i] = singleVal[int64](r, k+3, i)
-	}
-	if err := Allreduce(bg, c, b.rsend, b.rrecv, Sum); err != nil {
-		return nil, err
-	}
-	algs["allreduce"] = c.LastAlgorithm()
-	for i, v := range b.rrecv {
-		var w int64
-		for j := range p {
-			w += singleVal[int64](j, k+3, i)
-		}
-		if v != w {
-			return nil, fmt.Errorf("allreduce %d: element %d is %d, want %d", k, i, v, w)
-		}
-	}
 	return algs, nil
 }
 
 // warmBuf are one rank's buffers of warmCalls: an allgather's and an
-// alltoall's of bytes, a bcast of bytes, a gather of blocks of bytes, an
-// allreduce's of at least the reductions' smallest Single call; each
-// offered once per call where Single offers it (offerHuge).
-type warmBuf struct {
-	send, recv, bcast, gsend, gather, asend, a2a []int32
-	rsend, rrecv                                 []int64
-}
+// alltoall's of bytes, a bcast of bytes, a gather of blocks of bytes;
+// each offered once per call where Single offers it (offerHuge).
+type warmBuf struct{ send, recv, bcast, gsend, gather, asend, a2a []int32 }
 
 func newWarmBuf(p, bytes int) *warmBuf {
-	n, m := bytes/4, max(bytes, singleReduceFarMin)/8
-	return &warmBuf{make([]int32, n/p), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, p*n), make([]int32, n), make([]int32, n),
-		make([]int64, m), make([]int64, m)}
+	n := bytes / 4
+	return &warmBuf{make([]int32, n/p), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, p*n), make([]int32, n), make([]int32, n)}
 }
